@@ -1,0 +1,69 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+/// One set of Swift settings for every Swift target.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "bgtaskd",
+    products: [
+        .executable(name: "bgtaskd", targets: ["bgtaskd"]),
+        .executable(name: "bgtaskctl", targets: ["bgtaskctl"]),
+        .library(name: "BackgroundTasks", targets: ["BackgroundTasks"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
+    ],
+    targets: [
+        // sd-bus, sd-event and sd-daemon from Debian's libsystemd-dev.
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
+        // The few C helpers Swift cannot do without (vtable macros, pidfd, eventfd).
+        .target(name: "CBgTaskShim", dependencies: ["CSystemd"]),
+        // A thin Swift layer over sd-bus and sd-event, shared by the daemon, the SDK and the CLI.
+        .target(
+            name: "SDBus",
+            dependencies: ["CSystemd", "CBgTaskShim"],
+            swiftSettings: swiftSettings
+        ),
+        // The pure core: state, budgets and deadlines, driven by events and an injected clock.
+        .target(
+            name: "BgTaskCore",
+            dependencies: [.product(name: "HeapModule", package: "swift-collections")],
+            swiftSettings: swiftSettings
+        ),
+        // The shell: D-Bus objects, caller identity, process control, configuration.
+        .target(
+            name: "BgTaskDaemon",
+            dependencies: [
+                "BgTaskCore", "SDBus", "CBgTaskShim",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(name: "bgtaskd", dependencies: ["BgTaskDaemon"], swiftSettings: swiftSettings),
+        // The SDK apps link: a client of the D-Bus API only.
+        .target(name: "BackgroundTasks", dependencies: ["SDBus"], swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "bgtaskctl",
+            dependencies: ["SDBus", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings
+        ),
+        // Test support: the manual clock and fixtures.
+        .target(name: "BgTaskTestKit", dependencies: ["BgTaskCore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "BgTaskCoreTests",
+            dependencies: ["BgTaskCore", "BgTaskTestKit"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

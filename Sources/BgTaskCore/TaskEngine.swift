@@ -1,0 +1,340 @@
+// Implementation notes
+//
+// Background time belongs to the app, not the task (as iOS's
+// backgroundTimeRemaining): every connection bound to an app, and every task
+// on those connections, shares one clock and one deadline. A connection that
+// never checked in is an app of its own.
+//
+// The clock runs while the app is in the background and the machine is awake,
+// and is paused otherwise. Time used stays used across a pause; the budget is
+// given back only when the app is in the foreground with no task open, i.e.
+// once a foreground stretch carries no background work over.
+//
+// At deadline − warning every open task's owner gets TaskExpiring; at the
+// deadline every open task's owner gets TaskExpired, its tasks are closed and
+// its process gets SIGTERM, then SIGKILL after the grace period (the shell
+// sends SIGKILL only if the process is still alive). An app with no open task
+// is never touched, and needs no timer at all.
+//
+// The engine keeps one timer entry per app with open tasks in the background,
+// plus one per pending SIGKILL; the shell arms a single timer for the earliest.
+
+/// The background-task state machine: apps, connections, tasks and their
+/// deadlines, driven by calls and the clock, answering with ``CoreAction``s.
+public struct TaskEngine<Clock: MonotonicClock> {
+    public let policy: TaskPolicy
+    public let clock: Clock
+    /// Whether the machine is asleep (every background clock is paused).
+    public private(set) var isSleeping = false
+
+    private var connections: [ConnectionID: ConnectionRecord] = [:]
+    private var apps: [AppKey: AppRecord] = [:]
+    private var tasks: [UInt32: TaskRecord] = [:]
+    private var lastTaskID: UInt32 = 0
+    private var timers = DeadlineQueue<TimerTarget>()
+
+    private struct TaskRecord: Sendable {
+        var name: String
+        var connection: ConnectionID
+    }
+
+    private enum TimerTarget: Hashable, Sendable {
+        case app(AppKey)
+        case kill(ProcessRef, AppKey)
+    }
+
+    public init(policy: TaskPolicy, clock: Clock) {
+        self.policy = policy
+        self.clock = clock
+    }
+
+    // MARK: Queries
+
+    /// Open tasks across all connections.
+    public var taskCount: Int { tasks.count }
+
+    /// Connections the engine holds state for.
+    public var connectionCount: Int { connections.count }
+
+    /// The caller's background time left, in seconds; `Double.greatestFiniteMagnitude`
+    /// while its app is not in the background.
+    public func secondsRemaining(for caller: CallerIdentity) -> Double {
+        let key = connections[caller.connection]?.app ?? Self.appKey(for: caller)
+        return secondsRemaining(of: key)
+    }
+
+    /// The app a connection runs on, if the engine knows the connection.
+    public func app(of connection: ConnectionID) -> AppKey? {
+        connections[connection]?.app
+    }
+
+    /// The state of an app, if the engine knows it.
+    public func state(of app: AppKey) -> ApplicationState? {
+        apps[app]?.state
+    }
+
+    /// Every open task, by id.
+    public func tasksSnapshot() -> [TaskInfo] {
+        tasks.keys.sorted().map { id in
+            let task = tasks[id]!
+            let key = connections[task.connection]!.app
+            return TaskInfo(id: id, owner: key.description, name: task.name, secondsRemaining: secondsRemaining(of: key))
+        }
+    }
+
+    /// When the shell must next call ``fireDueTimers()``; nil when nothing is pending.
+    public mutating func nextDeadline() -> MonotonicInstant? {
+        timers.earliest()
+    }
+
+    // MARK: Calls
+
+    /// Opens a task on the caller's connection.
+    public mutating func beginTask(named name: String, caller: CallerIdentity) throws(CoreError) -> TaskBegun {
+        let nameBytes = name.utf8.count
+        guard nameBytes <= policy.maxNameBytes else {
+            throw CoreError(.invalidArgs, "task name is \(nameBytes) bytes long; the limit is \(policy.maxNameBytes)")
+        }
+        let connection = register(caller)
+        let held = connections[connection]!.tasks.count
+        guard held < policy.maxTasksPerConnection else {
+            throw CoreError(.limitExceeded, "this connection already holds \(held) open tasks (Tasks.MaxPerConnection)")
+        }
+        guard lastTaskID < UInt32.max else {
+            throw CoreError(.limitExceeded, "task ids are exhausted until the daemon restarts")
+        }
+        lastTaskID += 1
+        let id = lastTaskID
+        tasks[id] = TaskRecord(name: name, connection: connection)
+        connections[connection]!.tasks.insert(id)
+        let key = connections[connection]!.app
+        var actions: [CoreAction] = [.tasksChanged]
+        let warned = modifyApp(key) { app -> Bool in
+            app.openTasks += 1
+            return app.warned
+        } ?? false
+        let remaining = secondsRemaining(of: key)
+        // Inside the warning window already: this task's expiration handler runs at once.
+        if warned { actions.append(.sendTaskExpiring(connection, task: id, secondsLeft: remaining)) }
+        reschedule(key)
+        return TaskBegun(id: id, secondsRemaining: remaining, actions: actions)
+    }
+
+    /// Closes one of the caller's own tasks.
+    public mutating func endTask(_ id: UInt32, caller: ConnectionID) throws(CoreError) -> [CoreAction] {
+        // The same answer for unknown ids and other connections' ids: nobody learns of others' tasks.
+        guard let task = tasks[id], task.connection == caller else {
+            throw CoreError(.noSuchTask, "no task \(id) is open on this connection")
+        }
+        tasks[id] = nil
+        connections[caller]!.tasks.remove(id)
+        let key = connections[caller]!.app
+        modifyApp(key) { $0.openTasks -= 1 }
+        refreshClock(key)
+        return [.tasksChanged]
+    }
+
+    /// Moves the caller's app to `state`; the background clock follows.
+    public mutating func setState(_ state: ApplicationState, caller: CallerIdentity) -> [CoreAction] {
+        let key = connections[register(caller)]!.app
+        guard apps[key]!.state != state else { return [] }
+        modifyApp(key) { $0.state = state }
+        refreshClock(key)
+        return []
+    }
+
+    /// Binds the caller's connection to `appIDText`. The id must be valid, must
+    /// match any id the daemon already knows for the caller, and a connection
+    /// binds to one app only (checking in again with the same id is fine).
+    public mutating func checkIn(appID appIDText: String, caller: CallerIdentity) throws(CoreError) -> [CoreAction] {
+        let appID = try AppID(validating: appIDText)
+        if let known = caller.appID, known != appID {
+            let source = caller.appIDSource?.rawValue ?? "its credentials"
+            throw CoreError(.notPermitted, "this caller is \(known) (from \(source)); it cannot check in as \(appID)")
+        }
+        let connection = register(caller)
+        switch connections[connection]!.app {
+        case .app(let current):
+            guard current == appID else {
+                throw CoreError(.notPermitted, "this connection is already checked in as \(current)")
+            }
+            return []
+        case .connection:
+            return move(connection, to: .app(appID))
+        }
+    }
+
+    /// Forgets a connection that left the bus; its tasks close at once.
+    public mutating func disconnect(_ connection: ConnectionID) -> [CoreAction] {
+        guard let record = connections.removeValue(forKey: connection) else { return [] }
+        for id in record.tasks { tasks[id] = nil }
+        detach(connection, from: record.app, taking: record.tasks.count)
+        return record.tasks.isEmpty ? [] : [.tasksChanged]
+    }
+
+    /// The machine goes to sleep or wakes: every background clock pauses or resumes.
+    public mutating func setSleeping(_ sleeping: Bool) -> [CoreAction] {
+        guard sleeping != isSleeping else { return [] }
+        isSleeping = sleeping
+        for key in apps.keys { refreshClock(key) }
+        return [.sleepingChanged(sleeping)]
+    }
+
+    /// Handles every deadline that is due: warnings, expiries, SIGKILLs.
+    public mutating func fireDueTimers() -> [CoreAction] {
+        var actions: [CoreAction] = []
+        let now = clock.now
+        while let target = timers.popDue(at: now) {
+            switch target {
+            case .app(let key):
+                appTimerFired(key, now: now, into: &actions)
+            case .kill(let process, let key):
+                actions.append(.signalProcess(process, .kill, app: key))
+            }
+        }
+        return actions
+    }
+
+    // MARK: Internals
+
+    private static func appKey(for identity: CallerIdentity) -> AppKey {
+        identity.appID.map(AppKey.app) ?? .connection(identity.connection)
+    }
+
+    private func secondsRemaining(of key: AppKey) -> Double {
+        guard let app = apps[key], app.state == .background else { return .greatestFiniteMagnitude }
+        return app.clock.remaining(at: clock.now).seconds
+    }
+
+    /// Mutates an app record in place (no copy of its connection list).
+    @discardableResult
+    private mutating func modifyApp<R>(_ key: AppKey, _ body: (inout AppRecord) -> R) -> R? {
+        guard let index = apps.index(forKey: key) else { return nil }
+        return body(&apps.values[index])
+    }
+
+    /// Makes sure the engine holds the caller's connection, joining its app.
+    private mutating func register(_ identity: CallerIdentity) -> ConnectionID {
+        let connection = identity.connection
+        if connections[connection] != nil { return connection }
+        let key = Self.appKey(for: identity)
+        connections[connection] = ConnectionRecord(identity: identity, app: key)
+        if apps[key] == nil { apps[key] = AppRecord(budget: policy.budget) }
+        modifyApp(key) { $0.connections.append(connection) }
+        return connection
+    }
+
+    /// Rebinds a connection (and its open tasks) to another app. A new app
+    /// record takes over the old one's state and clock, so checking in never
+    /// buys fresh background time.
+    private mutating func move(_ connection: ConnectionID, to newKey: AppKey) -> [CoreAction] {
+        let record = connections[connection]!
+        let oldApp = apps[record.app]!
+        detach(connection, from: record.app, taking: record.tasks.count)
+        if apps[newKey] == nil {
+            var app = AppRecord(budget: policy.budget)
+            app.state = oldApp.state
+            app.clock = oldApp.clock
+            app.warned = oldApp.warned
+            apps[newKey] = app
+        }
+        modifyApp(newKey) { app in
+            app.connections.append(connection)
+            app.openTasks += record.tasks.count
+        }
+        connections[connection]!.app = newKey
+        refreshClock(newKey)
+        return record.tasks.isEmpty ? [] : [.tasksChanged]
+    }
+
+    private mutating func detach(_ connection: ConnectionID, from key: AppKey, taking taskCount: Int) {
+        let empty = modifyApp(key) { app -> Bool in
+            app.connections.removeAll { $0 == connection }
+            app.openTasks -= taskCount
+            return app.connections.isEmpty
+        } ?? false
+        if empty {
+            apps[key] = nil
+            timers.cancel(.app(key))
+        } else {
+            refreshClock(key)
+        }
+    }
+
+    /// Runs or pauses an app's clock to match its state and the machine's, and
+    /// gives the budget back to a foreground app with nothing open.
+    private mutating func refreshClock(_ key: AppKey) {
+        let now = clock.now
+        let sleeping = isSleeping
+        modifyApp(key) { app in
+            if app.state == .background && !sleeping {
+                app.clock.start(at: now)
+            } else {
+                app.clock.pause(at: now)
+            }
+            if app.state != .background {
+                app.warned = false
+                if app.openTasks == 0 { app.clock.reset() }
+            }
+        }
+        reschedule(key)
+    }
+
+    /// Keeps the app's timer in step with its next warning or deadline.
+    private mutating func reschedule(_ key: AppKey) {
+        guard let app = apps[key], app.openTasks > 0, let deadline = app.clock.deadline else {
+            timers.cancel(.app(key))
+            return
+        }
+        timers.schedule(.app(key), at: app.warned ? deadline : deadline - policy.warning)
+    }
+
+    private mutating func appTimerFired(_ key: AppKey, now: MonotonicInstant, into actions: inout [CoreAction]) {
+        guard let app = apps[key], app.openTasks > 0, let deadline = app.clock.deadline else {
+            reschedule(key)
+            return
+        }
+        if !app.warned && now >= deadline - policy.warning {
+            modifyApp(key) { $0.warned = true }
+            let left = app.clock.remaining(at: now).seconds
+            for (connection, id) in openTasks(of: app) {
+                actions.append(.sendTaskExpiring(connection, task: id, secondsLeft: left))
+            }
+        }
+        if now >= deadline {
+            expire(key, now: now, into: &actions)
+        }
+        reschedule(key)
+    }
+
+    /// The deadline passed: close every open task of the app, tell each owner,
+    /// and terminate the processes that held them.
+    private mutating func expire(_ key: AppKey, now: MonotonicInstant, into actions: inout [CoreAction]) {
+        let app = apps[key]!
+        var offenders: [ProcessRef] = []
+        for (connection, id) in openTasks(of: app) {
+            actions.append(.sendTaskExpired(connection, task: id))
+            tasks[id] = nil
+            connections[connection]!.tasks.remove(id)
+            if let process = connections[connection]!.identity.process, !offenders.contains(process) {
+                offenders.append(process)
+            }
+        }
+        modifyApp(key) { $0.openTasks = 0 }
+        actions.append(.tasksChanged)
+        for process in offenders {
+            actions.append(.signalProcess(process, .terminate, app: key))
+            // A SIGKILL already pending for this process keeps its earlier time.
+            if timers.deadline(of: .kill(process, key)) == nil {
+                timers.schedule(.kill(process, key), at: now + policy.killGrace)
+            }
+        }
+    }
+
+    /// The app's open tasks as (owner, id), in a stable order.
+    private func openTasks(of app: AppRecord) -> [(ConnectionID, UInt32)] {
+        app.connections.flatMap { connection in
+            connections[connection]!.tasks.sorted().map { (connection, $0) }
+        }
+    }
+}

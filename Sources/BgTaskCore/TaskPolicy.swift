@@ -1,0 +1,24 @@
+/// The limits the task engine enforces (the `Tasks.*` configuration keys).
+public struct TaskPolicy: Sendable, Equatable {
+    /// Background time an app gets after it enters the background (`Tasks.BudgetSec`).
+    public var budget: Duration
+    /// How long before the deadline `TaskExpiring` is sent (`Tasks.WarningSec`).
+    public var warning: Duration
+    /// Between SIGTERM and SIGKILL (`Tasks.KillGraceSec`).
+    public var killGrace: Duration
+    /// Open tasks one connection may hold (`Tasks.MaxPerConnection`).
+    public var maxTasksPerConnection: Int
+    /// Longest task name, in UTF-8 bytes.
+    public var maxNameBytes: Int
+
+    public init(
+        budget: Duration = .seconds(600), warning: Duration = .seconds(5),
+        killGrace: Duration = .seconds(2), maxTasksPerConnection: Int = 100, maxNameBytes: Int = 256
+    ) {
+        self.budget = budget
+        self.warning = warning
+        self.killGrace = killGrace
+        self.maxTasksPerConnection = maxTasksPerConnection
+        self.maxNameBytes = maxNameBytes
+    }
+}

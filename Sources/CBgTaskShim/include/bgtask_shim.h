@@ -1,0 +1,64 @@
+/*
+ * C helpers for the Swift shell. Swift cannot expand the sd-bus vtable macros
+ * (bit fields, unions), cannot call variadic C functions, and does not see the
+ * pidfd and eventfd system calls; each helper here covers one of those gaps and
+ * nothing more.
+ */
+#ifndef BGTASKD_SHIM_H
+#define BGTASKD_SHIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-bus-vtable.h>
+
+/* sd-bus vtable flags, as typed constants (Swift sees the anonymous enum as Int). */
+extern const uint64_t bgt_vtable_flag_deprecated;
+extern const uint64_t bgt_vtable_flag_hidden;
+extern const uint64_t bgt_vtable_flag_unprivileged;
+extern const uint64_t bgt_vtable_flag_no_reply;
+extern const uint64_t bgt_vtable_flag_property_const;
+extern const uint64_t bgt_vtable_flag_emits_change;
+extern const uint64_t bgt_vtable_flag_emits_invalidation;
+extern const uint64_t bgt_vtable_flag_absolute_offset;
+
+/* One vtable entry per call, built by the official macros. Every string must
+ * stay alive (and unmoved) for as long as the vtable is registered. `names` is
+ * the NUL-separated list of argument names, in arguments first, then out
+ * arguments, each terminated by NUL. */
+sd_bus_vtable bgt_vtable_start(uint64_t flags);
+sd_bus_vtable bgt_vtable_method(const char *member, const char *signature, const char *result,
+                                const char *names, sd_bus_message_handler_t handler,
+                                size_t offset, uint64_t flags);
+sd_bus_vtable bgt_vtable_signal(const char *member, const char *signature, const char *names,
+                                uint64_t flags);
+sd_bus_vtable bgt_vtable_property(const char *member, const char *signature,
+                                  sd_bus_property_get_t getter, size_t offset, uint64_t flags);
+sd_bus_vtable bgt_vtable_end(void);
+
+/* Process handles. Each returns -errno on failure. */
+int bgt_pidfd_open(pid_t pid);
+int bgt_pidfd_send_signal(int pidfd, int sig);
+/* 1 when the process behind the pidfd has exited, 0 while it runs, -errno on error. */
+int bgt_pidfd_exited(int pidfd);
+
+/* An eventfd for cross-thread wake-ups: non-blocking, close-on-exec. */
+int bgt_eventfd(void);
+int bgt_eventfd_signal(int fd);
+int bgt_eventfd_drain(int fd);
+
+/* Blocks the given signal in the calling thread (sd-event needs it blocked). */
+int bgt_block_signal(int sig);
+/* Raises RLIMIT_NOFILE's soft limit to its hard limit: one pidfd per client process. */
+void bgt_raise_fd_limit(void);
+/* CLOCK_MONOTONIC in microseconds, as sd-event uses it. */
+uint64_t bgt_monotonic_usec(void);
+/* Sets the timer slack of the calling thread in nanoseconds (deadlines are enforced to the ms). */
+int bgt_set_timer_slack(unsigned long nanoseconds);
+
+/* sd_bus_error_set with the message copied in (both arguments may be freed after). */
+int bgt_bus_error_set(sd_bus_error *error, const char *name, const char *message);
+
+#endif

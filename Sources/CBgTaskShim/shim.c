@@ -1,0 +1,127 @@
+#define _GNU_SOURCE
+#include "bgtask_shim.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+const uint64_t bgt_vtable_flag_deprecated = SD_BUS_VTABLE_DEPRECATED;
+const uint64_t bgt_vtable_flag_hidden = SD_BUS_VTABLE_HIDDEN;
+const uint64_t bgt_vtable_flag_unprivileged = SD_BUS_VTABLE_UNPRIVILEGED;
+const uint64_t bgt_vtable_flag_no_reply = SD_BUS_VTABLE_METHOD_NO_REPLY;
+const uint64_t bgt_vtable_flag_property_const = SD_BUS_VTABLE_PROPERTY_CONST;
+const uint64_t bgt_vtable_flag_emits_change = SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE;
+const uint64_t bgt_vtable_flag_emits_invalidation = SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION;
+const uint64_t bgt_vtable_flag_absolute_offset = SD_BUS_VTABLE_ABSOLUTE_OFFSET;
+
+sd_bus_vtable bgt_vtable_start(uint64_t flags) {
+    sd_bus_vtable v = SD_BUS_VTABLE_START(flags);
+    return v;
+}
+
+sd_bus_vtable bgt_vtable_method(const char *member, const char *signature, const char *result,
+                                const char *names, sd_bus_message_handler_t handler,
+                                size_t offset, uint64_t flags) {
+    sd_bus_vtable v = SD_BUS_METHOD_WITH_OFFSET(member, signature, result, handler, offset, flags);
+    /* The macro joins literal name lists; at run time the caller hands them in. */
+    v.x.method.names = names;
+    return v;
+}
+
+sd_bus_vtable bgt_vtable_signal(const char *member, const char *signature, const char *names,
+                                uint64_t flags) {
+    sd_bus_vtable v = SD_BUS_SIGNAL(member, signature, flags);
+    v.x.signal.names = names;
+    return v;
+}
+
+sd_bus_vtable bgt_vtable_property(const char *member, const char *signature,
+                                  sd_bus_property_get_t getter, size_t offset, uint64_t flags) {
+    sd_bus_vtable v = SD_BUS_PROPERTY(member, signature, getter, offset, flags);
+    return v;
+}
+
+sd_bus_vtable bgt_vtable_end(void) {
+    sd_bus_vtable v = SD_BUS_VTABLE_END;
+    return v;
+}
+
+int bgt_pidfd_open(pid_t pid) {
+    long r = syscall(SYS_pidfd_open, pid, 0);
+    if (r < 0) return -errno;
+    /* pidfd_open sets O_CLOEXEC itself. */
+    return (int) r;
+}
+
+int bgt_pidfd_send_signal(int pidfd, int sig) {
+    long r = syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+    return r < 0 ? -errno : 0;
+}
+
+int bgt_pidfd_exited(int pidfd) {
+    struct pollfd p = { .fd = pidfd, .events = POLLIN };
+    int r = poll(&p, 1, 0);
+    if (r < 0) return -errno;
+    return r > 0 && (p.revents & (POLLIN | POLLHUP)) ? 1 : 0;
+}
+
+int bgt_eventfd(void) {
+    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+int bgt_eventfd_signal(int fd) {
+    uint64_t one = 1;
+    ssize_t n = write(fd, &one, sizeof one);
+    /* EAGAIN means the counter is saturated: a wake-up is already pending. */
+    return n < 0 && errno != EAGAIN ? -errno : 0;
+}
+
+int bgt_eventfd_drain(int fd) {
+    uint64_t value;
+    ssize_t n = read(fd, &value, sizeof value);
+    return n < 0 && errno != EAGAIN ? -errno : 0;
+}
+
+int bgt_block_signal(int sig) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    return -pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+void bgt_raise_fd_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void) setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+uint64_t bgt_monotonic_usec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+int bgt_set_timer_slack(unsigned long nanoseconds) {
+    return prctl(PR_SET_TIMERSLACK, nanoseconds, 0, 0, 0) < 0 ? -errno : 0;
+}
+
+int bgt_bus_error_set(sd_bus_error *error, const char *name, const char *message) {
+    return sd_bus_error_set(error, name, message);
+}
