@@ -28,6 +28,8 @@ let package = Package(
         ),
         // The few C helpers Swift cannot do without (vtable macros, pidfd, eventfd).
         .target(name: "CBgTaskShim", dependencies: ["CSystemd"]),
+        // The fixed D-Bus names, shared by the daemon, the SDK and the CLI.
+        .target(name: "BgTaskProtocol", swiftSettings: swiftSettings),
         // A thin Swift layer over sd-bus and sd-event, shared by the daemon, the SDK and the CLI.
         .target(
             name: "SDBus",
@@ -44,7 +46,7 @@ let package = Package(
         .target(
             name: "BgTaskDaemon",
             dependencies: [
-                "BgTaskCore", "SDBus", "CBgTaskShim",
+                "BgTaskCore", "BgTaskProtocol", "SDBus", "CBgTaskShim",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -52,10 +54,10 @@ let package = Package(
         ),
         .executableTarget(name: "bgtaskd", dependencies: ["BgTaskDaemon"], swiftSettings: swiftSettings),
         // The SDK apps link: a client of the D-Bus API only.
-        .target(name: "BackgroundTasks", dependencies: ["SDBus"], swiftSettings: swiftSettings),
+        .target(name: "BackgroundTasks", dependencies: ["BgTaskProtocol", "SDBus"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "bgtaskctl",
-            dependencies: ["SDBus", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["BgTaskProtocol", "SDBus", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings
         ),
         // Test support: the manual clock and fixtures.

@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "bgtask_shim.h"
 
+#include <systemd/sd-event.h>
+
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -27,6 +29,9 @@ const uint64_t bgt_vtable_flag_property_const = SD_BUS_VTABLE_PROPERTY_CONST;
 const uint64_t bgt_vtable_flag_emits_change = SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE;
 const uint64_t bgt_vtable_flag_emits_invalidation = SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION;
 const uint64_t bgt_vtable_flag_absolute_offset = SD_BUS_VTABLE_ABSOLUTE_OFFSET;
+
+const int bgt_event_off = SD_EVENT_OFF;
+const int bgt_event_oneshot = SD_EVENT_ONESHOT;
 
 sd_bus_vtable bgt_vtable_start(uint64_t flags) {
     sd_bus_vtable v = SD_BUS_VTABLE_START(flags);

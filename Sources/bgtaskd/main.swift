@@ -1,1 +1,3 @@
-print("todo")
+import BgTaskDaemon
+
+DaemonCommand.main()

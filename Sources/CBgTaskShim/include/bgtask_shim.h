@@ -24,6 +24,10 @@ extern const uint64_t bgt_vtable_flag_emits_change;
 extern const uint64_t bgt_vtable_flag_emits_invalidation;
 extern const uint64_t bgt_vtable_flag_absolute_offset;
 
+/* sd_event_source_set_enabled() modes. */
+extern const int bgt_event_off;
+extern const int bgt_event_oneshot;
+
 /* One vtable entry per call, built by the official macros. Every string must
  * stay alive (and unmoved) for as long as the vtable is registered. `names` is
  * the NUL-separated list of argument names, in arguments first, then out

@@ -1,0 +1,149 @@
+import BgTaskCore
+import BgTaskProtocol
+import SDBus
+
+// The Manager interface (DESIGN §4): property getters, then method handlers,
+// then the one table that binds them. Every handler follows the same order:
+// read arguments → validate → identify the caller → check its right →
+// change state → reply → carry out the actions (signals, PropertiesChanged).
+
+extension Daemon {
+    // MARK: Property getters
+
+    func getTasks(_ reply: Message) throws(BusError) {
+        try reply.container("a", "(ussd)") { () throws(BusError) in
+            for task in engine.tasksSnapshot() {
+                try reply.container("r", "ussd") { () throws(BusError) in
+                    try reply.append(task.id)
+                    try reply.append(task.owner)
+                    try reply.append(task.name)
+                    try reply.append(task.secondsRemaining)
+                }
+            }
+        }
+    }
+
+    func getPlugins(_ reply: Message) throws(BusError) {
+        // The plugin host arrives with the mode plugins; until then the list is empty.
+        try reply.container("a", "(ssu)") { () throws(BusError) in }
+    }
+
+    // MARK: Method handlers
+
+    func beginBackgroundTask(_ call: Message) throws(BusError) {
+        let name = try call.readString()
+        serve(call) { [unowned self] caller in
+            let begun = try engine.beginTask(named: name, caller: caller)
+            try call.reply { (reply) throws(BusError) in
+                try reply.append(begun.id)
+                try reply.append(begun.secondsRemaining)
+            }
+            perform(begun.actions)
+        }
+    }
+
+    func endBackgroundTask(_ call: Message) throws(BusError) {
+        let id = try call.readUInt32()
+        serve(call) { [unowned self] caller in
+            let actions = try engine.endTask(id, caller: caller.connection)
+            try call.reply()
+            perform(actions)
+        }
+    }
+
+    func getBackgroundTimeRemaining(_ call: Message) throws(BusError) {
+        serve(call) { [unowned self] caller in
+            let seconds = engine.secondsRemaining(for: caller)
+            try call.reply { (reply) throws(BusError) in try reply.append(seconds) }
+        }
+    }
+
+    func setApplicationState(_ call: Message) throws(BusError) {
+        let text = try call.readString()
+        let state: ApplicationState
+        do { state = try ApplicationState(parsing: text) } catch { throw BusError(error) }
+        serve(call) { [unowned self] caller in
+            let actions = engine.setState(state, caller: caller)
+            try call.reply()
+            logger.debug("application state", metadata: ["caller": "\(caller.connection)", "state": "\(state.rawValue)"])
+            perform(actions)
+        }
+    }
+
+    func checkIn(_ call: Message) throws(BusError) {
+        let appID = try call.readString()
+        serve(call) { [unowned self] caller in
+            let actions = try engine.checkIn(appID: appID, caller: caller)
+            try call.reply { (reply) throws(BusError) in
+                try reply.append(value: .dictionary(key: "s", value: "v", [
+                    .init(key: .string("reason"), value: .variant(.string("user"))),
+                    .init(key: .string("pending"), value: .variant(.uint32(0))),
+                ]))
+            }
+            logger.info("checked in", metadata: ["caller": "\(caller.connection)", "app": "\(appID)"])
+            perform(actions)
+        }
+    }
+
+    func simulateSleep(_ call: Message, sleeping: Bool) throws(BusError) {
+        serve(call) { [unowned self] caller in
+            guard caller.isTrusted else {
+                throw CoreError(.notPermitted, "only unsandboxed callers of the daemon's user may simulate sleep and wake")
+            }
+            let actions = engine.setSleeping(sleeping)
+            try call.reply()
+            perform(actions)
+        }
+    }
+
+    // MARK: The table
+
+    static func managerInterface(_ daemon: Daemon?) -> BusInterface {
+        /// Binds a handler without keeping the daemon alive (the table outlives nothing).
+        func bind(_ handler: @escaping (Daemon) -> (Message) throws(BusError) -> Void) -> (Message) throws(BusError) -> Void {
+            { [weak daemon] (message) throws(BusError) in
+                guard let daemon else { return }
+                try handler(daemon)(message)
+            }
+        }
+        func getter(_ body: @escaping (Daemon, Message) throws(BusError) -> Void) -> (Message) throws(BusError) -> Void {
+            { [weak daemon] (reply) throws(BusError) in
+                guard let daemon else { return }
+                try body(daemon, reply)
+            }
+        }
+        return BusInterface(
+            name: BgTaskNames.manager,
+            methods: [
+                BusMethod("BeginBackgroundTask", inputs: [.init("name", "s")],
+                          outputs: [.init("task_id", "u"), .init("seconds_remaining", "d")],
+                          handler: bind { $0.beginBackgroundTask }),
+                BusMethod("EndBackgroundTask", inputs: [.init("task_id", "u")], handler: bind { $0.endBackgroundTask }),
+                BusMethod("GetBackgroundTimeRemaining", outputs: [.init("seconds", "d")],
+                          handler: bind { $0.getBackgroundTimeRemaining }),
+                BusMethod("SetApplicationState", inputs: [.init("state", "s")], handler: bind { $0.setApplicationState }),
+                BusMethod("CheckIn", inputs: [.init("app_id", "s")], outputs: [.init("launch", "a{sv}")],
+                          handler: bind { $0.checkIn }),
+                BusMethod("SimulateSleep", handler: bind { daemon in { (call) throws(BusError) in try daemon.simulateSleep(call, sleeping: true) } }),
+                BusMethod("SimulateWake", handler: bind { daemon in { (call) throws(BusError) in try daemon.simulateSleep(call, sleeping: false) } }),
+            ],
+            signals: [
+                BusSignal("TaskExpiring", [.init("task_id", "u"), .init("seconds_left", "d")]),
+                BusSignal("TaskExpired", [.init("task_id", "u")]),
+            ],
+            properties: [
+                BusProperty("Version", "u", change: .constant, getter: getter { (_, reply) throws(BusError) in
+                    try reply.append(BgTaskNames.apiVersion)
+                }),
+                BusProperty("Tasks", "a(ussd)", change: .emitsInvalidation, getter: getter { (daemon, reply) throws(BusError) in
+                    try daemon.getTasks(reply)
+                }),
+                BusProperty("Plugins", "a(ssu)", change: .constant, getter: getter { (daemon, reply) throws(BusError) in
+                    try daemon.getPlugins(reply)
+                }),
+                BusProperty("Sleeping", "b", change: .emitsChange, getter: getter { (daemon, reply) throws(BusError) in
+                    try reply.append(daemon.engine.isSleeping)
+                }),
+            ])
+    }
+}

@@ -1,0 +1,170 @@
+import BgTaskCore
+import BgTaskProtocol
+import CBgTaskShim
+import CSystemd
+import Foundation
+public import Logging
+public import SDBus
+
+/// The running daemon: one sd-event loop, one bus connection, the core
+/// engine, and the shell parts that carry out what the engine decides.
+///
+/// Everything runs on the loop's thread, one callback at a time, so no state
+/// here needs a lock. Method handlers live in `Daemon+Manager.swift`.
+public final class Daemon {
+    /// What the daemon is started with.
+    public struct Settings: Sendable {
+        public var configuration: Configuration
+        public var bus: Bus.Address
+        public var stateDirectory: String
+        public var pluginDirectories: [String]
+
+        public init(configuration: Configuration, bus: Bus.Address, stateDirectory: String, pluginDirectories: [String]) {
+            self.configuration = configuration
+            self.bus = bus
+            self.stateDirectory = stateDirectory
+            self.pluginDirectories = pluginDirectories
+        }
+    }
+
+    let settings: Settings
+    let logger: Logger
+    let loop: EventLoop
+    let bus: Bus
+    var engine: TaskEngine<SystemMonotonicClock>
+    let processes: ProcessTable
+    let callers: CallerRegistry
+    private var objects: [ExportedObject] = []
+    private var deadlineTimer: SDBus.Timer?
+    private(set) var properties: PropertyBatcher!
+    private var signalSources: [EventSource] = []
+
+    /// Connects to the bus; nothing is exported or owned until ``run()``.
+    public init(settings: Settings, logger: Logger) throws(BusError) {
+        self.settings = settings
+        self.logger = logger
+        loop = try EventLoop()
+        bus = try Bus.open(settings.bus, description: "bgtaskd")
+        try bus.attach(to: loop)
+        engine = TaskEngine(policy: settings.configuration.taskPolicy, clock: SystemMonotonicClock())
+        processes = ProcessTable(logger: logger)
+        let trustedUID: UInt32 = settings.bus == .system ? 0 : getuid()
+        callers = CallerRegistry(bus: bus, loop: loop, processes: processes, trustedUID: trustedUID, logger: logger)
+        callers.onDisconnect = { [unowned self] identity in
+            self.perform(self.engine.disconnect(identity.connection))
+        }
+    }
+
+    /// Exports the objects, takes the bus name, tells systemd it is ready and
+    /// runs until SIGTERM or SIGINT. Returns the exit code.
+    public func run() throws(BusError) -> Int32 {
+        bgt_raise_fd_limit()
+        // Deadlines are enforced to the millisecond: keep the kernel's timer slack small.
+        _ = bgt_set_timer_slack(50_000)
+        for signal in [SIGTERM, SIGINT] {
+            signalSources.append(try loop.onSignal(signal) { [unowned self] in
+                self.logger.info("stopping on signal \(signal)")
+                self.loop.exit(code: 0)
+            })
+        }
+        deadlineTimer = try loop.makeTimer { [unowned self] in
+            self.perform(self.engine.fireDueTimers())
+        }
+        properties = PropertyBatcher(
+            bus: bus, loop: loop, path: BgTaskNames.objectPath, interface: BgTaskNames.manager,
+            intervalMicroseconds: 50_000, logger: logger)
+        for interface in Self.busInterfaces(for: self) {
+            objects.append(try bus.export(interface, at: BgTaskNames.objectPath))
+        }
+        try bus.requestName(BgTaskNames.busName)
+        logger.info("ready", metadata: [
+            "bus": "\(settings.bus)", "name": "\(BgTaskNames.busName)", "unique": "\(bus.uniqueName)",
+            "budget": "\(settings.configuration.taskBudgetSec)s", "state-dir": "\(settings.stateDirectory)",
+        ])
+        _ = sd_notify(0, "READY=1\nSTATUS=Serving \(BgTaskNames.busName)")
+        let code = try loop.run()
+        _ = sd_notify(0, "STOPPING=1")
+        properties.flush()
+        bus.flush()
+        objects.removeAll()
+        logger.info("stopped")
+        return code
+    }
+
+    /// Every interface the daemon exports, bound to `daemon`'s handlers (or
+    /// to none, for `--bus-introspect`).
+    public static func busInterfaces(for daemon: Daemon?) -> [BusInterface] {
+        [managerInterface(daemon)]
+    }
+
+    // MARK: Carrying out the core's actions
+
+    /// Does what the engine asked for, then re-arms the deadline timer for
+    /// the engine's next deadline (the only timer; nothing polls).
+    func perform(_ actions: [CoreAction]) {
+        for action in actions {
+            switch action {
+            case .sendTaskExpiring(let connection, let task, let secondsLeft):
+                sendSignal("TaskExpiring", to: connection) { (signal) throws(BusError) in
+                    try signal.append(task)
+                    try signal.append(secondsLeft)
+                }
+            case .sendTaskExpired(let connection, let task):
+                logger.notice("task expired", metadata: ["task": "\(task)", "owner": "\(connection)"])
+                sendSignal("TaskExpired", to: connection) { (signal) throws(BusError) in try signal.append(task) }
+            case .signalProcess(let process, .terminate, let app):
+                if processes.signal(process, .terminate) {
+                    logger.notice("\(app) overstayed its background time: SIGTERM", metadata: ["pid": "\(process.pid)"])
+                }
+            case .signalProcess(let process, .kill, let app):
+                if processes.signal(process, .kill) {
+                    logger.notice(
+                        "\(app) still running \(settings.configuration.taskKillGraceSec)s after SIGTERM: SIGKILL",
+                        metadata: ["pid": "\(process.pid)"])
+                }
+            case .tasksChanged:
+                properties.changed("Tasks")
+            case .sleepingChanged(let sleeping):
+                logger.info(sleeping ? "machine going to sleep: background clocks paused" : "machine awake")
+                properties.changed("Sleeping")
+                properties.flush()
+            }
+        }
+        deadlineTimer?.arm(at: engine.nextDeadline()?.microseconds)
+    }
+
+    /// Sends a Manager signal to one connection only.
+    func sendSignal(_ member: String, to connection: ConnectionID, _ body: (Message) throws(BusError) -> Void) {
+        do throws(BusError) {
+            let signal = try bus.newSignal(path: BgTaskNames.objectPath, interface: BgTaskNames.manager, member: member)
+            try signal.setDestination(connection.uniqueName)
+            try body(signal)
+            try bus.send(signal)
+        } catch {
+            logger.warning("cannot send \(member)", metadata: ["to": "\(connection)", "error": "\(error)"])
+        }
+    }
+
+    /// Runs `body` for the identified caller of `message`; whatever it throws
+    /// is answered as a D-Bus error.
+    func serve(_ message: Message, _ body: @escaping (CallerIdentity) throws -> Void) {
+        callers.withCaller(of: message) { result in
+            do {
+                try body(result.get())
+            } catch {
+                message.replyError(BusError(error))
+            }
+        }
+    }
+}
+
+extension BusError {
+    /// The D-Bus form of any error a handler throws.
+    init(_ error: any Error) {
+        switch error {
+        case let error as BusError: self = error
+        case let error as CoreError: self.init(name: BgTaskErrors.name(forCode: error.code.rawValue), message: error.message)
+        default: self = .failed("\(error)")
+        }
+    }
+}

@@ -1,0 +1,98 @@
+public import ArgumentParser
+import Foundation
+import Logging
+import SDBus
+
+/// `bgtaskd`: the command line of DESIGN §2.
+public struct DaemonCommand: ParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "bgtaskd",
+        abstract: "Background execution for Linux desktop apps, the iOS way, over D-Bus.",
+        discussion: """
+            Apps ask for time to finish work after they leave the foreground \
+            (BeginBackgroundTask/EndBackgroundTask on org.bgtaskd.BackgroundTasks1); \
+            bgtaskd warns them before their deadline and terminates those that overstay.
+
+            Configuration is read from /etc/bgtaskd/bgtaskd.conf, then \
+            $XDG_CONFIG_HOME/bgtaskd/bgtaskd.conf, then --config, then --set (later wins). \
+            Keys (defaults in seconds unless named otherwise):
+            \(Configuration.keys.map { "  \($0.name)=\(Configuration().value(of: $0.name) ?? "")  \($0.summary)" }.joined(separator: "\n"))
+
+            The daemon is ready once it owns the bus name; under systemd it also sends READY=1. \
+            SIGTERM or SIGINT stops it cleanly (exit 0). A bad configuration stops start-up \
+            with exit status 78, naming file, line and key.
+            """)
+
+    @Option(name: .long, help: ArgumentHelp("Bus to serve on: session, system or a D-Bus address such as unix:path=/tmp/bus.", valueName: "session|system|ADDRESS"))
+    var bus: String = "session"
+
+    @Option(name: .long, help: ArgumentHelp("Directory for the daemon's state (default $XDG_STATE_HOME/bgtaskd).", valueName: "DIR"))
+    var stateDir: String?
+
+    @Option(name: .long, help: ArgumentHelp("Colon-separated directories to load mode plugins from.", valueName: "DIR[:DIR...]"))
+    var pluginDir: String?
+
+    @Option(name: .long, help: ArgumentHelp("Configuration file read after the standard ones.", valueName: "FILE"))
+    var config: String?
+
+    @Option(name: .customLong("set"), help: ArgumentHelp("Override one key, e.g. --set Tasks.BudgetSec=30 (repeatable).", valueName: "Section.Key=VALUE"))
+    var overrides: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("Write the D-Bus introspection XML of the daemon's interfaces to FILE ('-' for stdout) and exit.", valueName: "FILE"))
+    var busIntrospect: String?
+
+    @Option(name: .long, help: ArgumentHelp("Least severe log level: trace, debug, info, notice, warning, error, critical.", valueName: "LEVEL"))
+    var logLevel: String = ProcessInfo.processInfo.environment["BGTASKD_LOG_LEVEL"] ?? "info"
+
+    public init() {}
+
+    public func run() throws {
+        if let busIntrospect {
+            let xml = IntrospectionXML.render(Daemon.busInterfaces(for: nil))
+            if busIntrospect == "-" {
+                print(xml, terminator: "")
+            } else {
+                try xml.write(toFile: busIntrospect, atomically: true, encoding: .utf8)
+            }
+            return
+        }
+        guard let level = Logger.Level(rawValue: logLevel) else {
+            throw ValidationError("unknown log level '\(logLevel)'")
+        }
+        LoggingSystem.bootstrap { StandardErrorLogHandler(label: $0, level: level) }
+        let logger = Logger(label: "bgtaskd")
+
+        let configuration: Configuration
+        do {
+            configuration = try Configuration.load(configFile: config, overrides: overrides)
+        } catch {
+            logger.critical("bad configuration: \(error)")
+            throw ExitCode(78)  // EX_CONFIG: systemd should not restart into the same error
+        }
+        let environment = ProcessInfo.processInfo.environment
+        let stateDirectory = stateDir ?? Self.defaultStateDirectory(environment)
+        do {
+            try FileManager.default.createDirectory(
+                atPath: stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            logger.critical("cannot create the state directory \(stateDirectory): \(error.localizedDescription)")
+            throw ExitCode(73)  // EX_CANTCREAT
+        }
+        let settings = Daemon.Settings(
+            configuration: configuration, bus: Bus.Address(parsing: bus), stateDirectory: stateDirectory,
+            pluginDirectories: (pluginDir ?? "").split(separator: ":").map(String.init))
+        do {
+            let daemon = try Daemon(settings: settings, logger: logger)
+            let code = try daemon.run()
+            if code != 0 { throw ExitCode(code) }
+        } catch let error as BusError {
+            logger.critical("\(error.message)", metadata: ["error": "\(error.name)"])
+            throw ExitCode(69)  // EX_UNAVAILABLE: no bus, or the name is taken
+        }
+    }
+
+    static func defaultStateDirectory(_ environment: [String: String]) -> String {
+        if let state = environment["XDG_STATE_HOME"], !state.isEmpty { return state + "/bgtaskd" }
+        return (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state/bgtaskd"
+    }
+}

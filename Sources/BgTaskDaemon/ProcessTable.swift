@@ -1,0 +1,106 @@
+import BgTaskCore
+import CBgTaskShim
+import Glibc
+import Logging
+
+/// Race-free handles (pidfds) for the processes behind client connections.
+///
+/// One handle per process, shared by its connections. A handle is closed when
+/// its last connection is gone, unless the process was sent SIGTERM and its
+/// SIGKILL is still pending. Signals go through the pidfd, so they reach
+/// exactly the process that was checked, never one that reused its pid.
+final class ProcessTable {
+    private struct Handle {
+        var pidfd: Int32
+        var connections: Int
+        var awaitingKill: Bool
+    }
+
+    private var handles: [ProcessRef: Handle] = [:]
+    private var byPID: [Int32: ProcessRef] = [:]
+    private var lastSerial: UInt64 = 0
+    private let logger: Logger
+    private let ownPID = getpid()
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
+
+    deinit {
+        for handle in handles.values { close(handle.pidfd) }
+    }
+
+    var count: Int { handles.count }
+
+    /// A handle for `pid` for one more connection; throws when the process is gone.
+    func open(pid: Int32) throws(ProcessError) -> ProcessRef {
+        if let ref = byPID[pid], let handle = handles[ref] {
+            if bgt_pidfd_exited(handle.pidfd) == 0 {
+                handles[ref]!.connections += 1
+                return ref
+            }
+            // The process behind the old handle is gone; its pid was reused.
+            byPID[pid] = nil
+        }
+        let fd = bgt_pidfd_open(pid)
+        guard fd >= 0 else { throw ProcessError(pid: pid, errno: -fd) }
+        lastSerial += 1
+        let ref = ProcessRef(pid: pid, serial: lastSerial)
+        handles[ref] = Handle(pidfd: fd, connections: 1, awaitingKill: false)
+        byPID[pid] = ref
+        return ref
+    }
+
+    /// One connection of the process is gone.
+    func release(_ ref: ProcessRef) {
+        guard handles[ref] != nil else { return }
+        handles[ref]!.connections -= 1
+        closeIfUnused(ref)
+    }
+
+    /// Whether the process still runs (false once its handle is closed).
+    func isAlive(_ ref: ProcessRef) -> Bool {
+        guard let handle = handles[ref] else { return false }
+        return bgt_pidfd_exited(handle.pidfd) == 0
+    }
+
+    /// Sends SIGTERM, or SIGKILL if the process is still alive. Returns whether a signal was sent.
+    @discardableResult
+    func signal(_ ref: ProcessRef, _ signal: ProcessSignal) -> Bool {
+        guard let handle = handles[ref] else { return false }
+        defer { closeIfUnused(ref) }
+        switch signal {
+        case .terminate: handles[ref]!.awaitingKill = true
+        case .kill: handles[ref]!.awaitingKill = false
+        }
+        guard ref.pid != ownPID, ref.pid > 1 else {
+            logger.error("refusing to signal pid \(ref.pid)")
+            return false
+        }
+        if bgt_pidfd_exited(handle.pidfd) != 0 { return false }
+        let number = signal == .terminate ? SIGTERM : SIGKILL
+        let r = bgt_pidfd_send_signal(handle.pidfd, number)
+        if r < 0 {
+            if r != -ESRCH {
+                logger.error("cannot signal pid \(ref.pid): \(String(cString: strerror(-r)))")
+            }
+            return false
+        }
+        return true
+    }
+
+    private func closeIfUnused(_ ref: ProcessRef) {
+        guard let handle = handles[ref], handle.connections <= 0, !handle.awaitingKill else { return }
+        close(handle.pidfd)
+        handles[ref] = nil
+        if byPID[ref.pid] == ref { byPID[ref.pid] = nil }
+    }
+}
+
+/// A process handle could not be opened.
+struct ProcessError: Error, CustomStringConvertible {
+    var pid: Int32
+    var errno: Int32
+
+    var description: String { "pid \(pid): \(String(cString: strerror(errno)))" }
+}

@@ -1,0 +1,22 @@
+/// The D-Bus error names bgtaskd answers with (DESIGN §1), in one table.
+public enum BgTaskErrors {
+    public static let invalidArgs = "org.freedesktop.DBus.Error.InvalidArgs"
+    public static let failed = "org.freedesktop.DBus.Error.Failed"
+    public static let noSuchTask = BgTaskNames.errorPrefix + "NoSuchTask"
+    public static let notPermitted = BgTaskNames.errorPrefix + "NotPermitted"
+    public static let unknownApplication = BgTaskNames.errorPrefix + "UnknownApplication"
+    public static let modeNotDeclared = BgTaskNames.errorPrefix + "ModeNotDeclared"
+    public static let refreshDisabled = BgTaskNames.errorPrefix + "RefreshDisabled"
+    public static let limitExceeded = BgTaskNames.errorPrefix + "LimitExceeded"
+    public static let payloadTooLarge = BgTaskNames.errorPrefix + "PayloadTooLarge"
+    public static let noSuchToken = BgTaskNames.errorPrefix + "NoSuchToken"
+
+    /// The bus error name for an error code of the core (`InvalidArgs`, `NoSuchTask` …).
+    public static func name(forCode code: String) -> String {
+        switch code {
+        case "InvalidArgs": invalidArgs
+        case "Failed": failed
+        default: BgTaskNames.errorPrefix + code
+        }
+    }
+}

@@ -1,0 +1,180 @@
+import CBgTaskShim
+import CSystemd
+
+/// A D-Bus message (`sd_bus_message *`), holding one reference.
+///
+/// Reading walks the body from the front; writing appends to it. Strings read
+/// are copied into Swift, so they outlive the message.
+public final class Message {
+    /// The `sd_bus_message *`.
+    public let handle: OpaquePointer
+
+    /// Takes over a reference the caller owns.
+    init(adopting handle: OpaquePointer) {
+        self.handle = handle
+    }
+
+    /// Adds a reference of its own.
+    init(retaining handle: OpaquePointer) {
+        self.handle = sd_bus_message_ref(handle)
+    }
+
+    deinit { sd_bus_message_unref(handle) }
+
+    // MARK: Header
+
+    /// The sender's unique name (`:1.42`).
+    public var sender: String? { sd_bus_message_get_sender(handle).map { String(cString: $0) } }
+    public var destination: String? { sd_bus_message_get_destination(handle).map { String(cString: $0) } }
+    public var path: String? { sd_bus_message_get_path(handle).map { String(cString: $0) } }
+    public var interface: String? { sd_bus_message_get_interface(handle).map { String(cString: $0) } }
+    public var member: String? { sd_bus_message_get_member(handle).map { String(cString: $0) } }
+    public var signature: String { sd_bus_message_get_signature(handle, 1).map { String(cString: $0) } ?? "" }
+
+    /// The error this message carries, when it is an error reply.
+    public var error: BusError? {
+        guard let error = sd_bus_message_get_error(handle), error.pointee.name != nil else { return nil }
+        return BusError(error.pointee, fallback: -5, "error reply")
+    }
+
+    /// Whether the caller asked for no reply.
+    public var expectsReply: Bool { sd_bus_message_get_expect_reply(handle) > 0 }
+
+    /// Sets the destination (unicast signals go to one connection only).
+    public func setDestination(_ name: String) throws(BusError) {
+        try check(sd_bus_message_set_destination(handle, name), "setting the destination")
+    }
+
+    // MARK: Reading
+
+    private func readBasic<T>(_ type: UInt8, _ initial: T) throws(BusError) -> T {
+        var value = initial
+        let r = withUnsafeMutablePointer(to: &value) { sd_bus_message_read_basic(handle, CChar(bitPattern: type), $0) }
+        if r == 0 { throw BusError.invalidArgs("missing argument of type '\(Character(Unicode.Scalar(type)))'") }
+        if r < 0 { throw BusError.invalidArgs("expected an argument of type '\(Character(Unicode.Scalar(type)))', got '\(signature)'") }
+        return value
+    }
+
+    public func readString() throws(BusError) -> String {
+        String(cString: try readBasic(UInt8(ascii: "s"), UnsafePointer<CChar>?.none)!)
+    }
+
+    public func readObjectPath() throws(BusError) -> String {
+        String(cString: try readBasic(UInt8(ascii: "o"), UnsafePointer<CChar>?.none)!)
+    }
+
+    public func readUInt32() throws(BusError) -> UInt32 { try readBasic(UInt8(ascii: "u"), UInt32(0)) }
+    public func readInt32() throws(BusError) -> Int32 { try readBasic(UInt8(ascii: "i"), Int32(0)) }
+    public func readUInt64() throws(BusError) -> UInt64 { try readBasic(UInt8(ascii: "t"), UInt64(0)) }
+    public func readInt64() throws(BusError) -> Int64 { try readBasic(UInt8(ascii: "x"), Int64(0)) }
+    public func readDouble() throws(BusError) -> Double { try readBasic(UInt8(ascii: "d"), Double(0)) }
+    public func readByte() throws(BusError) -> UInt8 { try readBasic(UInt8(ascii: "y"), UInt8(0)) }
+    public func readBool() throws(BusError) -> Bool { try readBasic(UInt8(ascii: "b"), Int32(0)) != 0 }
+
+    /// Enters a container: `type` is `a`, `v`, `r` or `e`; `contents` its inner signature.
+    /// Returns false at the end of an enclosing array.
+    @discardableResult
+    public func enterContainer(_ type: Character, _ contents: String) throws(BusError) -> Bool {
+        let r = sd_bus_message_enter_container(handle, CChar(type.asciiValue!), contents)
+        if r < 0 { throw BusError.invalidArgs("expected '\(type)\(contents)', got '\(signature)'") }
+        return r > 0
+    }
+
+    public func exitContainer() throws(BusError) {
+        try check(sd_bus_message_exit_container(handle), "leaving a container")
+    }
+
+    /// The type of the next value and, for containers, their contents; nil at the end.
+    public func peekType() throws(BusError) -> (type: Character, contents: String?)? {
+        var type: CChar = 0
+        var contents: UnsafePointer<CChar>?
+        let r = try check(sd_bus_message_peek_type(handle, &type, &contents), "peeking a type")
+        if r == 0 { return nil }
+        return (Character(Unicode.Scalar(UInt8(bitPattern: type))), contents.map { String(cString: $0) })
+    }
+
+    /// Whether every argument was read.
+    public var atEnd: Bool { sd_bus_message_at_end(handle, 1) > 0 }
+
+    /// Skips values of the given signature.
+    public func skip(_ signature: String) throws(BusError) {
+        try check(sd_bus_message_skip(handle, signature), "skipping '\(signature)'")
+    }
+
+    /// Reads a byte array (`ay`).
+    public func readBytes() throws(BusError) -> [UInt8] {
+        var pointer: UnsafeRawPointer?
+        var size = 0
+        try check(sd_bus_message_read_array(handle, CChar(UInt8(ascii: "y")), &pointer, &size), "reading 'ay'")
+        guard let pointer, size > 0 else { return [] }
+        return Array(UnsafeRawBufferPointer(start: pointer, count: size))
+    }
+
+    /// Goes back to the first argument (to read a message again).
+    public func rewind() throws(BusError) {
+        try check(sd_bus_message_rewind(handle, 1), "rewinding")
+    }
+
+    // MARK: Writing
+
+    private func appendBasic<T>(_ type: UInt8, _ value: T) throws(BusError) {
+        var value = value
+        let r = withUnsafePointer(to: &value) { sd_bus_message_append_basic(handle, CChar(bitPattern: type), $0) }
+        try check(r, "appending '\(Character(Unicode.Scalar(type)))'")
+    }
+
+    public func append(_ value: String) throws(BusError) {
+        let r = value.withCString { sd_bus_message_append_basic(handle, CChar(UInt8(ascii: "s")), $0) }
+        try check(r, "appending a string")
+    }
+
+    public func appendObjectPath(_ value: String) throws(BusError) {
+        let r = value.withCString { sd_bus_message_append_basic(handle, CChar(UInt8(ascii: "o")), $0) }
+        try check(r, "appending an object path")
+    }
+
+    public func append(_ value: UInt32) throws(BusError) { try appendBasic(UInt8(ascii: "u"), value) }
+    public func append(_ value: Int32) throws(BusError) { try appendBasic(UInt8(ascii: "i"), value) }
+    public func append(_ value: UInt64) throws(BusError) { try appendBasic(UInt8(ascii: "t"), value) }
+    public func append(_ value: Int64) throws(BusError) { try appendBasic(UInt8(ascii: "x"), value) }
+    public func append(_ value: Double) throws(BusError) { try appendBasic(UInt8(ascii: "d"), value) }
+    public func append(_ value: UInt8) throws(BusError) { try appendBasic(UInt8(ascii: "y"), value) }
+    public func append(_ value: Bool) throws(BusError) { try appendBasic(UInt8(ascii: "b"), Int32(value ? 1 : 0)) }
+
+    public func openContainer(_ type: Character, _ contents: String) throws(BusError) {
+        try check(sd_bus_message_open_container(handle, CChar(type.asciiValue!), contents), "opening '\(type)\(contents)'")
+    }
+
+    public func closeContainer() throws(BusError) {
+        try check(sd_bus_message_close_container(handle), "closing a container")
+    }
+
+    /// Writes `body` inside a container.
+    public func container(_ type: Character, _ contents: String, _ body: () throws(BusError) -> Void) throws(BusError) {
+        try openContainer(type, contents)
+        try body()
+        try closeContainer()
+    }
+
+    // MARK: Replies
+
+    /// Sends a method return whose body `body` writes. Does nothing if the
+    /// caller asked for no reply.
+    public func reply(_ body: (Message) throws(BusError) -> Void = { _ throws(BusError) in }) throws(BusError) {
+        guard expectsReply else { return }
+        var reply: OpaquePointer?
+        try check(sd_bus_message_new_method_return(handle, &reply), "creating a reply")
+        let message = Message(adopting: reply!)
+        try body(message)
+        try check(sd_bus_send(sd_bus_message_get_bus(handle), reply, nil), "sending a reply")
+    }
+
+    /// Sends an error reply.
+    public func replyError(_ error: BusError) {
+        guard expectsReply else { return }
+        var e = sd_bus_error()
+        _ = error.set(into: &e)
+        sd_bus_reply_method_error(handle, &e)
+        sd_bus_error_free(&e)
+    }
+}
