@@ -60,11 +60,37 @@ let package = Package(
             dependencies: ["BgTaskProtocol", "SDBus", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings
         ),
-        // Test support: the manual clock and fixtures.
+        // A scriptable SDK client: the app the integration tests launch and kill.
+        .executableTarget(
+            name: "bgtaskd-testapp",
+            dependencies: ["BackgroundTasks", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings
+        ),
+        // Benchmarks that print the figures the issues name (run in release mode).
+        .executableTarget(
+            name: "bgtaskd-bench",
+            dependencies: [
+                "BgTaskProtocol", "SDBus", "CBgTaskShim",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Test support: the manual clock, a private bus, the daemon under test.
         .target(name: "BgTaskTestKit", dependencies: ["BgTaskCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BgTaskCoreTests",
             dependencies: ["BgTaskCore", "BgTaskTestKit"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BgTaskDaemonTests",
+            dependencies: ["BgTaskDaemon", "BgTaskCore"],
+            swiftSettings: swiftSettings
+        ),
+        // Start the built daemon on a private dbus-daemon; run after `swift build`.
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["BgTaskTestKit", "BackgroundTasks", "BgTaskProtocol", "SDBus"],
             swiftSettings: swiftSettings
         ),
     ]
