@@ -53,9 +53,13 @@ extension Duration {
         return Double(seconds) + Double(attoseconds) / 1e18
     }
 
-    /// A duration from seconds given as a `Double`, rounded to microseconds.
+    /// A duration from seconds given as a `Double`, rounded to microseconds;
+    /// saturates instead of trapping (NaN is zero).
     public static func seconds(double value: Double) -> Duration {
-        .microseconds(Int64((value * 1_000_000).rounded()))
+        let micros = (value * 1_000_000).rounded()
+        if !(micros > -9.2e18) { return .microseconds(value.isNaN ? 0 : Int64.min) }
+        if micros >= 9.2e18 { return .microseconds(Int64.max) }
+        return .microseconds(Int64(micros))
     }
 }
 

@@ -41,38 +41,47 @@ public struct Configuration: Sendable, Equatable {
     /// One configuration key: where it lives, what it accepts, where it goes.
     public struct Key: Sendable {
         public enum Kind: Sendable {
-            /// A finite number (seconds, metres) of at least `minimum`; `positive` excludes zero.
-            case number(minimum: Double, positive: Bool, unit: String)
-            /// A whole number of at least `minimum`.
-            case integer(minimum: Int)
+            /// A finite number (seconds, metres) in `minimum...maximum`; `positive` excludes zero.
+            case number(minimum: Double, maximum: Double, positive: Bool, unit: String)
+            /// A whole number in `minimum...maximum`.
+            case integer(minimum: Int, maximum: Int)
+        }
+
+        fileprivate enum Field: Sendable {
+            case double(any WritableKeyPath<Configuration, Double> & Sendable)
+            case integer(any WritableKeyPath<Configuration, Int> & Sendable)
         }
 
         public let name: String
         public let kind: Kind
         public let summary: String
-        let assign: @Sendable (inout Configuration, Double) -> Void
-        let read: @Sendable (Configuration) -> Double
+        fileprivate let field: Field
     }
+
+    /// Longest duration any key accepts: about 31 years, far beyond any sensible
+    /// budget, and small enough for every clock computation to stay exact.
+    static let maximumSeconds = 1e9
 
     private static func seconds(
         _ name: String, _ path: any WritableKeyPath<Configuration, Double> & Sendable, positive: Bool, _ summary: String
     ) -> Key {
-        Key(name: name, kind: .number(minimum: 0, positive: positive, unit: "seconds"), summary: summary,
-            assign: { $0[keyPath: path] = $1 }, read: { $0[keyPath: path] })
+        Key(name: name, kind: .number(minimum: 0, maximum: maximumSeconds, positive: positive, unit: "seconds"),
+            summary: summary, field: .double(path))
     }
 
     private static func metres(
         _ name: String, _ path: any WritableKeyPath<Configuration, Double> & Sendable, positive: Bool, _ summary: String
     ) -> Key {
-        Key(name: name, kind: .number(minimum: 0, positive: positive, unit: "metres"), summary: summary,
-            assign: { $0[keyPath: path] = $1 }, read: { $0[keyPath: path] })
+        // Half the Earth's circumference is as far as anything can be.
+        Key(name: name, kind: .number(minimum: 0, maximum: 2e7, positive: positive, unit: "metres"),
+            summary: summary, field: .double(path))
     }
 
     private static func integer(
-        _ name: String, _ path: any WritableKeyPath<Configuration, Int> & Sendable, minimum: Int, _ summary: String
+        _ name: String, _ path: any WritableKeyPath<Configuration, Int> & Sendable, minimum: Int, maximum: Int,
+        _ summary: String
     ) -> Key {
-        Key(name: name, kind: .integer(minimum: minimum), summary: summary,
-            assign: { $0[keyPath: path] = Int($1) }, read: { Double($0[keyPath: path]) })
+        Key(name: name, kind: .integer(minimum: minimum, maximum: maximum), summary: summary, field: .integer(path))
     }
 
     /// All keys, in the order the documentation lists them.
@@ -80,19 +89,22 @@ public struct Configuration: Sendable, Equatable {
         seconds("Tasks.BudgetSec", \.taskBudgetSec, positive: true, "background time an app gets after it enters the background"),
         seconds("Tasks.WarningSec", \.taskWarningSec, positive: false, "TaskExpiring is sent this long before the deadline"),
         seconds("Tasks.KillGraceSec", \.taskKillGraceSec, positive: false, "after the deadline: SIGTERM, then SIGKILL after this grace"),
-        integer("Tasks.MaxPerConnection", \.maxTasksPerConnection, minimum: 1, "open tasks one connection may hold"),
+        integer("Tasks.MaxPerConnection", \.maxTasksPerConnection, minimum: 1, maximum: 1_000_000, "open tasks one connection may hold"),
         seconds("Fetch.WakeBudgetSec", \.fetchWakeBudgetSec, positive: true, "time to call CompleteFetch after a fetch wake"),
         seconds("Fetch.MinimumIntervalSec", \.fetchMinimumIntervalSec, positive: false, "floor for every fetch interval"),
         seconds("RemoteNotifications.WakeBudgetSec", \.pushWakeBudgetSec, positive: true, "time to call CompleteNotification"),
-        integer("RemoteNotifications.SilentPerHour", \.silentPushesPerHour, minimum: 0, "silent pushes woken per app per hour"),
-        integer("RemoteNotifications.MaxPayloadBytes", \.maxPayloadBytes, minimum: 1, "push payload limit in bytes"),
+        integer("RemoteNotifications.SilentPerHour", \.silentPushesPerHour, minimum: 0, maximum: 1_000_000,
+                "silent pushes woken per app per hour"),
+        // A D-Bus message carries at most 128 MiB; a push is far smaller.
+        integer("RemoteNotifications.MaxPayloadBytes", \.maxPayloadBytes, minimum: 1, maximum: 16 << 20, "push payload limit in bytes"),
         seconds("Location.WakeBudgetSec", \.locationWakeBudgetSec, positive: true, "time to call CompleteEvent"),
-        integer("Location.MaxRegionsPerApp", \.maxRegionsPerApp, minimum: 0, "monitored regions per app"),
+        integer("Location.MaxRegionsPerApp", \.maxRegionsPerApp, minimum: 0, maximum: 100_000, "monitored regions per app"),
         metres("Location.MinRadiusM", \.minRadiusM, positive: false, "smaller region radii are raised to this"),
         metres("Location.SignificantChangeM", \.significantChangeM, positive: true, "distance of a significant location change"),
         seconds("Location.SignificantChangeMinIntervalSec", \.significantChangeMinIntervalSec, positive: false,
                 "least time between significant-change events"),
-        integer("Scheduler.MaxConcurrentWakes", \.maxConcurrentWakes, minimum: 1, "background apps run at once when draining in chunks"),
+        integer("Scheduler.MaxConcurrentWakes", \.maxConcurrentWakes, minimum: 1, maximum: 10_000,
+                "background apps run at once when draining in chunks"),
         seconds("Scheduler.ChunkSec", \.chunkSec, positive: true, "length of one chunk of background time after a wake"),
     ]
 
@@ -100,10 +112,12 @@ public struct Configuration: Sendable, Equatable {
 
     /// The current value of a key, as text.
     public func value(of keyName: String) -> String? {
-        guard let key = Self.keysByName[keyName] else { return nil }
-        let value = key.read(self)
-        if case .integer = key.kind { return String(Int(value)) }
-        return value.rounded() == value && abs(value) < 1e15 ? String(Int(value)) : String(value)
+        switch Self.keysByName[keyName]?.field {
+        case .integer(let path): String(self[keyPath: path])
+        case .double(let path):
+            self[keyPath: path].rounded() == self[keyPath: path] ? String(Int(self[keyPath: path])) : String(self[keyPath: path])
+        case nil: nil
+        }
     }
 
     // MARK: Parsing
@@ -132,7 +146,8 @@ public struct Configuration: Sendable, Equatable {
     public mutating func apply(iniText text: String, file: String) throws(ParseError) {
         var section: String?
         var lineNumber = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // isNewline, not "\n": in Swift "\r\n" is one Character, and CRLF files are fine.
+        for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
             lineNumber += 1
             let origin = Origin(file: file, line: lineNumber)
             let line = rawLine.trimmingCharacters(in: .whitespaces)
@@ -175,18 +190,22 @@ public struct Configuration: Sendable, Equatable {
             throw ParseError(origin: origin, key: name, reason: "unknown key")
         }
         let fail = { (reason: String) in ParseError(origin: origin, key: name, reason: reason) }
-        switch key.kind {
-        case .number(let minimum, let positive, let unit):
+        switch (key.kind, key.field) {
+        case (.number(let minimum, let maximum, let positive, let unit), .double(let path)):
             guard let value = Double(text), value.isFinite else {
                 throw fail("'\(text)' is not a number of \(unit)")
             }
             if positive && value <= 0 { throw fail("must be greater than 0, got \(text)") }
             if value < minimum { throw fail("must be at least \(Int(minimum)), got \(text)") }
-            key.assign(&self, value)
-        case .integer(let minimum):
-            guard let value = Int(text) else { throw fail("'\(text)' is not a whole number") }
+            if value > maximum { throw fail("must be at most \(Int(maximum)), got \(text)") }
+            self[keyPath: path] = value
+        case (.integer(let minimum, let maximum), .integer(let path)):
+            guard let value = Int(text) else { throw fail("'\(text)' is not a whole number (or is out of range)") }
             if value < minimum { throw fail("must be at least \(minimum), got \(text)") }
-            key.assign(&self, Double(value))
+            if value > maximum { throw fail("must be at most \(maximum), got \(text)") }
+            self[keyPath: path] = value
+        default:
+            preconditionFailure("key \(name) has a kind that does not match its field")
         }
     }
 

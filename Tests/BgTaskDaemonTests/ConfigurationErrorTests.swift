@@ -1,0 +1,219 @@
+@testable import BgTaskDaemon
+import Foundation
+import Testing
+
+/// Every configuration error stops start-up and names file, line and key (DESIGN §2).
+@Suite struct ConfigurationErrorTests {
+    /// Applies `text` as `bgtaskd.conf` and returns the error it must cause.
+    func failure(_ text: String, file: String = "/etc/bgtaskd/bgtaskd.conf") -> Configuration.ParseError? {
+        var configuration = Configuration()
+        return #expect(throws: Configuration.ParseError.self) {
+            try configuration.apply(iniText: text, file: file)
+        }
+    }
+
+    /// Applies `--set override` and returns the error it must cause.
+    func overrideFailure(_ override: String) -> Configuration.ParseError? {
+        var configuration = Configuration()
+        return #expect(throws: Configuration.ParseError.self) { try configuration.apply(override: override) }
+    }
+
+    // MARK: Values
+
+    @Test(arguments: ["abc", "", "30s", "1,5", "0x", "ten"])
+    func badNumberNamesFileLineAndKey(_ value: String) throws {
+        let error = try #require(failure("# comment\n\n[Tasks]\nBudgetSec=\(value)\n"))
+        #expect(error.origin == .init(file: "/etc/bgtaskd/bgtaskd.conf", line: 4))
+        #expect(error.key == "Tasks.BudgetSec")
+        #expect(error.reason.contains("'\(value)'"))
+        #expect(error.description.hasPrefix("/etc/bgtaskd/bgtaskd.conf:4: Tasks.BudgetSec: "))
+    }
+
+    @Test(arguments: ["nan", "NaN", "inf", "-inf", "infinity", "+Infinity"])
+    func nonFiniteNumbersAreRefused(_ value: String) throws {
+        let error = try #require(failure("[Fetch]\nMinimumIntervalSec=\(value)\n"))
+        #expect(error.origin.line == 2)
+        #expect(error.key == "Fetch.MinimumIntervalSec")
+        #expect(error.reason.contains("not a number"))
+    }
+
+    @Test(arguments: ["Tasks.WarningSec", "Tasks.KillGraceSec", "Fetch.MinimumIntervalSec", "Location.MinRadiusM",
+                      "Location.SignificantChangeMinIntervalSec", "Tasks.BudgetSec"])
+    func negativeNumbersAreRefused(_ key: String) throws {
+        let error = try #require(overrideFailure("\(key)=-1"))
+        #expect(error.key == key)
+        #expect(error.reason.contains("-1"))
+    }
+
+    @Test(arguments: ["Tasks.BudgetSec", "Fetch.WakeBudgetSec", "RemoteNotifications.WakeBudgetSec",
+                      "Location.WakeBudgetSec", "Location.SignificantChangeM", "Scheduler.ChunkSec"])
+    func zeroIsRefusedWherePositiveIsRequired(_ key: String) throws {
+        let section = key.split(separator: ".")[0], name = key.split(separator: ".")[1]
+        let error = try #require(failure("[\(section)]\n\(name)=0\n", file: "zero.conf"))
+        #expect(error.origin == .init(file: "zero.conf", line: 2))
+        #expect(error.key == key)
+        #expect(error.reason.contains("greater than 0"))
+    }
+
+    @Test(arguments: ["Tasks.WarningSec", "Tasks.KillGraceSec", "Fetch.MinimumIntervalSec", "Location.MinRadiusM",
+                      "RemoteNotifications.SilentPerHour", "Location.MaxRegionsPerApp"])
+    func zeroIsAllowedWhereItMeansNone(_ key: String) throws {
+        var configuration = Configuration()
+        try configuration.apply(override: "\(key)=0")
+        #expect(configuration.value(of: key) == "0")
+    }
+
+    @Test(arguments: ["Tasks.MaxPerConnection", "RemoteNotifications.MaxPayloadBytes", "Scheduler.MaxConcurrentWakes"])
+    func wholeNumberKeysNeedAtLeastOne(_ key: String) throws {
+        let error = try #require(overrideFailure("\(key)=0"))
+        #expect(error.key == key)
+        #expect(error.reason.contains("at least 1"))
+    }
+
+    @Test(arguments: ["1.5", "1e2", "many", "-3"])
+    func wholeNumberKeysRefuseOtherNumbers(_ value: String) throws {
+        let error = try #require(failure("[RemoteNotifications]\nSilentPerHour=\(value)\n"))
+        #expect(error.origin.line == 2)
+        #expect(error.key == "RemoteNotifications.SilentPerHour")
+        #expect(error.reason.contains(value))
+    }
+
+    @Test func hugeDurationsAreRefused() {
+        var configuration = Configuration()
+        let error = #expect(throws: Configuration.ParseError.self) { try configuration.apply(override: "Tasks.BudgetSec=1e300") }
+        #expect(error?.reason == "must be at most 1000000000, got 1e300")
+        let huge = #expect(throws: Configuration.ParseError.self) {
+            try configuration.apply(override: "Tasks.MaxPerConnection=9223372036854775807")
+        }
+        #expect(huge?.key == "Tasks.MaxPerConnection")
+        #expect(huge?.reason.contains("at most") == true)
+        let overflow = #expect(throws: Configuration.ParseError.self) {
+            try configuration.apply(override: "Tasks.MaxPerConnection=99999999999999999999")
+        }
+        #expect(overflow?.reason.contains("not a whole number") == true)
+    }
+
+    // MARK: Structure
+
+    @Test func unknownKeyNamesSectionAndKey() throws {
+        let error = try #require(failure("[Tasks]\nBudgetSec=30\nBudgetSecs=30\n"))
+        #expect(error.origin.line == 3)
+        #expect(error.key == "Tasks.BudgetSecs")
+        #expect(error.reason == "unknown key")
+        #expect(error.description == "/etc/bgtaskd/bgtaskd.conf:3: Tasks.BudgetSecs: unknown key")
+    }
+
+    @Test func keyOfAnotherSectionIsUnknown() throws {
+        let error = try #require(failure("[Fetch]\nBudgetSec=30\n"))
+        #expect(error.key == "Fetch.BudgetSec")
+        #expect(error.reason == "unknown key")
+    }
+
+    @Test(arguments: ["[Taks]", "[tasks]", "[Tasks.BudgetSec]", "[Location.SignificantChange]", "[ Tasks ]"])
+    func unknownSectionNamesLine(_ header: String) throws {
+        let error = try #require(failure("# settings\n\(header)\nBudgetSec=30\n"))
+        #expect(error.origin.line == 2)
+        #expect(error.reason.contains("unknown section"))
+        #expect(error.description.hasPrefix("/etc/bgtaskd/bgtaskd.conf:2: "))
+    }
+
+    @Test(arguments: ["[Tasks", "[]", "[Tasks] # comment"])
+    func malformedSectionHeader(_ header: String) throws {
+        let error = try #require(failure("\n\(header)\n"))
+        #expect(error.origin.line == 2)
+        #expect(error.reason.contains("section header"))
+    }
+
+    @Test func keyOutsideOfSection() throws {
+        let error = try #require(failure("# no section yet\nBudgetSec = 30\n[Tasks]\n"))
+        #expect(error.origin.line == 2)
+        #expect(error.key == "BudgetSec")
+        #expect(error.reason.contains("outside of any [Section]"))
+    }
+
+    @Test func lineWithoutEquals() throws {
+        let error = try #require(failure("[Tasks]\nBudgetSec 30\n"))
+        #expect(error.origin.line == 2)
+        #expect(error.reason.contains("Key=Value"))
+    }
+
+    @Test func errorInSecondFileNamesThatFile() throws {
+        var configuration = Configuration()
+        try configuration.apply(iniText: "[Tasks]\nBudgetSec=30\n", file: "first.conf")
+        let error = #expect(throws: Configuration.ParseError.self) {
+            try configuration.apply(iniText: "[Tasks]\n\nWarningSec=x\n", file: "second.conf")
+        }
+        #expect(error?.origin == .init(file: "second.conf", line: 3))
+        #expect(error?.key == "Tasks.WarningSec")
+    }
+
+    // MARK: Files and --set
+
+    @Test func missingConfigFileNamesIt() throws {
+        let directory = try TemporaryDirectory()
+        let missing = directory.path("nope.conf")
+        let error = #expect(throws: Configuration.ParseError.self) {
+            try Configuration.load(
+                configFile: missing, overrides: [],
+                environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
+        }
+        #expect(error?.origin.file == missing)
+        #expect(error?.description.contains(missing) == true)
+        #expect(error?.reason == "no such file")
+    }
+
+    @Test func errorInConfigFileStopsLoadingWithItsLine() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("bad.conf", "[Tasks]\nBudgetSec=30\n\n[Scheduler]\nChunkSec=-5\n")
+        let error = #expect(throws: Configuration.ParseError.self) {
+            try Configuration.load(
+                configFile: directory.path("bad.conf"), overrides: ["Tasks.BudgetSec=10"],
+                environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
+        }
+        #expect(error?.origin == .init(file: directory.path("bad.conf"), line: 5))
+        #expect(error?.key == "Scheduler.ChunkSec")
+    }
+
+    @Test func errorInUserFileNamesIt() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("xdg/bgtaskd/bgtaskd.conf", "[Tasks]\nMaxPerConnection=lots\n")
+        let error = #expect(throws: Configuration.ParseError.self) {
+            try Configuration.load(
+                configFile: nil, overrides: [],
+                environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
+        }
+        #expect(error?.origin == .init(file: directory.path("xdg/bgtaskd/bgtaskd.conf"), line: 2))
+        #expect(error?.key == "Tasks.MaxPerConnection")
+    }
+
+    @Test func badSetValueNamesTheOverride() throws {
+        let error = try #require(overrideFailure("Tasks.BudgetSec=abc"))
+        #expect(error.origin.line == nil)
+        #expect(error.key == "Tasks.BudgetSec")
+        #expect(error.description == "--set 'Tasks.BudgetSec=abc': Tasks.BudgetSec: 'abc' is not a number of seconds")
+    }
+
+    @Test func unknownSetKeyNamesTheOverride() throws {
+        let error = try #require(overrideFailure("Tasks.Bogus=1"))
+        #expect(error.key == "Tasks.Bogus")
+        #expect(error.description.contains("--set 'Tasks.Bogus=1'"))
+        #expect(error.reason == "unknown key")
+    }
+
+    @Test(arguments: ["Tasks.BudgetSec", "BudgetSec=30", "=30", ""])
+    func malformedSetNamesTheOverride(_ override: String) throws {
+        let error = try #require(overrideFailure(override))
+        #expect(error.description.contains("--set '\(override)'"))
+    }
+
+    @Test func badSetStopsLoad() throws {
+        let directory = try TemporaryDirectory()
+        let error = #expect(throws: Configuration.ParseError.self) {
+            try Configuration.load(
+                configFile: nil, overrides: ["Tasks.BudgetSec=5", "Scheduler.MaxConcurrentWakes=0"],
+                environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
+        }
+        #expect(error?.origin.file == "--set 'Scheduler.MaxConcurrentWakes=0'")
+        #expect(error?.key == "Scheduler.MaxConcurrentWakes")
+    }
+}
