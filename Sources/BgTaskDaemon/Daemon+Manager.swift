@@ -1,5 +1,6 @@
 import BgTaskCore
 import BgTaskProtocol
+import Glibc
 import SDBus
 
 // The Manager interface (DESIGN §4): property getters, then method handlers,
@@ -26,6 +27,16 @@ extension Daemon {
     func getPlugins(_ reply: Message) throws(BusError) {
         // The plugin host arrives with the mode plugins; until then the list is empty.
         try reply.container("a", "(ssu)") { () throws(BusError) in }
+    }
+
+    // MARK: Helpers
+
+    /// Refuses callers that are not trusted (DESIGN §3) with a message saying who is.
+    func requireTrusted(_ caller: CallerIdentity, _ action: String) throws(CoreError) {
+        guard !caller.isTrusted else { return }
+        let who = settings.bus == .system
+            ? "root" : "unsandboxed processes of the daemon's own user (uid \(getuid()))"
+        throw CoreError(.notPermitted, "only \(who) may \(action)")
     }
 
     // MARK: Method handlers
@@ -87,9 +98,7 @@ extension Daemon {
 
     func simulateSleep(_ call: Message, sleeping: Bool) throws(BusError) {
         serve(call) { [unowned self] caller in
-            guard caller.isTrusted else {
-                throw CoreError(.notPermitted, "only unsandboxed callers of the daemon's user may simulate sleep and wake")
-            }
+            try requireTrusted(caller, "simulate sleep and wake")
             let actions = engine.setSleeping(sleeping)
             try call.reply()
             perform(actions)

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -129,4 +130,8 @@ int bgt_set_timer_slack(unsigned long nanoseconds) {
 
 int bgt_bus_error_set(sd_bus_error *error, const char *name, const char *message) {
     return sd_bus_error_set(error, name, message);
+}
+
+const char *bgt_errno_name(int error) {
+    return strerrorname_np(error);
 }

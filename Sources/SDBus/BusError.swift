@@ -44,21 +44,9 @@ public struct BusError: Error, Equatable, Sendable, CustomStringConvertible {
 
     public var description: String { "\(name): \(message)" }
 
+    /// `ECONNRESET`, `EPIPE` …: the symbolic name glibc knows for an errno.
     private static func errnoName(_ code: Int32) -> String {
-        switch code {
-        case ENOENT: "ENOENT"
-        case EINVAL: "EINVAL"
-        case EPERM: "EPERM"
-        case EACCES: "EACCES"
-        case ECONNREFUSED: "ECONNREFUSED"
-        case ENOTCONN: "ENOTCONN"
-        case ETIMEDOUT: "ETIMEDOUT"
-        case EEXIST: "EEXIST"
-        case ESRCH: "ESRCH"
-        case ENXIO: "ENXIO"
-        case EBADMSG: "EBADMSG"
-        default: "E\(code)"
-        }
+        bgt_errno_name(code).map { String(cString: $0) } ?? "E\(code)"
     }
 }
 

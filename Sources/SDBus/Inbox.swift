@@ -4,6 +4,10 @@ import Synchronization
 
 /// Hands closures from any thread to an ``EventLoop``'s thread, through an
 /// eventfd the loop watches. Closures run in the order they were posted.
+///
+/// ``post(_:)`` may be called from any thread; the inbox itself must be
+/// released on the loop's thread (or after the loop stopped running), because
+/// releasing it removes its event source from the loop.
 public final class Inbox: Sendable {
     private let fd: Int32
     private let jobs = Mutex<[@Sendable () -> Void]>([])

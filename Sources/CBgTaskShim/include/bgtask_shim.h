@@ -62,6 +62,9 @@ uint64_t bgt_monotonic_usec(void);
 /* Sets the timer slack of the calling thread in nanoseconds (deadlines are enforced to the ms). */
 int bgt_set_timer_slack(unsigned long nanoseconds);
 
+/* The symbolic name of an errno value ("ECONNRESET"), or NULL if unknown. */
+const char *bgt_errno_name(int error);
+
 /* sd_bus_error_set with the message copied in (both arguments may be freed after). */
 int bgt_bus_error_set(sd_bus_error *error, const char *name, const char *message);
 
