@@ -1,0 +1,187 @@
+public import Foundation
+import BgTaskProtocol
+import SDBus
+import Synchronization
+
+/// An app's line to bgtaskd: background tasks, the app's state and its
+/// background time, as `UIApplication` offers them on iOS.
+///
+/// One manager is one bus connection. Create it once, when the app starts,
+/// and keep it for the app's life: the daemon ties tasks to the connection,
+/// so closing it (or the process exiting) ends every task it holds.
+///
+/// ```swift
+/// import BackgroundTasks
+///
+/// let manager = try await BackgroundTaskManager.connect(appID: "org.example.Notes")
+///
+/// // The window was closed: finish saving before the app is suspended.
+/// try await manager.setApplicationState(.background)
+/// try await manager.withBackgroundTask(name: "save") {
+///     try await document.save()
+/// }
+/// ```
+///
+/// All methods may be called from any thread or task. The manager runs a
+/// thread of its own for the bus; expiration handlers and observers run on it.
+public final class BackgroundTaskManager: Sendable {
+    /// What ``backgroundTimeRemaining`` answers while the app is not in the
+    /// background: `Double.greatestFiniteMagnitude`, as iOS's
+    /// `UIApplication.backgroundTimeRemaining` does.
+    ///
+    /// ```swift
+    /// if try await manager.backgroundTimeRemaining == BackgroundTaskManager.unlimitedTime {
+    ///     print("in the foreground: no deadline")
+    /// }
+    /// ```
+    public static let unlimitedTime: TimeInterval = BgTaskNames.unlimitedTime
+
+    /// This manager's unique name on the bus (`:1.42`): the owner the daemon
+    /// shows in its `Tasks` property for an app that did not check in, and
+    /// what tools such as `busctl` call the connection.
+    ///
+    /// ```swift
+    /// print("connected as \(manager.uniqueName)")
+    /// ```
+    public let uniqueName: String
+
+    /// What `CheckIn` answered when ``connect(bus:appID:)`` was given an app
+    /// id; nil otherwise.
+    ///
+    /// ```swift
+    /// if manager.launch?.reason == .fetch { await refreshContent() }
+    /// ```
+    public let launch: LaunchInfo?
+
+    let connection: BusConnection
+
+    /// The app's handlers, read on the SDK's thread when signals arrive.
+    struct Callbacks {
+        var expirationHandlers: [UInt32: @Sendable () -> Void] = [:]
+        var onTaskExpiring: (@Sendable (BackgroundTaskIdentifier, TimeInterval) -> Void)?
+        var onTaskExpired: (@Sendable (BackgroundTaskIdentifier) -> Void)?
+    }
+
+    let callbacks = Mutex(Callbacks())
+
+    private init(connection: BusConnection, launch: LaunchInfo?) {
+        self.connection = connection
+        self.launch = launch
+        uniqueName = connection.uniqueName
+        subscribeToTaskSignals()
+    }
+
+    deinit {
+        connection.close()
+    }
+
+    // MARK: Connecting
+
+    /// Connects to the bus and, when `appID` is given, checks in as that app.
+    ///
+    /// Checking in names the app the daemon should count this connection's
+    /// background time against, and tells it why the process was started
+    /// (``launch``). A sandboxed (Flatpak) or systemd-launched app is known to
+    /// the daemon already and may only check in as itself.
+    ///
+    /// Connecting does not need the daemon to be running; calls made while it
+    /// is not fail with ``BackgroundTasksError/Code/daemonUnavailable`` within
+    /// 10 seconds at most (at once when the bus knows the name has no owner).
+    ///
+    /// ```swift
+    /// let manager = try await BackgroundTaskManager.connect(appID: "org.example.Weather")
+    /// let test = try await BackgroundTaskManager.connect(bus: .address("unix:path=/tmp/bus"))
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - bus: The bus the daemon runs on; the session bus by default.
+    ///   - appID: The app's desktop-file id, such as `org.example.Weather`.
+    /// - Throws: ``BackgroundTasksError``: `.daemonUnavailable` when there is
+    ///   no bus; with an `appID`, whatever `CheckIn` answers (`.notPermitted`,
+    ///   `.invalidArgument`, `.daemonUnavailable` …). The connection is closed
+    ///   again when it throws.
+    public static func connect(bus: BusAddress = .session, appID: String? = nil) async throws -> BackgroundTaskManager {
+        let connection = try await BusConnection.open(bus)
+        var launch: LaunchInfo?
+        if let appID {
+            do {
+                launch = try await checkIn(appID: appID, on: connection)
+            } catch {
+                connection.close()
+                throw error
+            }
+        }
+        return BackgroundTaskManager(connection: connection, launch: launch)
+    }
+
+    /// Binds this connection to an app (`CheckIn`) and returns what the daemon
+    /// knows of the launch. Checking in again with the same id is harmless;
+    /// the connection cannot move to another app.
+    ///
+    /// ```swift
+    /// let launch = try await manager.checkIn(appID: "org.example.Weather")
+    /// print(launch.reason, launch.pending)
+    /// ```
+    ///
+    /// - Throws: ``BackgroundTasksError``: `.invalidArgument` for a malformed
+    ///   id, `.notPermitted` for an id that is not the caller's.
+    public func checkIn(appID: String) async throws -> LaunchInfo {
+        try await Self.checkIn(appID: appID, on: connection)
+    }
+
+    private static func checkIn(appID: String, on connection: BusConnection) async throws(BackgroundTasksError) -> LaunchInfo {
+        try await connection.call(
+            "CheckIn", arguments: { (call) throws(BusError) in try call.append(appID) },
+            decode: { (reply) throws(BusError) in LaunchInfo(launchDictionary: try reply.readOptions()) })
+    }
+
+    /// Closes the bus connection. The daemon then closes every task this
+    /// manager holds, at once; calls still waiting, and every later call,
+    /// fail with ``BackgroundTasksError/Code/disconnected``. Called for you
+    /// when the manager is released. Safe to call more than once.
+    ///
+    /// ```swift
+    /// manager.close()
+    /// ```
+    public func close() {
+        connection.close()
+    }
+
+    // MARK: Application state
+
+    /// Tells the daemon where the app stands. Switching to `.background`
+    /// starts the app's background clock (``backgroundTimeRemaining`` then
+    /// counts down for all its open tasks); `.active` pauses it, and gives the
+    /// budget back once no task is open.
+    ///
+    /// ```swift
+    /// // Last window closed:
+    /// try await manager.setApplicationState(.background)
+    /// // A window is shown again:
+    /// try await manager.setApplicationState(.active)
+    /// ```
+    ///
+    /// - Throws: ``BackgroundTasksError`` (`.daemonUnavailable`, `.disconnected` …).
+    public func setApplicationState(_ state: ApplicationState) async throws {
+        try await connection.call(
+            "SetApplicationState", arguments: { (call) throws(BusError) in try call.append(state.rawValue) },
+            decode: { (_) throws(BusError) in })
+    }
+
+    /// The app's background time left, in seconds:
+    /// ``unlimitedTime`` while the app is not in the background, else the
+    /// time until the daemon expires its open tasks (one deadline for the
+    /// whole app, as on iOS).
+    ///
+    /// ```swift
+    /// let left = try await manager.backgroundTimeRemaining
+    /// if left < 5 { saveDraftQuickly() }
+    /// ```
+    ///
+    /// - Throws: ``BackgroundTasksError`` (`.daemonUnavailable`, `.disconnected` …).
+    public var backgroundTimeRemaining: TimeInterval {
+        get async throws {
+            try await connection.call("GetBackgroundTimeRemaining") { (reply) throws(BusError) in try reply.readDouble() }
+        }
+    }
+}
