@@ -1,0 +1,32 @@
+import ArgumentParser
+
+/// `bgtaskctl`: look at and drive a running bgtaskd over its D-Bus API.
+///
+/// Every subcommand is a client of the public API only (DESIGN §7): it talks
+/// to `org.bgtaskd.BackgroundTasks1` exactly as an app or `busctl` would, so
+/// what it shows is what any client can see.
+@main
+struct BgTaskCtl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bgtaskctl",
+        abstract: "Inspect and control bgtaskd, the background-execution daemon.",
+        discussion: """
+            bgtaskctl talks to org.bgtaskd.BackgroundTasks1 on the session bus \
+            (or the bus named with --bus) through the daemon's public D-Bus API. \
+            Add --json to any subcommand for machine-readable output.
+
+            Exit status: 0 on success; 1 when the daemon is not running, the bus \
+            cannot be reached or the daemon answers with an error (printed as \
+            'bgtaskctl: <message> (<D-Bus error name>)'); 64 for a usage error.
+            """,
+        // New subcommands (apps, fetch simulate, refresh, push, pushes) go here,
+        // each in a file of its own conforming to ClientCommand.
+        subcommands: [StatusCommand.self, TasksCommand.self]
+    )
+
+    // Declared here too so that `bgtaskctl --json tasks` works as well as
+    // `bgtaskctl tasks --json`: ArgumentParser hands the values down to the
+    // subcommand's own group of the same type.
+    @OptionGroup(title: "Global options")
+    var global: GlobalOptions
+}

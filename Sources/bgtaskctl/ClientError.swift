@@ -1,0 +1,58 @@
+import BgTaskProtocol
+import Foundation
+import Glibc
+import SDBus
+
+/// Why a subcommand failed, worded for the person at the terminal.
+struct ClientError: Error, CustomStringConvertible {
+    /// What went wrong.
+    var message: String
+    /// The D-Bus error name behind it, if the bus or the daemon answered with one.
+    var name: String?
+    /// A further line suggesting what to do, if there is something to suggest.
+    var hint: String?
+
+    init(_ message: String, name: String? = nil, hint: String? = nil) {
+        self.message = message
+        self.name = name
+        self.hint = hint
+    }
+
+    /// An error the bus or the daemon answered with.
+    init(_ error: BusError) {
+        // Some services end their messages with a newline; the line is ours to end.
+        self.init(error.message.trimmingCharacters(in: .whitespacesAndNewlines), name: error.name)
+    }
+
+    /// Nobody owns the daemon's bus name on `bus`.
+    static func notRunning(on bus: Bus.Address, activatable: Bool = false) -> ClientError {
+        ClientError(
+            "bgtaskd is not running on \(bus.spelledOut) (\(BgTaskNames.busName) has no owner)",
+            hint: activatable
+                ? "the name is D-Bus activatable: any method call to it starts the daemon (bgtaskctl status never does)"
+                : nil)
+    }
+
+    /// `<message> (<error name>)`.
+    var description: String {
+        name.map { "\(message) (\($0))" } ?? message
+    }
+
+    /// Writes the error, and the hint if any, to standard error.
+    func report() {
+        var text = "bgtaskctl: \(description)\n"
+        if let hint { text += "bgtaskctl: \(hint)\n" }
+        _ = text.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+    }
+}
+
+extension Bus.Address {
+    /// "the session bus", "the system bus", "the bus at unix:path=…".
+    var spelledOut: String {
+        switch self {
+        case .session: "the session bus"
+        case .system: "the system bus"
+        case .address(let address): "the bus at \(address)"
+        }
+    }
+}

@@ -1,0 +1,130 @@
+import BgTaskProtocol
+import Foundation
+import SDBus
+
+/// A blocking client of bgtaskd's D-Bus API, shared by every subcommand.
+///
+/// Calls go through `Bus.call` (no event loop): bgtaskctl asks, waits for the
+/// answer and prints it. Errors come back as ``ClientError``s, with "the name
+/// has no owner" turned into "bgtaskd is not running".
+final class DaemonClient {
+    /// The bus this client is connected to.
+    let address: Bus.Address
+    private let bus: Bus
+
+    /// How long one call may take, in microseconds.
+    private let timeout: UInt64 = 10_000_000
+
+    /// Connects to `address`.
+    init(connectingTo address: Bus.Address) throws(ClientError) {
+        self.address = address
+        do {
+            bus = try Bus.open(address, description: "bgtaskctl")
+        } catch {
+            // The message reads "connecting to …: <strerror>"; say it once.
+            let reason = error.message.components(separatedBy: ": ").last ?? error.message
+            let unset = address == .session && getenv("DBUS_SESSION_BUS_ADDRESS") == nil
+            throw ClientError(
+                "cannot connect to \(address.spelledOut): \(reason)", name: error.name,
+                hint: unset ? "DBUS_SESSION_BUS_ADDRESS is not set, and $XDG_RUNTIME_DIR/bus could not be reached" : nil)
+        }
+    }
+
+    // MARK: The daemon
+
+    /// The unique name of the running daemon. Throws "bgtaskd is not running"
+    /// when nobody owns the name; never starts the daemon by activation.
+    func daemonUniqueName() throws(ClientError) -> String {
+        do {
+            let reply = try callBus("GetNameOwner") { (call) throws(BusError) in try call.append(BgTaskNames.busName) }
+            return try reply.readString()
+        } catch let error where Self.meansNoOwner(error.name) {
+            throw ClientError.notRunning(on: address, activatable: isActivatable())
+        } catch {
+            throw ClientError(error)
+        }
+    }
+
+    /// Calls a method of the daemon and returns the reply. `destination` is
+    /// the well-known name unless a unique name is given (to be sure every
+    /// answer comes from the same process).
+    @discardableResult
+    func call(
+        _ member: String, interface: String = BgTaskNames.manager, destination: String = BgTaskNames.busName,
+        _ arguments: (Message) throws(BusError) -> Void = { _ throws(BusError) in }
+    ) throws(ClientError) -> Message {
+        do {
+            let call = try bus.newMethodCall(
+                destination: destination, path: BgTaskNames.objectPath, interface: interface, member: member)
+            try arguments(call)
+            return try bus.call(call, timeout: timeout)
+        } catch where Self.meansNoOwner(error.name) {
+            throw ClientError.notRunning(on: address, activatable: isActivatable())
+        } catch {
+            throw ClientError(error)
+        }
+    }
+
+    /// All properties of one of the daemon's interfaces.
+    func properties(
+        of interface: String = BgTaskNames.manager, destination: String = BgTaskNames.busName
+    ) throws(ClientError) -> [String: BusValue] {
+        let reply = try call("GetAll", interface: "org.freedesktop.DBus.Properties", destination: destination) {
+            (call) throws(BusError) in try call.append(interface)
+        }
+        do { return try reply.readOptions() } catch { throw ClientError(error) }
+    }
+
+    /// One property of one of the daemon's interfaces.
+    func property(
+        _ name: String, of interface: String = BgTaskNames.manager, destination: String = BgTaskNames.busName
+    ) throws(ClientError) -> BusValue {
+        let reply = try call("Get", interface: "org.freedesktop.DBus.Properties", destination: destination) {
+            (call) throws(BusError) in
+            try call.append(interface)
+            try call.append(name)
+        }
+        do throws(BusError) {
+            guard let value = try reply.readValue() else {
+                throw BusError.failed("the daemon answered Get(\(name)) with no value")
+            }
+            return value.unwrapped
+        } catch {
+            throw ClientError(error)
+        }
+    }
+
+    // MARK: The bus
+
+    /// The process id of the connection `name`, as the bus daemon knows it.
+    func processID(of name: String) throws(ClientError) -> UInt32 {
+        do {
+            let reply = try callBus("GetConnectionUnixProcessID") { (call) throws(BusError) in try call.append(name) }
+            return try reply.readUInt32()
+        } catch {
+            throw ClientError(error)
+        }
+    }
+
+    /// Whether the bus could start the daemon by D-Bus activation.
+    func isActivatable() -> Bool {
+        guard let reply = try? callBus("ListActivatableNames"),
+              case .array(_, let names)? = try? reply.readValue() else { return false }
+        return names.contains(.string(BgTaskNames.busName))
+    }
+
+    private func callBus(
+        _ member: String, _ arguments: (Message) throws(BusError) -> Void = { _ throws(BusError) in }
+    ) throws(BusError) -> Message {
+        let call = try bus.newMethodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+            interface: "org.freedesktop.DBus", member: member)
+        try arguments(call)
+        return try bus.call(call, timeout: timeout)
+    }
+
+    /// The errors that say the daemon's name has no owner (and could not be activated).
+    private static func meansNoOwner(_ name: String) -> Bool {
+        name == "org.freedesktop.DBus.Error.NameHasNoOwner" || name == "org.freedesktop.DBus.Error.ServiceUnknown"
+    }
+}
