@@ -1,0 +1,119 @@
+import BgTaskTestKit
+import Foundation
+import Testing
+
+/// Deadlines enforced on real processes. Budgets are small and margins generous:
+/// these tests check behaviour, the benchmark checks timing.
+@Suite struct EnforcementTests {
+    static let budget = ["Tasks.BudgetSec=2", "Tasks.WarningSec=1", "Tasks.KillGraceSec=2"]
+
+    @Test func overstayingAppIsWarnedThenTerminated() throws {
+        let daemon = try DaemonUnderTest(settings: Self.budget)
+        let app = try daemon.startTestApp(["--name", "upload", "--background"])
+        #expect(app.waitForEvent("begun") != nil, "\(app.lines) \(app.standardError)")
+        #expect(app.waitForEvent("state") != nil)
+        let backgroundAt = ContinuousClock.now
+        let expiring = try #require(app.waitForEvent("expiring"), "\(app.lines)")
+        let warnedAfter = ContinuousClock.now - backgroundAt
+        #expect(warnedAfter < .milliseconds(1900), "warned \(warnedAfter) after going to the background")
+        #expect((expiring["seconds_left"] as? Double ?? -1) <= 1.0)
+        let exit = app.waitForExit(timeout: .seconds(10))
+        #expect(exit == .status(143), "the test app exits 143 after catching SIGTERM")
+        #expect(app.eventNames.contains("sigterm"))
+        #expect(ContinuousClock.now - backgroundAt >= .milliseconds(1500))
+        #expect(daemon.log.contains("overstayed its background time: SIGTERM"))
+        #expect(try daemon.waitForTasks { $0 == "a(ussd) 0" } == "a(ussd) 0")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func appIgnoringSigtermIsKilled() throws {
+        let daemon = try DaemonUnderTest(settings: Self.budget)
+        let app = try daemon.startTestApp(["--background", "--ignore-sigterm"])
+        #expect(app.waitForEvent("state") != nil, "\(app.lines) \(app.standardError)")
+        let backgroundAt = ContinuousClock.now
+        let exit = app.waitForExit(timeout: .seconds(15))
+        #expect(exit == .signal(SIGKILL), "got \(String(describing: exit))")
+        // Deadline (2 s) + grace (2 s); well before that would mean no grace.
+        #expect(ContinuousClock.now - backgroundAt >= .milliseconds(3500))
+        #expect(app.eventNames.contains("expiring"))
+        #expect(daemon.log.contains("SIGKILL"))
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func appThatEndsInTimeSurvives() throws {
+        let daemon = try DaemonUnderTest(settings: Self.budget)
+        let app = try daemon.startTestApp(["--background", "--end-after", "0.5", "--hold", "60"])
+        #expect(app.waitForEvent("ended") != nil, "\(app.lines) \(app.standardError)")
+        // Past the deadline and the grace period: nothing may touch it.
+        Thread.sleep(forTimeInterval: 5)
+        #expect(app.isRunning)
+        #expect(!app.eventNames.contains("expiring"))
+        #expect(!app.eventNames.contains("expired"))
+        #expect(!daemon.log.contains("SIGTERM"))
+        app.stop()
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func activeAppIsNeverExpired() throws {
+        let daemon = try DaemonUnderTest(settings: Self.budget)
+        let app = try daemon.startTestApp(["--hold", "60"])
+        #expect(app.waitForEvent("begun") != nil, "\(app.lines) \(app.standardError)")
+        Thread.sleep(forTimeInterval: 4.5)
+        #expect(app.isRunning)
+        #expect(!app.eventNames.contains("expiring"))
+        app.stop()
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func closedConnectionLosesItsTasksAtOnce() throws {
+        let daemon = try DaemonUnderTest()
+        let app = try daemon.startTestApp(["--tasks", "3", "--name", "sync"])
+        #expect(app.waitForEvent("ready") != nil, "\(app.lines) \(app.standardError)")
+        let held = try daemon.waitForTasks { $0.hasPrefix("a(ussd) 3") }
+        #expect(held.hasPrefix("a(ussd) 3"), "\(held)")
+        #expect(held.contains("\"sync\""))
+        app.send(SIGKILL)
+        app.waitForExit()
+        #expect(try daemon.waitForTasks { $0 == "a(ussd) 0" } == "a(ussd) 0")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func strangerCannotEndAnothersTask() throws {
+        let daemon = try DaemonUnderTest()
+        let app = try daemon.startTestApp(["--hold", "60"])
+        let begun = try #require(app.waitForEvent("begun"), "\(app.lines) \(app.standardError)")
+        let id = try #require(begun["task_id"] as? Int)
+        let reply = try daemon.gdbusCall("EndBackgroundTask", ["\(id)"])
+        #expect(reply.standardError.contains("org.bgtaskd.BackgroundTasks1.Error.NoSuchTask: no task \(id) is open on this connection"), "\(reply)")
+        #expect(try daemon.property("Tasks").hasPrefix("a(ussd) 1"))
+        app.stop()
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func tooManyTasksIsLimitExceeded() throws {
+        let daemon = try DaemonUnderTest(settings: ["Tasks.MaxPerConnection=2"])
+        let app = try daemon.startTestApp(["--tasks", "3"])
+        let error = try #require(app.waitForEvent("error"), "\(app.lines) \(app.standardError)")
+        #expect(error["name"] as? String == "org.bgtaskd.BackgroundTasks1.Error.LimitExceeded")
+        #expect((error["message"] as? String ?? "").contains("Tasks.MaxPerConnection"))
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func expirySignalsGoToTheOwnerOnly() throws {
+        let daemon = try DaemonUnderTest(settings: Self.budget)
+        // gdbus monitor subscribes to everything the daemon broadcasts; unicast
+        // signals to another connection must not reach it.
+        let monitor = try ChildProcess("/usr/bin/gdbus", ["monitor", "--session", "--dest", "org.bgtaskd.BackgroundTasks1"],
+                                       environment: daemon.environment)
+        #expect(monitor.waitForLine(timeout: .seconds(5)) { $0.contains("owned by") } != nil)
+        let app = try daemon.startTestApp(["--background"])
+        #expect(app.waitForEvent("expiring") != nil, "\(app.lines)")
+        app.waitForExit(timeout: .seconds(10))
+        // The monitor saw the broadcast Tasks change, so it was listening…
+        #expect(monitor.waitForLine(timeout: .seconds(5)) { $0.contains("PropertiesChanged") } != nil, "\(monitor.lines)")
+        // …but not the owner's signals.
+        #expect(!monitor.lines.contains { $0.contains("TaskExpiring") || $0.contains("TaskExpired") }, "\(monitor.lines)")
+        monitor.stop()
+        #expect(daemon.stop() == .status(0))
+    }
+}

@@ -1,0 +1,38 @@
+import BgTaskTestKit
+import Foundation
+import Testing
+
+/// The checked-in `dbus/org.bgtaskd.BackgroundTasks1.xml` is the contract: it
+/// must describe exactly what the running daemon serves.
+@Suite struct IntrospectionDriftTests {
+    let checkedIn: IntrospectionSummary
+
+    init() throws {
+        let path = BinaryLocator.packageRoot() + "/dbus/org.bgtaskd.BackgroundTasks1.xml"
+        checkedIn = try IntrospectionSummary(xml: String(contentsOfFile: path, encoding: .utf8))
+    }
+
+    @Test func runningDaemonMatchesTheCheckedInXML() throws {
+        let daemon = try DaemonUnderTest()
+        let live = try daemon.gdbus(["introspect", "--session", "--xml", "--dest", "org.bgtaskd.BackgroundTasks1",
+                                     "--object-path", "/org/bgtaskd/BackgroundTasks1"])
+        #expect(live.succeeded, "\(live)")
+        let running = try IntrospectionSummary(xml: live.standardOutput)
+        #expect(running.lines.contains("interface org.bgtaskd.BackgroundTasks1.Manager"))
+        #expect(running == checkedIn, "drift (- only in the XML, + only in the daemon):\n\(running.difference(from: checkedIn))")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func busIntrospectOptionMatchesTheCheckedInXML() throws {
+        let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskd"), ["--bus-introspect", "-"])
+        #expect(result.succeeded, "\(result)")
+        let generated = try IntrospectionSummary(xml: result.standardOutput)
+        #expect(generated == checkedIn, "drift:\n\(generated.difference(from: checkedIn))")
+    }
+
+    @Test func everyArgumentIsNamed() {
+        for line in checkedIn.lines where line.contains("(") {
+            #expect(!line.contains(" ?"), "unnamed argument in \(line)")
+        }
+    }
+}

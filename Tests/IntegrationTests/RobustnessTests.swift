@@ -1,0 +1,107 @@
+import BgTaskTestKit
+import Foundation
+import SDBus
+import Testing
+
+/// The daemon survives any message sequence: random members, signatures and
+/// values, from clients that vanish mid-call.
+@Suite struct RobustnessTests {
+    static let members = [
+        "BeginBackgroundTask", "EndBackgroundTask", "GetBackgroundTimeRemaining", "SetApplicationState",
+        "CheckIn", "SimulateSleep", "SimulateWake", "NoSuchMethod", "",
+    ]
+
+    /// A deterministic generator, so a failure can be replayed.
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static func randomValue(_ rng: inout SplitMix, depth: Int = 0) -> BusValue {
+        let strings = ["", "background", "active", "inactive", "org.example.App", "x", "a.b.c",
+                       String(repeating: "é", count: 300), "org.example.\u{1F600}", "\0"]
+        switch Int.random(in: 0..<(depth > 1 ? 6 : 9), using: &rng) {
+        case 0: return .string(strings.randomElement(using: &rng)!)
+        case 1: return .uint32(UInt32.random(in: 0...UInt32.max, using: &rng))
+        case 2: return .uint32([0, 1, 2, UInt32.max].randomElement(using: &rng)!)
+        case 3: return .double([Double.nan, .infinity, -1, 0, 1e300].randomElement(using: &rng)!)
+        case 4: return .bool(Bool.random(using: &rng))
+        case 5: return .int64(Int64.random(in: .min ... .max, using: &rng))
+        case 6: return .array(element: "s", (0..<Int.random(in: 0..<4, using: &rng)).map { _ in .string("x") })
+        case 7: return .dictionary(key: "s", value: "v", [.init(key: .string("k"), value: .variant(randomValue(&rng, depth: depth + 1)))])
+        default: return .structure([randomValue(&rng, depth: depth + 1), randomValue(&rng, depth: depth + 1)])
+        }
+    }
+
+    @Test func survivesRandomCallsFromVanishingClients() throws {
+        let daemon = try DaemonUnderTest()
+        var rng = SplitMix(state: 20261121)
+        var answered = 0
+        for client in 0..<40 {
+            let bus = try Bus.open(.address(daemon.bus.address))
+            for _ in 0..<25 {
+                let member = Self.members.randomElement(using: &rng)!
+                // An empty member is not even a valid message; Ping on the wrong interface stands in.
+                let call = try bus.newMethodCall(
+                    destination: "org.bgtaskd.BackgroundTasks1", path: "/org/bgtaskd/BackgroundTasks1",
+                    interface: "org.bgtaskd.BackgroundTasks1.Manager", member: member.isEmpty ? "Ping" : member)
+                for _ in 0..<Int.random(in: 0..<3, using: &rng) { try call.append(value: Self.randomValue(&rng)) }
+                if client % 2 == 0 {
+                    // Fire and forget: this client leaves before its answers arrive.
+                    try bus.send(call)
+                } else {
+                    do {
+                        _ = try bus.call(call, timeout: 5_000_000)
+                    } catch {
+                        #expect(!error.name.contains("NoReply") && !error.name.contains("Timeout"), "\(error)")
+                    }
+                    answered += 1
+                }
+            }
+            // The connection closes here, often with calls in flight.
+        }
+        #expect(answered > 0)
+        #expect(try daemon.property("Version") == "u 1")
+        #expect(try daemon.waitForTasks { $0 == "a(ussd) 0" } == "a(ussd) 0", "every vanished client's tasks are gone")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func manyCallsBeforeCredentialsArriveAreAllAnswered() throws {
+        let daemon = try DaemonUnderTest()
+        let bus = try Bus.open(.address(daemon.bus.address))
+        // 300 Begins at once: the connection's credentials are still being looked
+        // up while they arrive. Up to 256 wait for the lookup (and 100 of those open
+        // tasks, Tasks.MaxPerConnection); the rest are refused at once. None hangs.
+        for i in 0..<300 {
+            let call = try bus.newMethodCall(
+                destination: "org.bgtaskd.BackgroundTasks1", path: "/org/bgtaskd/BackgroundTasks1",
+                interface: "org.bgtaskd.BackgroundTasks1.Manager", member: "BeginBackgroundTask")
+            try call.append("t\(i)")
+            try bus.send(call)
+        }
+        bus.flush()
+        var answered: Message?
+        let deadline = ContinuousClock.now + .seconds(10)
+        while answered == nil && ContinuousClock.now < deadline {
+            let check = try bus.newMethodCall(
+                destination: "org.bgtaskd.BackgroundTasks1", path: "/org/bgtaskd/BackgroundTasks1",
+                interface: "org.bgtaskd.BackgroundTasks1.Manager", member: "GetBackgroundTimeRemaining")
+            do {
+                answered = try bus.call(check, timeout: 10_000_000)
+            } catch {
+                #expect(error.name == "org.bgtaskd.BackgroundTasks1.Error.LimitExceeded", "\(error)")
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+        }
+        #expect(answered?.signature == "d")
+        let tasks = try daemon.property("Tasks")
+        #expect(tasks.hasPrefix("a(ussd) 100 "), "Tasks.MaxPerConnection (100) caps the connection: \(tasks.prefix(40))")
+        #expect(daemon.stop() == .status(0))
+    }
+}

@@ -1,0 +1,103 @@
+import BackgroundTasks
+import BgTaskTestKit
+import Foundation
+import Synchronization
+import Testing
+
+/// The Swift SDK against the real daemon, in this process. Deadlines are kept
+/// far away: an expiry here would terminate the test runner itself (that path
+/// is tested with child processes in EnforcementTests).
+@Suite struct SDKTests {
+    @Test func beginEndAndRemainingTime() async throws {
+        let daemon = try DaemonUnderTest(settings: ["Tasks.BudgetSec=120"])
+        let manager = try await BackgroundTaskManager.connect(bus: .address(daemon.bus.address))
+        let id = try await manager.beginBackgroundTask(name: "upload")
+        #expect(id != .invalid)
+        #expect(try await manager.backgroundTimeRemaining == BackgroundTaskManager.unlimitedTime)
+        try await manager.setApplicationState(.background)
+        let remaining = try await manager.backgroundTimeRemaining
+        #expect(remaining > 100 && remaining <= 120)
+        #expect(try daemon.property("Tasks").contains("\"upload\""))
+        try await manager.endBackgroundTask(id)
+        #expect(try daemon.waitForTasks { $0 == "a(ussd) 0" } == "a(ussd) 0")
+        let again = await #expect(throws: BackgroundTasksError.self) { try await manager.endBackgroundTask(id) }
+        #expect(again?.code == .noSuchTask)
+        manager.close()
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func strangerCannotEndMyTask() async throws {
+        let daemon = try DaemonUnderTest()
+        let mine = try await BackgroundTaskManager.connect(bus: .address(daemon.bus.address))
+        let stranger = try await BackgroundTaskManager.connect(bus: .address(daemon.bus.address))
+        let id = try await mine.beginBackgroundTask(name: "mine")
+        let error = await #expect(throws: BackgroundTasksError.self) { try await stranger.endBackgroundTask(id) }
+        #expect(error?.code == .noSuchTask)
+        #expect(error?.name == "org.bgtaskd.BackgroundTasks1.Error.NoSuchTask")
+        try await mine.endBackgroundTask(id)
+        mine.close()
+        stranger.close()
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func expirationHandlerRunsOnTaskExpiring() async throws {
+        // Warned 0.5 s into the background, with 29.5 s still left: ending in the handler is in time.
+        let daemon = try DaemonUnderTest(settings: ["Tasks.BudgetSec=30", "Tasks.WarningSec=29.5"])
+        let manager = try await BackgroundTaskManager.connect(bus: .address(daemon.bus.address))
+        let (warnings, continuation) = AsyncStream.makeStream(of: Void.self)
+        let id = try await manager.beginBackgroundTask(name: "sync") { continuation.yield() }
+        try await manager.setApplicationState(.background)
+        var iterator = warnings.makeAsyncIterator()
+        await iterator.next()
+        try await manager.endBackgroundTask(id)
+        #expect(try daemon.waitForTasks { $0 == "a(ussd) 0" } == "a(ussd) 0")
+        manager.close()
+        #expect(daemon.stop() == .status(0))
+        #expect(!daemon.log.contains("SIGTERM"))
+    }
+
+    @Test func withBackgroundTaskCancelsTheBodyOnExpiring() async throws {
+        let daemon = try DaemonUnderTest(settings: ["Tasks.BudgetSec=30", "Tasks.WarningSec=29.5"])
+        let manager = try await BackgroundTaskManager.connect(bus: .address(daemon.bus.address))
+        try await manager.setApplicationState(.background)
+        let cancelled = Mutex(false)
+        await #expect(throws: CancellationError.self) {
+            try await manager.withBackgroundTask(name: "long") {
+                do {
+                    try await Task.sleep(for: .seconds(60))
+                } catch {
+                    cancelled.withLock { $0 = true }
+                    throw error
+                }
+            }
+        }
+        #expect(cancelled.withLock { $0 })
+        #expect(try daemon.waitForTasks { $0 == "a(ussd) 0" } == "a(ussd) 0", "the task was ended for us")
+        manager.close()
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func checkInReportsTheLaunch() async throws {
+        let daemon = try DaemonUnderTest()
+        let manager = try await BackgroundTaskManager.connect(bus: .address(daemon.bus.address), appID: "org.example.Weather")
+        #expect(manager.launch?.reason == .user)
+        #expect(manager.launch?.pending == 0)
+        let id = try await manager.beginBackgroundTask(name: "forecast")
+        #expect(try daemon.property("Tasks").contains("\"org.example.Weather\""))
+        let error = await #expect(throws: BackgroundTasksError.self) { try await manager.checkIn(appID: "org.example.Other") }
+        #expect(error?.code == .notPermitted)
+        try await manager.endBackgroundTask(id)
+        manager.close()
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func noDaemonIsDaemonUnavailable() async throws {
+        let bus = try PrivateBus()
+        let error = await #expect(throws: BackgroundTasksError.self) {
+            let manager = try await BackgroundTaskManager.connect(bus: .address(bus.address))
+            _ = try await manager.beginBackgroundTask(name: "x")
+        }
+        #expect(error?.code == .daemonUnavailable)
+        bus.stop()
+    }
+}

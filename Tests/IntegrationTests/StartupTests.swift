@@ -1,0 +1,71 @@
+import BgTaskTestKit
+import Foundation
+import Testing
+
+/// Start-up, configuration errors and shutdown of the real binary.
+@Suite struct StartupTests {
+    private func runDaemon(_ arguments: [String]) throws -> CommandResult {
+        try CommandResult.run(BinaryLocator.path(of: "bgtaskd"), arguments, timeout: .seconds(20))
+    }
+
+    @Test func badConfigFileNamesFileLineAndKey() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-\(UUID().uuidString).conf")
+        try "# comment\n[Tasks]\nBudgetSec=30\nWarningSec=soon\n".write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let result = try runDaemon(["--bus", "unix:path=/nonexistent", "--config", file.path])
+        #expect(result.exit == .status(78), "\(result)")
+        #expect(result.standardError.contains("\(file.path):4: Tasks.WarningSec: 'soon' is not a number of seconds"), "\(result)")
+    }
+
+    @Test func unknownKeyStopsStartup() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-\(UUID().uuidString).conf")
+        try "[Tasks]\nBudgetSecs=30\n".write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let result = try runDaemon(["--config", file.path])
+        #expect(result.exit == .status(78))
+        #expect(result.standardError.contains("\(file.path):2: Tasks.BudgetSecs: unknown key"), "\(result)")
+    }
+
+    @Test func badOverrideIsNamed() throws {
+        let result = try runDaemon(["--set", "Tasks.MaxPerConnection=0"])
+        #expect(result.exit == .status(78))
+        #expect(result.standardError.contains("--set 'Tasks.MaxPerConnection=0': Tasks.MaxPerConnection: must be at least 1"), "\(result)")
+    }
+
+    @Test func missingConfigFileIsAnError() throws {
+        let result = try runDaemon(["--config", "/nonexistent/bgtaskd.conf"])
+        #expect(result.exit == .status(78))
+        #expect(result.standardError.contains("/nonexistent/bgtaskd.conf: no such file"), "\(result)")
+    }
+
+    @Test func noBusIsAClearError() throws {
+        let result = try runDaemon(["--bus", "unix:path=/nonexistent/bus", "--state-dir", NSTemporaryDirectory() + "bgt-\(UUID())"])
+        #expect(result.exit == .status(69), "\(result)")
+        #expect(result.standardError.contains("/nonexistent/bus"), "\(result)")
+    }
+
+    @Test func secondDaemonOnTheSameBusRefusesToStart() throws {
+        let first = try DaemonUnderTest()
+        let second = try runDaemon(["--bus", first.bus.address, "--state-dir", NSTemporaryDirectory() + "bgt-\(UUID())"])
+        #expect(second.exit == .status(69))
+        #expect(second.standardError.contains("already owned"), "\(second)")
+        #expect(first.stop() == .status(0))
+    }
+
+    @Test func sigtermAndSigintStopCleanly() throws {
+        let daemon = try DaemonUnderTest()
+        #expect(daemon.stop() == .status(0))
+        #expect(daemon.log.contains("stopped"))
+        let again = try DaemonUnderTest()
+        again.process.send(SIGINT)
+        #expect(again.process.waitForExit(timeout: .seconds(10)) == .status(0))
+    }
+
+    @Test func helpDocumentsEveryConfigKey() throws {
+        let result = try runDaemon(["--help"])
+        #expect(result.succeeded)
+        for key in ["Tasks.BudgetSec", "Tasks.KillGraceSec", "Fetch.MinimumIntervalSec", "Scheduler.ChunkSec", "--bus-introspect"] {
+            #expect(result.standardOutput.contains(key), "\(key) missing from --help")
+        }
+    }
+}
