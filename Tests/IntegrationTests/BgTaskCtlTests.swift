@@ -1,0 +1,41 @@
+import BgTaskTestKit
+import Foundation
+import Testing
+
+/// `bgtaskctl` against the real daemon.
+@Suite struct BgTaskCtlTests {
+    @Test func statusAndTasksShowWhatTheDaemonHolds() throws {
+        let daemon = try DaemonUnderTest()
+        let app = try daemon.startTestApp(["--app-id", "org.example.Weather", "--tasks", "2", "--name", "forecast"])
+        #expect(app.waitForEvent("ready") != nil, "\(app.lines) \(app.standardError)")
+        _ = try daemon.waitForTasks { $0.hasPrefix("a(ussd) 2") }
+
+        let table = try daemon.bgtaskctl(["tasks"])
+        #expect(table.succeeded, "\(table)")
+        let rows = table.standardOutput.split(separator: "\n")
+        #expect(rows.first?.contains("OWNER") == true)
+        #expect(rows.filter { $0.contains("org.example.Weather") && $0.contains("forecast") }.count == 2, "\(table)")
+
+        let json = try daemon.bgtaskctl(["tasks", "--json"])
+        let decoded = try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any]
+        let tasks = try #require(decoded?["tasks"] as? [[String: Any]])
+        #expect(tasks.count == 2)
+        #expect(tasks.allSatisfy { $0["owner"] as? String == "org.example.Weather" && $0["unlimited"] as? Bool == true })
+
+        let status = try daemon.bgtaskctl(["status", "--json"])
+        let state = try JSONSerialization.jsonObject(with: Data(status.standardOutput.utf8)) as? [String: Any]
+        #expect(state?["task_count"] as? Int == 2)
+        #expect(state?["version"] as? Int == 1)
+        #expect(state?["pid"] as? Int == Int(daemon.process.pid))
+        app.stop()
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func noDaemonIsAClearError() throws {
+        let bus = try PrivateBus()
+        let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskctl"), ["--bus", bus.address, "status"])
+        #expect(result.exit == .status(1))
+        #expect(result.standardError.contains("bgtaskd is not running"), "\(result)")
+        bus.stop()
+    }
+}
