@@ -113,6 +113,8 @@ public final class Daemon {
                 logger.notice("task expired", metadata: ["task": "\(task)", "owner": "\(connection)"])
                 sendSignal("TaskExpired", to: connection) { (signal) throws(BusError) in try signal.append(task) }
             case .signalProcess(let process, .terminate, let app):
+                // TaskExpired goes out before the SIGTERM, not merely queued before it.
+                bus.flush()
                 if processes.signal(process, .terminate) {
                     logger.notice("\(app) overstayed its background time: SIGTERM", metadata: ["pid": "\(process.pid)"])
                 }
