@@ -76,7 +76,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Test support: the manual clock, a private bus, the daemon under test.
-        .target(name: "BgTaskTestKit", dependencies: ["BgTaskCore"], swiftSettings: swiftSettings),
+        .target(name: "BgTaskTestKit", dependencies: ["BgTaskCore", "CBgTaskShim"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BgTaskCoreTests",
             dependencies: ["BgTaskCore", "BgTaskTestKit"],

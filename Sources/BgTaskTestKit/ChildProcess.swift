@@ -1,9 +1,14 @@
+import CBgTaskShim
 import Foundation
 import Synchronization
 
 /// A process a test started and owns: its output is collected line by line,
 /// and it is stopped by PID when the test is done with it (or at the latest
 /// when this object goes away).
+///
+/// Started with posix_spawn and a clean signal state (nothing blocked, every
+/// signal at its default): Foundation's `Process` hands children a blocked
+/// signal mask, which makes them ignore SIGTERM and hides real bugs.
 public final class ChildProcess: @unchecked Sendable {
     /// How the process ended.
     public enum Exit: Equatable, Sendable, CustomStringConvertible {
@@ -18,15 +23,16 @@ public final class ChildProcess: @unchecked Sendable {
         }
     }
 
-    /// Output collected by the reader threads.
-    private final class Output: Sendable {
+    /// Output collected by the reader threads, and the exit once reaped.
+    private final class State: Sendable {
         let lines = Mutex<[String]>([])
         let errorText = Mutex<String>("")
+        let exit = Mutex<Exit?>(nil)
     }
 
-    private let process = Process()
-    private let output = Output()
+    private let state = State()
     private var readers: [Thread] = []
+    public let pid: Int32
     public let executable: String
     public let arguments: [String]
 
@@ -34,62 +40,103 @@ public final class ChildProcess: @unchecked Sendable {
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         self.executable = executable
         self.arguments = arguments
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { $1 }
-        process.environment = env
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+
+        var outPipe: [Int32] = [-1, -1]
+        var errPipe: [Int32] = [-1, -1]
+        guard bgt_pipe_cloexec(&outPipe) == 0, bgt_pipe_cloexec(&errPipe) == 0 else {
+            throw TestKitError("pipe: \(String(cString: strerror(errno)))")
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, outPipe[1], STDOUT_FILENO)
+        posix_spawn_file_actions_adddup2(&actions, errPipe[1], STDERR_FILENO)
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for pointer in argv + envp { free(pointer) } }
+        var child: pid_t = 0
+        let result = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        close(outPipe[1])
+        close(errPipe[1])
+        guard result == 0 else {
+            close(outPipe[0])
+            close(errPipe[0])
+            throw TestKitError("cannot start \(executable): \(String(cString: strerror(result)))")
+        }
+        pid = child
         readers = [
-            Self.startReader(out.fileHandleForReading) { [output] chunk in
-                output.lines.withLock { lines in
+            Self.startReader(outPipe[0]) { [state] chunk in
+                state.lines.withLock { lines in
                     for line in chunk.split(separator: "\n", omittingEmptySubsequences: false) { lines.append(String(line)) }
                 }
             },
-            Self.startReader(err.fileHandleForReading) { [output] chunk in
-                output.errorText.withLock { $0 += chunk + "\n" }
+            Self.startReader(errPipe[0]) { [state] chunk in
+                state.errorText.withLock { $0 += chunk + "\n" }
             },
         ]
     }
 
-    /// Reads whole lines from `handle` on a thread of its own until EOF.
-    private static func startReader(_ handle: FileHandle, _ deliver: @escaping @Sendable (String) -> Void) -> Thread {
+    /// Reads whole lines from `fd` on a thread of its own until EOF, then closes it.
+    private static func startReader(_ fd: Int32, _ deliver: @escaping @Sendable (String) -> Void) -> Thread {
         let thread = Thread {
-            var pending = Data()
+            var pending: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65536)
             while true {
-                let data = handle.availableData
-                if data.isEmpty { break }
-                pending.append(data)
+                let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                pending.append(contentsOf: buffer[0..<n])
                 if let last = pending.lastIndex(of: UInt8(ascii: "\n")) {
                     deliver(String(decoding: pending[..<last], as: UTF8.self))
                     pending.removeSubrange(...last)
                 }
             }
             if !pending.isEmpty { deliver(String(decoding: pending, as: UTF8.self)) }
+            close(fd)
         }
         thread.start()
         return thread
     }
 
-    public var pid: Int32 { process.processIdentifier }
-    public var isRunning: Bool { process.isRunning }
+    /// Reaps the child if it ended (never blocks).
+    private func reap() -> Exit? {
+        state.exit.withLock { exit in
+            if let exit { return exit }
+            var status: Int32 = 0
+            guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
+            let signal = status & 0x7f
+            exit = signal == 0 ? .status((status >> 8) & 0xff) : .signal(signal)
+            return exit
+        }
+    }
+
+    public var isRunning: Bool { reap() == nil }
 
     /// Every complete stdout line so far.
-    public var lines: [String] { output.lines.withLock { $0 } }
+    public var lines: [String] { state.lines.withLock { $0 } }
     /// Everything written to stderr so far.
-    public var standardError: String { output.errorText.withLock { $0 } }
+    public var standardError: String { state.errorText.withLock { $0 } }
 
     /// Waits until some stdout line satisfies `predicate`; returns it, or nil on timeout.
     public func waitForLine(timeout: Duration = .seconds(10), where predicate: (String) -> Bool) -> String? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let line = lines.first(where: predicate) { return line }
-            if !process.isRunning, let line = lines.first(where: predicate) { return line }
             Thread.sleep(forTimeInterval: 0.01)
         }
         return lines.first(where: predicate)
@@ -100,31 +147,33 @@ public final class ChildProcess: @unchecked Sendable {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if standardError.contains(text) { return true }
+            if !isRunning { break }
             Thread.sleep(forTimeInterval: 0.01)
         }
         return standardError.contains(text)
     }
 
-    /// Sends a signal to the process (by its PID, which this object owns).
+    /// Sends a signal to the process (by its PID, which this object owns and has not reaped).
     public func send(_ signal: Int32) {
-        if process.isRunning { kill(process.processIdentifier, signal) }
+        if isRunning { kill(pid, signal) }
     }
 
     /// Waits for the process to end; nil if it still runs after `timeout`.
     @discardableResult
     public func waitForExit(timeout: Duration = .seconds(10)) -> Exit? {
         let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
+        var exit = reap()
+        while exit == nil {
             if ContinuousClock.now >= deadline { return nil }
             Thread.sleep(forTimeInterval: 0.005)
+            exit = reap()
         }
         // Let the readers take the last output (bounded: a grandchild may hold the pipe open).
         let drained = ContinuousClock.now + .seconds(2)
         while readers.contains(where: { !$0.isFinished }) && ContinuousClock.now < drained {
             Thread.sleep(forTimeInterval: 0.002)
         }
-        return process.terminationReason == .uncaughtSignal
-            ? .signal(process.terminationStatus) : .status(process.terminationStatus)
+        return exit
     }
 
     /// SIGTERM, then SIGKILL if it is still running after `grace`; returns how it ended.
@@ -137,9 +186,10 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     deinit {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+        if reap() == nil {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         }
     }
 }

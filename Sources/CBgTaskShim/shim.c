@@ -4,6 +4,7 @@
 #include <systemd/sd-event.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -134,4 +135,8 @@ int bgt_bus_error_set(sd_bus_error *error, const char *name, const char *message
 
 const char *bgt_errno_name(int error) {
     return strerrorname_np(error);
+}
+
+int bgt_pipe_cloexec(int fds[2]) {
+    return pipe2(fds, O_CLOEXEC) < 0 ? -errno : 0;
 }

@@ -62,6 +62,9 @@ uint64_t bgt_monotonic_usec(void);
 /* Sets the timer slack of the calling thread in nanoseconds (deadlines are enforced to the ms). */
 int bgt_set_timer_slack(unsigned long nanoseconds);
 
+/* pipe2(fds, O_CLOEXEC): atomic, so a process spawned by another thread never inherits the pipe. */
+int bgt_pipe_cloexec(int fds[2]);
+
 /* The symbolic name of an errno value ("ECONNRESET"), or NULL if unknown. */
 const char *bgt_errno_name(int error);
 
