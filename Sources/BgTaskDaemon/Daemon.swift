@@ -64,6 +64,8 @@ public final class Daemon {
         for signal in [SIGTERM, SIGINT] {
             signalSources.append(try loop.onSignal(signal) { [unowned self] in
                 self.logger.info("stopping on signal \(signal)")
+                // Now, while the bus is still open: sd-bus closes it when the loop exits.
+                self.properties.flush()
                 self.loop.exit(code: 0)
             })
         }
@@ -84,7 +86,6 @@ public final class Daemon {
         _ = sd_notify(0, "READY=1\nSTATUS=Serving \(BgTaskNames.busName)")
         let code = try loop.run()
         _ = sd_notify(0, "STOPPING=1")
-        properties.flush()
         bus.flush()
         objects.removeAll()
         logger.info("stopped")

@@ -69,3 +69,19 @@ import Testing
         }
     }
 }
+
+/// Regression: a change batched for PropertiesChanged when SIGTERM arrived was
+/// lost (the bus was already closed when the batch was flushed).
+@Suite struct ShutdownTests {
+    @Test func pendingPropertiesChangedGoesOutBeforeExit() throws {
+        let daemon = try DaemonUnderTest()
+        let app = try daemon.startTestApp(["--tasks", "5", "--hold", "60"])
+        // The last of five Begins in a row: its change is still batched (50 ms window).
+        #expect(app.waitForLine(where: { $0.contains("\"begun\"") && app.lines.filter { $0.contains("\"begun\"") }.count == 5 }) != nil,
+                "\(app.lines) \(app.standardError)")
+        daemon.process.send(SIGTERM)
+        #expect(daemon.process.waitForExit(timeout: .seconds(10)) == .status(0))
+        #expect(!daemon.log.contains("cannot emit PropertiesChanged"), "\(daemon.log)")
+        app.stop()
+    }
+}
