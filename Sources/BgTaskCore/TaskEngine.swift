@@ -19,6 +19,19 @@
 // The engine keeps one timer entry per app with open tasks in the background,
 // plus one per pending SIGKILL; the shell arms a single timer for the earliest.
 
+/// An open task. (At file scope, not nested in the generic engine, so that the
+/// collections holding it are specialised instead of looking up metadata.)
+private struct TaskRecord: Sendable {
+    var name: String
+    var connection: ConnectionID
+}
+
+/// What a deadline is for: an app's warning or expiry, or a pending SIGKILL.
+private enum TimerTarget: Hashable, Sendable {
+    case app(AppKey)
+    case kill(ProcessRef, AppKey)
+}
+
 /// The background-task state machine: apps, connections, tasks and their
 /// deadlines, driven by calls and the clock, answering with ``CoreAction``s.
 public struct TaskEngine<Clock: MonotonicClock> {
@@ -32,16 +45,6 @@ public struct TaskEngine<Clock: MonotonicClock> {
     private var tasks: [UInt32: TaskRecord] = [:]
     private var lastTaskID: UInt32 = 0
     private var timers = DeadlineQueue<TimerTarget>()
-
-    private struct TaskRecord: Sendable {
-        var name: String
-        var connection: ConnectionID
-    }
-
-    private enum TimerTarget: Hashable, Sendable {
-        case app(AppKey)
-        case kill(ProcessRef, AppKey)
-    }
 
     public init(policy: TaskPolicy, clock: Clock) {
         self.policy = policy
