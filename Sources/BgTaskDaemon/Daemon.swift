@@ -102,7 +102,12 @@ public final class Daemon {
 
     /// Does what the engine asked for, then re-arms the deadline timer for
     /// the engine's next deadline (the only timer; nothing polls).
+    ///
+    /// Process signals go last, after one flush: every `TaskExpired` of a burst
+    /// of expiries leaves the daemon before the first SIGTERM, and no expiry
+    /// waits for a flush of its own.
     func perform(_ actions: [CoreAction]) {
+        var signals: [(ProcessRef, ProcessSignal, AppKey)] = []
         for action in actions {
             switch action {
             case .sendTaskExpiring(let connection, let task, let secondsLeft):
@@ -113,24 +118,29 @@ public final class Daemon {
             case .sendTaskExpired(let connection, let task):
                 logger.notice("task expired", metadata: ["task": "\(task)", "owner": "\(connection)"])
                 sendSignal("TaskExpired", to: connection) { (signal) throws(BusError) in try signal.append(task) }
-            case .signalProcess(let process, .terminate, let app):
-                // TaskExpired goes out before the SIGTERM, not merely queued before it.
-                bus.flush()
-                if processes.signal(process, .terminate) {
-                    logger.notice("\(app) overstayed its background time: SIGTERM", metadata: ["pid": "\(process.pid)"])
-                }
-            case .signalProcess(let process, .kill, let app):
-                if processes.signal(process, .kill) {
-                    logger.notice(
-                        "\(app) still running \(settings.configuration.taskKillGraceSec)s after SIGTERM: SIGKILL",
-                        metadata: ["pid": "\(process.pid)"])
-                }
+            case .signalProcess(let process, let signal, let app):
+                signals.append((process, signal, app))
             case .tasksChanged:
                 properties.changed("Tasks")
             case .sleepingChanged(let sleeping):
                 logger.info(sleeping ? "machine going to sleep: background clocks paused" : "machine awake")
                 properties.changed("Sleeping")
                 properties.flush()
+            }
+        }
+        if !signals.isEmpty {
+            bus.flush()
+            // Signal everyone first, log afterwards: the last of a burst does not wait for log lines.
+            let sent = signals.filter { processes.signal($0.0, $0.1) }
+            for (process, signal, app) in sent {
+                switch signal {
+                case .terminate:
+                    logger.notice("\(app) overstayed its background time: SIGTERM", metadata: ["pid": "\(process.pid)"])
+                case .kill:
+                    logger.notice(
+                        "\(app) still running \(settings.configuration.taskKillGraceSec)s after SIGTERM: SIGKILL",
+                        metadata: ["pid": "\(process.pid)"])
+                }
             }
         }
         deadlineTimer?.arm(at: engine.nextDeadline()?.microseconds)
