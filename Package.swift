@@ -13,11 +13,14 @@ let package = Package(
         .executable(name: "bgtaskd", targets: ["bgtaskd"]),
         .executable(name: "bgtaskctl", targets: ["bgtaskctl"]),
         .library(name: "BackgroundTasks", targets: ["BackgroundTasks"]),
+        // Mode plugins: libbgtaskd-mode-<name>.so, loaded by the daemon at run time.
+        .library(name: "bgtaskd-mode-fetch", type: .dynamic, targets: ["BgTaskModeFetch"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
     ],
     targets: [
         // sd-bus, sd-event and sd-daemon from Debian's libsystemd-dev.
@@ -42,14 +45,29 @@ let package = Package(
             dependencies: [.product(name: "HeapModule", package: "swift-collections")],
             swiftSettings: swiftSettings
         ),
-        // The shell: D-Bus objects, caller identity, process control, configuration.
+        // The versioned C ABI between the daemon and its mode plugins (header only).
+        .target(name: "BgTaskPluginABI"),
+        // The small Swift layer that makes writing a mode plugin feel like Swift.
+        .target(name: "BgTaskPluginKit", dependencies: ["BgTaskPluginABI"], swiftSettings: swiftSettings),
+        // Fetch scheduling policy: pure, deterministic; used by the fetch plugin and the simulator.
+        .target(name: "FetchScheduling", swiftSettings: swiftSettings),
+        // The shell: D-Bus objects, caller identity, process control, configuration,
+        // apps and launching, persistence, the plugin host.
         .target(
             name: "BgTaskDaemon",
             dependencies: [
-                "BgTaskCore", "BgTaskProtocol", "SDBus", "CBgTaskShim",
+                "BgTaskCore", "BgTaskProtocol", "SDBus", "CBgTaskShim", "BgTaskPluginABI",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        // The fetch mode (DESIGN §5).
+        .target(
+            name: "BgTaskModeFetch",
+            dependencies: ["BgTaskPluginKit", "FetchScheduling", "BgTaskProtocol"],
+            path: "Plugins/Fetch",
             swiftSettings: swiftSettings
         ),
         .executableTarget(name: "bgtaskd", dependencies: ["BgTaskDaemon"], swiftSettings: swiftSettings),
@@ -66,6 +84,13 @@ let package = Package(
             dependencies: ["BackgroundTasks", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings
         ),
+        // An example app: fetches a file or a local HTTP URL when bgtaskd wakes it.
+        .executableTarget(
+            name: "bgtaskd-example-fetch",
+            dependencies: ["BackgroundTasks", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/FetchExample",
+            swiftSettings: swiftSettings
+        ),
         // Benchmarks that print the figures the issues name (run in release mode).
         .executableTarget(
             name: "bgtaskd-bench",
@@ -80,6 +105,11 @@ let package = Package(
         .testTarget(
             name: "BgTaskCoreTests",
             dependencies: ["BgTaskCore", "BgTaskTestKit"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "FetchSchedulingTests",
+            dependencies: ["FetchScheduling"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

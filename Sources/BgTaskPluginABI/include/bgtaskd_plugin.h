@@ -1,0 +1,253 @@
+/*
+ * bgtaskd mode plugin ABI, version 1.0.
+ *
+ * A mode plugin (fetch, remote-notification, location) is a shared library
+ * named libbgtaskd-mode-<name>.so that exports one symbol:
+ *
+ *     const bgt_plugin_descriptor *bgtaskd_plugin_entry(void);
+ *
+ * The daemon loads it with dlopen(RTLD_NOW | RTLD_LOCAL) and accepts it when
+ * descriptor->abi_major == BGTASKD_PLUGIN_ABI_MAJOR and
+ * descriptor->abi_minor <= BGTASKD_PLUGIN_ABI_MINOR, and name and version are
+ * non-empty. Plugin and host speak only through this header: the host hands
+ * the plugin a table of functions (bgt_host_api), the plugin hands the host a
+ * table of its own (bgt_plugin_descriptor). No C++ and no Swift types cross.
+ *
+ * Threading: every call in either direction happens on the daemon's one event
+ * loop thread. A plugin must not block (no sleeping, no synchronous network)
+ * and must not call the host from other threads.
+ *
+ * Memory: strings the host passes in are valid until the callback returns;
+ * strings the plugin passes to the host are copied. bgt_message handles are
+ * owned by whoever created them until sent (send functions take ownership).
+ *
+ * Compatibility: a minor version adds fields at the end of the tables only.
+ * Both tables start with their size, so each side can tell what the other has.
+ */
+#ifndef BGTASKD_PLUGIN_H
+#define BGTASKD_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BGTASKD_PLUGIN_ABI_MAJOR 1
+#define BGTASKD_PLUGIN_ABI_MINOR 0
+#define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 1
+/* The symbol every plugin exports. */
+#define BGTASKD_PLUGIN_ENTRY_SYMBOL "bgtaskd_plugin_entry"
+
+/* Opaque handles. */
+typedef struct bgt_host bgt_host;       /* the host's side of one loaded plugin */
+typedef struct bgt_call bgt_call;       /* a D-Bus method call in flight */
+typedef struct bgt_message bgt_message; /* a D-Bus message being read or written */
+
+/* Log priorities, as syslog's. */
+enum {
+    BGT_LOG_ERROR = 3,
+    BGT_LOG_WARNING = 4,
+    BGT_LOG_NOTICE = 5,
+    BGT_LOG_INFO = 6,
+    BGT_LOG_DEBUG = 7,
+};
+
+/* Return codes: 0 or positive on success, a negative errno on failure. The
+ * host functions use -ENOENT (no such app, token or record), -EINVAL (bad
+ * argument), -EPERM (not allowed), -EALREADY (already done), -EIO (storage). */
+
+/* Who is calling a plugin's D-Bus method. */
+typedef struct bgt_caller {
+    const char *connection; /* unique bus name, ":1.42" */
+    const char *app_id;     /* the caller's app id, NULL when it has none */
+    int32_t pid;
+    uint32_t uid;
+    uint8_t trusted;        /* unsandboxed and of the daemon's user (root on the system bus) */
+    uint8_t sandboxed;
+} bgt_caller;
+
+/* One member of an interface a plugin exports. Argument names are
+ * comma-separated ("token,result"), one per complete type of the signature. */
+enum { BGT_MEMBER_METHOD = 1, BGT_MEMBER_SIGNAL = 2 };
+
+typedef struct bgt_member {
+    uint32_t kind;              /* BGT_MEMBER_METHOD or BGT_MEMBER_SIGNAL */
+    const char *name;
+    const char *in_signature;   /* a method's arguments; a signal's body */
+    const char *in_names;
+    const char *out_signature;  /* a method's reply; NULL or "" for signals */
+    const char *out_names;
+} bgt_member;
+
+typedef struct bgt_interface {
+    const char *name;           /* e.g. "org.bgtaskd.BackgroundTasks1.Fetch" */
+    const bgt_member *members;
+    size_t n_members;
+} bgt_interface;
+
+/* What the host knows about an app (bgt_host_api.app_info). */
+typedef struct bgt_app_info {
+    uint32_t struct_size;       /* set by the caller: sizeof(bgt_app_info) */
+    uint8_t known;              /* has a desktop entry */
+    uint8_t running;            /* has a checked-in connection */
+    uint8_t launching;          /* the daemon is launching it */
+    uint8_t _reserved;
+    const char *state;          /* "active", "inactive", "background"; NULL when not running */
+    const char *refresh_status; /* "available", "denied", "restricted" */
+    const char *modes;          /* the declared modes, ';'-separated, as in the desktop entry */
+    const char *name;           /* the entry's Name, NULL if none */
+} bgt_app_info;
+
+/* Events the host sends a plugin (bgt_plugin_descriptor.event). */
+enum {
+    /* A connection checked in as app_id; reason is its launch reason. */
+    BGT_EVENT_APP_CHECKED_IN = 1,
+    /* app_id moved to state ("active", "inactive", "background"). */
+    BGT_EVENT_APP_STATE_CHANGED = 2,
+    /* The last connection and process of app_id are gone. */
+    BGT_EVENT_APP_GONE = 3,
+    /* The time asked for with schedule_opportunity came, or the machine woke:
+     * a good moment to wake apps (realtime_usec is now). */
+    BGT_EVENT_WAKE_OPPORTUNITY = 4,
+    /* A token of this plugin can be delivered now: send its event to connection. */
+    BGT_EVENT_TOKEN_READY = 5,
+    /* A token was completed by its app (complete_token). */
+    BGT_EVENT_TOKEN_COMPLETED = 6,
+    /* A token's budget ran out before it was completed; the app is being
+     * terminated. Count it as the app's offence. */
+    BGT_EVENT_TOKEN_EXPIRED = 7,
+    /* The set of desktop entries changed (apps added, removed or edited). */
+    BGT_EVENT_APPS_CHANGED = 8,
+    /* Background App Refresh settings or the power state changed. */
+    BGT_EVENT_REFRESH_CHANGED = 9,
+    /* Launching app_id for a token failed (reason says why); its tokens are dropped. */
+    BGT_EVENT_LAUNCH_FAILED = 10,
+};
+
+typedef struct bgt_event {
+    uint32_t struct_size;
+    uint32_t type;              /* BGT_EVENT_* */
+    const char *app_id;         /* NULL for WAKE_OPPORTUNITY, APPS_CHANGED, REFRESH_CHANGED */
+    const char *connection;     /* APP_CHECKED_IN, TOKEN_READY */
+    const char *state;          /* APP_STATE_CHANGED */
+    const char *token;          /* TOKEN_* */
+    const char *reason;         /* APP_CHECKED_IN: launch reason; LAUNCH_FAILED: why */
+    uint64_t realtime_usec;     /* when, on CLOCK_REALTIME */
+} bgt_event;
+
+/* Called for each record by record_list. */
+typedef void (*bgt_record_fn)(void *userdata, const char *key, const void *data, size_t size);
+/* Called for each app by list_apps. */
+typedef void (*bgt_app_fn)(void *userdata, const char *app_id);
+/* Called for each foreground interval by usage_history (CLOCK_REALTIME µs; end 0 = still open). */
+typedef void (*bgt_usage_fn)(void *userdata, uint64_t start_usec, uint64_t end_usec);
+
+/* The host's functions, handed to init(). */
+typedef struct bgt_host_api {
+    uint32_t struct_size;       /* sizeof(bgt_host_api) as the host knows it */
+    uint16_t abi_major;
+    uint16_t abi_minor;
+
+    /* Logging and clocks. */
+    void (*log)(bgt_host *host, int priority, const char *message);
+    uint64_t (*monotonic_usec)(bgt_host *host);
+    uint64_t (*realtime_usec)(bgt_host *host);
+    /* A configuration value by key ("Fetch.WakeBudgetSec"), as text; NULL if unknown. */
+    const char *(*config)(bgt_host *host, const char *key);
+
+    /* D-Bus: export an interface on /org/bgtaskd/BackgroundTasks1 (call from start()). */
+    int (*export_interface)(bgt_host *host, const bgt_interface *interface);
+    /* A new signal of one of the plugin's interfaces; write its body, then send it. */
+    bgt_message *(*signal_new)(bgt_host *host, const char *interface, const char *member);
+    /* Sends a signal to one connection only; takes ownership of the message. */
+    int (*signal_send)(bgt_host *host, bgt_message *signal, const char *connection);
+    /* Frees a message that will not be sent. */
+    void (*message_free)(bgt_message *message);
+
+    /* Messages: the sd-bus model. read() takes a basic type code and a pointer
+     * of the matching C type (const char ** for "s", "o", "g"; int32_t for "b");
+     * it returns 1 on success and 0 at the end of a container. */
+    int (*message_read)(bgt_message *message, char type, void *value);
+    int (*message_enter)(bgt_message *message, char type, const char *contents);
+    int (*message_exit)(bgt_message *message);
+    /* Type of the next value (0 at the end) and, for containers, its contents. */
+    int (*message_peek)(bgt_message *message, char *type, const char **contents);
+    int (*message_skip)(bgt_message *message, const char *signature);
+    int (*message_append)(bgt_message *message, char type, const void *value);
+    int (*message_open)(bgt_message *message, char type, const char *contents);
+    int (*message_close)(bgt_message *message);
+
+    /* Calls: the arguments, the caller, and exactly one reply. A plugin that
+     * replies later retains the call first and releases it after replying.
+     * A call neither replied to nor retained when handle_call returns is
+     * answered with org.freedesktop.DBus.Error.Failed by the host. */
+    bgt_message *(*call_arguments)(bgt_call *call);
+    const bgt_caller *(*call_caller)(bgt_call *call);
+    bgt_message *(*reply_new)(bgt_call *call);
+    int (*reply_send)(bgt_call *call, bgt_message *reply);
+    /* error_name: a full D-Bus error name ("org.bgtaskd.BackgroundTasks1.Error.NoSuchToken",
+     * "org.freedesktop.DBus.Error.InvalidArgs"). */
+    int (*reply_error)(bgt_call *call, const char *error_name, const char *message);
+    void (*call_retain)(bgt_call *call);
+    void (*call_release)(bgt_call *call);
+
+    /* Apps. */
+    int (*app_info)(bgt_host *host, const char *app_id, bgt_app_info *info);
+    /* Every known app whose desktop entry declares mode. */
+    int (*list_apps)(bgt_host *host, const char *mode, bgt_app_fn each, void *userdata);
+    /* Wakes app_id for reason (a mode name) with budget_sec to complete:
+     * launches it in the background if it is not running. Writes a one-shot,
+     * unguessable token (NUL-terminated, at most 64 bytes) to token_out. The
+     * token is delivered with BGT_EVENT_TOKEN_READY once the app can take it. */
+    int (*wake_app)(bgt_host *host, const char *app_id, const char *reason, double budget_sec,
+                    char *token_out, size_t token_size);
+    /* The app behind connection completed token: -ENOENT when the token is
+     * unknown, spent, expired or belongs to another app. */
+    int (*complete_token)(bgt_host *host, const char *token, const char *connection);
+    /* Asks for a BGT_EVENT_WAKE_OPPORTUNITY at realtime_usec (0 cancels);
+     * a later call replaces an earlier one. */
+    int (*schedule_opportunity)(bgt_host *host, uint64_t realtime_usec);
+    /* Foreground intervals of app_id since since_usec, oldest first. */
+    int (*usage_history)(bgt_host *host, const char *app_id, uint64_t since_usec, bgt_usage_fn each,
+                         void *userdata);
+
+    /* Durable records of this plugin, in the daemon's database. Writes are
+     * on disk (survive a crash of the daemon) when they return. */
+    int (*record_put)(bgt_host *host, const char *collection, const char *key, const void *data, size_t size);
+    int (*record_delete)(bgt_host *host, const char *collection, const char *key);
+    int (*record_list)(bgt_host *host, const char *collection, bgt_record_fn each, void *userdata);
+} bgt_host_api;
+
+/* The plugin's functions. */
+typedef struct bgt_plugin_descriptor {
+    uint32_t struct_version;    /* BGTASKD_PLUGIN_DESCRIPTOR_VERSION */
+    uint16_t abi_major;         /* BGTASKD_PLUGIN_ABI_MAJOR the plugin was built with */
+    uint16_t abi_minor;         /* BGTASKD_PLUGIN_ABI_MINOR the plugin was built with */
+    const char *name;           /* the mode: "fetch", "remote-notification", "location" */
+    const char *version;        /* the plugin's own version, "1.0.0" */
+
+    /* Creates the plugin's state. On failure returns NULL and writes why to error. */
+    void *(*init)(const bgt_host_api *api, bgt_host *host, char *error, size_t error_size);
+    /* Exports interfaces, loads records, schedules. Negative errno (and error) on failure. */
+    int (*start)(void *plugin, char *error, size_t error_size);
+    /* The daemon is stopping: finish writes; the plugin is freed afterwards. */
+    void (*stop)(void *plugin);
+    /* A method of one of the plugin's interfaces was called. */
+    void (*handle_call)(void *plugin, const char *interface, const char *member, bgt_call *call);
+    /* Something happened (bgt_event.type). */
+    void (*event)(void *plugin, const bgt_event *event);
+    /* Adds what the plugin knows about app_id to an open a{sv} (for bgtaskctl apps):
+     * append dictionary entries ("e", "sv") to dict. May be NULL. */
+    void (*describe_app)(void *plugin, const char *app_id, bgt_message *dict);
+} bgt_plugin_descriptor;
+
+/* Every plugin defines this. */
+const bgt_plugin_descriptor *bgtaskd_plugin_entry(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
