@@ -1,15 +1,25 @@
-/// What the engine holds per app: its state, its background clock and who is connected.
+/// What the engine holds per app: its state, its background clock, who is
+/// connected, and its pending wakes and launch.
 struct AppRecord: Sendable {
     var state: ApplicationState = .active
     var clock: BackgroundClock
     /// Connections bound to the app, in the order they joined.
     var connections: [ConnectionID] = []
+    /// Connections that checked in as the app, latest last: events go to the latest.
+    var checkedIn: [ConnectionID] = []
     /// Open tasks across all of the app's connections.
     var openTasks = 0
     /// `TaskExpiring` went out for the current background stretch.
     var warned = false
+    /// Tokens of pending wakes, oldest first.
+    var wakes: [String] = []
+    /// The daemon is launching the app, or launched it and it still runs.
+    var launch: LaunchRecord?
 
     init(budget: Duration) {
         clock = BackgroundClock(budget: budget)
     }
+
+    /// Nothing refers to the app any more: its record can go.
+    var isUnused: Bool { connections.isEmpty && wakes.isEmpty && launch == nil }
 }

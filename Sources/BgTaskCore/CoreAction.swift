@@ -1,5 +1,5 @@
 /// Something the shell must do because the core's state changed. The core
-/// decides; the shell carries out (sends, signals) and never decides.
+/// decides; the shell carries out (sends, signals, launches) and never decides.
 public enum CoreAction: Equatable, Sendable {
     /// Send `TaskExpiring(task, secondsLeft)` to the task's owner only.
     case sendTaskExpiring(ConnectionID, task: UInt32, secondsLeft: Double)
@@ -11,6 +11,24 @@ public enum CoreAction: Equatable, Sendable {
     case tasksChanged
     /// The machine went to sleep or woke up (the `Sleeping` property).
     case sleepingChanged(Bool)
+
+    /// Start the app in the background for `reason`; report back with
+    /// `launchStarted` or `launchFailed`.
+    case launch(AppID, reason: String)
+    /// The app can take the wake now: tell `plugin` to send its event to `connection`.
+    case deliverWake(token: String, plugin: String, app: AppID, connection: ConnectionID)
+    /// The app completed the wake in time.
+    case wakeCompleted(token: String, plugin: String, app: AppID)
+    /// The wake's budget ran out (or the app died before taking it): an offence.
+    case wakeExpired(token: String, plugin: String, app: AppID)
+    /// Launching the app failed; the wake is dropped.
+    case wakeFailed(token: String, plugin: String, app: AppID, reason: String)
+    /// A connection checked in as the app.
+    case appCheckedIn(AppID, ConnectionID, reason: String)
+    /// The app moved to another state.
+    case appStateChanged(AppID, ApplicationState)
+    /// The app's last connection and process are gone.
+    case appGone(AppID)
 }
 
 /// How the core asks for an overstaying process to end.

@@ -7,9 +7,9 @@ import HeapModule
 /// are dropped when they reach the top, and the heap is rebuilt when stale
 /// entries outnumber live ones. The shell arms one timer, for ``earliest``, so
 /// nothing polls.
-struct DeadlineQueue<Target: Hashable & Sendable>: Sendable {
+public struct DeadlineQueue<Target: Hashable & Sendable, Time: Comparable & Sendable>: Sendable {
     private struct Entry: Comparable, Sendable {
-        var at: MonotonicInstant
+        var at: Time
         var generation: UInt64
         var target: Target
 
@@ -23,19 +23,21 @@ struct DeadlineQueue<Target: Hashable & Sendable>: Sendable {
     }
 
     private var heap = Heap<Entry>()
-    private var current: [Target: (at: MonotonicInstant, generation: UInt64)] = [:]
+    private var current: [Target: (at: Time, generation: UInt64)] = [:]
     private var lastGeneration: UInt64 = 0
 
+    public init() {}
+
     /// Targets with a pending deadline.
-    var count: Int { current.count }
+    public var count: Int { current.count }
 
     /// When `target` is due, if it is scheduled.
-    func deadline(of target: Target) -> MonotonicInstant? {
+    public func deadline(of target: Target) -> Time? {
         current[target]?.at
     }
 
     /// Schedules `target` at `at`, replacing its earlier deadline.
-    mutating func schedule(_ target: Target, at: MonotonicInstant) {
+    public mutating func schedule(_ target: Target, at: Time) {
         if current[target]?.at == at { return }
         lastGeneration += 1
         current[target] = (at, lastGeneration)
@@ -44,18 +46,18 @@ struct DeadlineQueue<Target: Hashable & Sendable>: Sendable {
     }
 
     /// Removes `target`'s deadline, if any.
-    mutating func cancel(_ target: Target) {
+    public mutating func cancel(_ target: Target) {
         current[target] = nil
     }
 
     /// The earliest pending deadline.
-    mutating func earliest() -> MonotonicInstant? {
+    public mutating func earliest() -> Time? {
         dropStaleTop()
         return heap.min?.at
     }
 
     /// Removes and returns the earliest target due at or before `now`.
-    mutating func popDue(at now: MonotonicInstant) -> Target? {
+    public mutating func popDue(at now: Time) -> Target? {
         dropStaleTop()
         guard let top = heap.min, top.at <= now else { return nil }
         heap.removeMin()

@@ -2,16 +2,16 @@ import BgTaskCore
 import BgTaskTestKit
 import Testing
 
-/// The task engine driven by a manual clock: no sleeps, no processes.
-@Suite struct TaskEngineTests {
+/// The engine's tasks, driven by a manual clock: no sleeps, no processes.
+@Suite struct BackgroundEngineTests {
     let clock = ManualClock()
-    var engine: TaskEngine<ManualClock>
+    var engine: BackgroundEngine<ManualClock>
 
     let alice = CallerIdentity(connection: ConnectionID(":1.10"), process: ProcessRef(pid: 100, serial: 1))
     let bob = CallerIdentity(connection: ConnectionID(":1.11"), process: ProcessRef(pid: 101, serial: 2))
 
     init() {
-        engine = TaskEngine(
+        engine = BackgroundEngine(
             policy: TaskPolicy(budget: .seconds(30), warning: .seconds(5), killGrace: .seconds(2), maxTasksPerConnection: 3),
             clock: clock)
     }
@@ -163,7 +163,7 @@ import Testing
     }
 
     @Test mutating func warningLongerThanTheBudgetWarnsImmediately() throws {
-        var engine = TaskEngine(policy: TaskPolicy(budget: .seconds(2), warning: .seconds(5)), clock: clock)
+        var engine = BackgroundEngine(policy: TaskPolicy(budget: .seconds(2), warning: .seconds(5)), clock: clock)
         let id = try engine.beginTask(named: "a", caller: alice).id
         _ = engine.setState(.background, caller: alice)
         let next = engine.nextDeadline()
@@ -235,13 +235,20 @@ import Testing
         let claim = #expect(throws: CoreError.self) { try engine.checkIn(appID: "org.example.Mail", caller: flatpak) }
         #expect(claim?.code == .notPermitted)
         _ = try engine.checkIn(appID: "org.example.Sandboxed", caller: flatpak)
+
+        let unnamedSandbox = CallerIdentity(connection: ConnectionID(":1.31"), isSandboxed: true)
+        let unnamed = #expect(throws: CoreError.self) { try engine.checkIn(appID: "org.example.Any", caller: unnamedSandbox) }
+        #expect(unnamed?.code == .notPermitted)
     }
 
     @Test mutating func checkInCarriesOpenTasksAndTheClockAlong() throws {
         _ = try engine.beginTask(named: "a", caller: alice)
         _ = engine.setState(.background, caller: alice)
         clock.advance(by: .seconds(10))
-        #expect(try engine.checkIn(appID: "org.example.Mail", caller: alice) == [.tasksChanged])
+        let checkedIn = try engine.checkIn(appID: "org.example.Mail", caller: alice)
+        #expect(checkedIn.actions == [.tasksChanged, .appCheckedIn(try AppID(validating: "org.example.Mail"), alice.connection, reason: "user")])
+        #expect(checkedIn.reason == "user")
+        #expect(checkedIn.pending == 0)
         #expect(engine.secondsRemaining(for: alice) == 20)
         #expect(engine.tasksSnapshot().first?.owner == "org.example.Mail")
     }

@@ -16,35 +16,49 @@
 // sends SIGKILL only if the process is still alive). An app with no open task
 // is never touched, and needs no timer at all.
 //
+// Wakes: a plugin asks for an app to be woken for an event with a budget and
+// a one-shot token. A running app that checked in gets the event at once; an
+// app that is not running is launched, starts in the background with the
+// event's budget, and gets its events right after its CheckIn. A token not
+// completed within its budget terminates the app like an overstaying task (the
+// plugin counts the offence). A launch that fails, or a launched process that
+// dies before checking in, holds further launches back for a while that
+// doubles with each failure, so a broken desktop entry is not retried in a
+// tight loop.
+//
 // The engine keeps one timer entry per app with open tasks in the background,
-// plus one per pending SIGKILL; the shell arms a single timer for the earliest.
+// one per pending wake and one per pending SIGKILL; the shell arms a single
+// timer for the earliest.
 
 /// An open task. (At file scope, not nested in the generic engine, so that the
 /// collections holding it are specialised instead of looking up metadata.)
-private struct TaskRecord: Sendable {
+struct TaskRecord: Sendable {
     var name: String
     var connection: ConnectionID
 }
 
-/// What a deadline is for: an app's warning or expiry, or a pending SIGKILL.
-private enum TimerTarget: Hashable, Sendable {
+/// What a deadline is for: an app's warning or expiry, a wake's budget, or a pending SIGKILL.
+enum TimerTarget: Hashable, Sendable {
     case app(AppKey)
+    case wake(String)
     case kill(ProcessRef, AppKey)
 }
 
-/// The background-task state machine: apps, connections, tasks and their
-/// deadlines, driven by calls and the clock, answering with ``CoreAction``s.
-public struct TaskEngine<Clock: MonotonicClock> {
+/// The core's state machine: apps, connections, tasks, wakes and launches and
+/// their deadlines, driven by calls and the clock, answering with ``CoreAction``s.
+public struct BackgroundEngine<Clock: MonotonicClock> {
     public let policy: TaskPolicy
     public let clock: Clock
     /// Whether the machine is asleep (every background clock is paused).
     public private(set) var isSleeping = false
 
-    private var connections: [ConnectionID: ConnectionRecord] = [:]
-    private var apps: [AppKey: AppRecord] = [:]
-    private var tasks: [UInt32: TaskRecord] = [:]
-    private var lastTaskID: UInt32 = 0
-    private var timers = DeadlineQueue<TimerTarget>()
+    var connections: [ConnectionID: ConnectionRecord] = [:]
+    var apps: [AppKey: AppRecord] = [:]
+    var tasks: [UInt32: TaskRecord] = [:]
+    var wakes: [String: WakeRecord] = [:]
+    var backoffs: [AppID: LaunchBackoff] = [:]
+    var lastTaskID: UInt32 = 0
+    var timers = DeadlineQueue<TimerTarget, MonotonicInstant>()
 
     public init(policy: TaskPolicy, clock: Clock) {
         self.policy = policy
@@ -143,36 +157,60 @@ public struct TaskEngine<Clock: MonotonicClock> {
         guard apps[key]!.state != state else { return [] }
         modifyApp(key) { $0.state = state }
         refreshClock(key)
+        if case .app(let id) = key { return [.appStateChanged(id, state)] }
         return []
     }
 
     /// Binds the caller's connection to `appIDText`. The id must be valid, must
     /// match any id the daemon already knows for the caller, and a connection
     /// binds to one app only (checking in again with the same id is fine).
-    public mutating func checkIn(appID appIDText: String, caller: CallerIdentity) throws(CoreError) -> [CoreAction] {
+    /// Events waiting for the app follow the reply (``CheckInResult/actions``).
+    public mutating func checkIn(appID appIDText: String, caller: CallerIdentity) throws(CoreError) -> CheckInResult {
         let appID = try AppID(validating: appIDText)
         if let known = caller.appID, known != appID {
             let source = caller.appIDSource?.rawValue ?? "its credentials"
             throw CoreError(.notPermitted, "this caller is \(known) (from \(source)); it cannot check in as \(appID)")
         }
+        if caller.isSandboxed && caller.appID == nil {
+            throw CoreError(.notPermitted, "this caller is sandboxed and its app id is unknown; it cannot claim one")
+        }
         let connection = register(caller)
+        var actions: [CoreAction] = []
         switch connections[connection]!.app {
         case .app(let current):
             guard current == appID else {
                 throw CoreError(.notPermitted, "this connection is already checked in as \(current)")
             }
-            return []
         case .connection:
-            return move(connection, to: .app(appID))
+            actions += move(connection, to: .app(appID))
         }
+        let key = AppKey.app(appID)
+        let firstCheckIn = modifyApp(key) { app -> Bool in
+            guard !app.checkedIn.contains(connection) else { return false }
+            app.checkedIn.append(connection)
+            return true
+        } ?? false
+        let app = apps[key]!
+        let reason = app.launch?.reason ?? "user"
+        if app.launch != nil { backoffs[appID] = nil }  // it started and checked in: the launch works
+        if firstCheckIn { actions.append(.appCheckedIn(appID, connection, reason: reason)) }
+        // Waiting events go to this connection, in the order they were asked for.
+        var pending: UInt32 = 0
+        for token in app.wakes where wakes[token]?.delivered == false {
+            wakes[token]!.delivered = true
+            pending += 1
+            actions.append(.deliverWake(token: token, plugin: wakes[token]!.plugin, app: appID, connection: connection))
+        }
+        return CheckInResult(reason: reason, pending: pending, actions: actions)
     }
 
     /// Forgets a connection that left the bus; its tasks close at once.
     public mutating func disconnect(_ connection: ConnectionID) -> [CoreAction] {
         guard let record = connections.removeValue(forKey: connection) else { return [] }
         for id in record.tasks { tasks[id] = nil }
-        detach(connection, from: record.app, taking: record.tasks.count)
-        return record.tasks.isEmpty ? [] : [.tasksChanged]
+        var actions: [CoreAction] = record.tasks.isEmpty ? [] : [.tasksChanged]
+        actions += detach(connection, from: record.app, taking: record.tasks.count)
+        return actions
     }
 
     /// The machine goes to sleep or wakes: every background clock pauses or resumes.
@@ -191,6 +229,8 @@ public struct TaskEngine<Clock: MonotonicClock> {
             switch target {
             case .app(let key):
                 appTimerFired(key, now: now, into: &actions)
+            case .wake(let token):
+                expireWake(token, now: now, into: &actions)
             case .kill(let process, let key):
                 actions.append(.signalProcess(process, .kill, app: key))
             }
@@ -200,31 +240,52 @@ public struct TaskEngine<Clock: MonotonicClock> {
 
     // MARK: Internals
 
-    private static func appKey(for identity: CallerIdentity) -> AppKey {
+    static func appKey(for identity: CallerIdentity) -> AppKey {
         identity.appID.map(AppKey.app) ?? .connection(identity.connection)
     }
 
-    private func secondsRemaining(of key: AppKey) -> Double {
+    func secondsRemaining(of key: AppKey) -> Double {
         guard let app = apps[key], app.state == .background else { return .greatestFiniteMagnitude }
         return app.clock.remaining(at: clock.now).seconds
     }
 
     /// Mutates an app record in place (no copy of its connection list).
     @discardableResult
-    private mutating func modifyApp<R>(_ key: AppKey, _ body: (inout AppRecord) -> R) -> R? {
+    mutating func modifyApp<R>(_ key: AppKey, _ body: (inout AppRecord) -> R) -> R? {
         guard let index = apps.index(forKey: key) else { return nil }
         return body(&apps.values[index])
     }
 
     /// Makes sure the engine holds the caller's connection, joining its app.
-    private mutating func register(_ identity: CallerIdentity) -> ConnectionID {
+    mutating func register(_ identity: CallerIdentity) -> ConnectionID {
         let connection = identity.connection
         if connections[connection] != nil { return connection }
         let key = Self.appKey(for: identity)
         connections[connection] = ConnectionRecord(identity: identity, app: key)
         if apps[key] == nil { apps[key] = AppRecord(budget: policy.budget) }
-        modifyApp(key) { $0.connections.append(connection) }
+        join(connection, key)
         return connection
+    }
+
+    /// Adds a connection to an app. The first connection of an app the daemon
+    /// launched for an event starts in the background, with what is left of
+    /// that event's budget as its background time.
+    private mutating func join(_ connection: ConnectionID, _ key: AppKey) {
+        let now = clock.now
+        let launchBudget: Duration? = {
+            guard let app = apps[key], app.connections.isEmpty, app.launch != nil,
+                  let first = app.wakes.compactMap({ wakes[$0]?.deadline }).min() else { return nil }
+            return first.duration(since: now)
+        }()
+        modifyApp(key) { app in
+            app.connections.append(connection)
+            if let launchBudget {
+                app.state = .background
+                app.clock = BackgroundClock(budget: launchBudget)
+                app.warned = false
+            }
+        }
+        if launchBudget != nil { refreshClock(key) }
     }
 
     /// Rebinds a connection (and its open tasks) to another app. A new app
@@ -233,40 +294,55 @@ public struct TaskEngine<Clock: MonotonicClock> {
     private mutating func move(_ connection: ConnectionID, to newKey: AppKey) -> [CoreAction] {
         let record = connections[connection]!
         let oldApp = apps[record.app]!
-        detach(connection, from: record.app, taking: record.tasks.count)
+        var actions = detach(connection, from: record.app, taking: record.tasks.count)
         if apps[newKey] == nil {
             var app = AppRecord(budget: policy.budget)
             app.state = oldApp.state
             app.clock = oldApp.clock
             app.warned = oldApp.warned
             apps[newKey] = app
+        } else if apps[newKey]!.connections.isEmpty && apps[newKey]!.launch == nil {
+            // The app has no one connected: this connection's state and clock carry over.
+            modifyApp(newKey) { app in
+                app.state = oldApp.state
+                app.clock = oldApp.clock
+                app.warned = oldApp.warned
+            }
         }
-        modifyApp(newKey) { app in
-            app.connections.append(connection)
-            app.openTasks += record.tasks.count
-        }
+        join(connection, newKey)
+        modifyApp(newKey) { $0.openTasks += record.tasks.count }
         connections[connection]!.app = newKey
         refreshClock(newKey)
-        return record.tasks.isEmpty ? [] : [.tasksChanged]
+        if !record.tasks.isEmpty { actions.append(.tasksChanged) }
+        return actions
     }
 
-    private mutating func detach(_ connection: ConnectionID, from key: AppKey, taking taskCount: Int) {
-        let empty = modifyApp(key) { app -> Bool in
+    /// Removes a connection from its app; the app is gone when nothing of it is left.
+    private mutating func detach(_ connection: ConnectionID, from key: AppKey, taking taskCount: Int) -> [CoreAction] {
+        let lastGone = modifyApp(key) { app -> Bool in
             app.connections.removeAll { $0 == connection }
+            app.checkedIn.removeAll { $0 == connection }
             app.openTasks -= taskCount
-            return app.connections.isEmpty
+            return app.connections.isEmpty && app.launch?.process == nil
         } ?? false
-        if empty {
-            apps[key] = nil
-            timers.cancel(.app(key))
-        } else {
-            refreshClock(key)
-        }
+        var actions: [CoreAction] = []
+        if lastGone, case .app(let id) = key { actions.append(.appGone(id)) }
+        if !removeAppIfUnused(key) { refreshClock(key) }
+        return actions
+    }
+
+    /// Drops an app's record once nothing refers to it; returns whether it did.
+    @discardableResult
+    mutating func removeAppIfUnused(_ key: AppKey) -> Bool {
+        guard let app = apps[key], app.isUnused else { return false }
+        apps[key] = nil
+        timers.cancel(.app(key))
+        return true
     }
 
     /// Runs or pauses an app's clock to match its state and the machine's, and
     /// gives the budget back to a foreground app with nothing open.
-    private mutating func refreshClock(_ key: AppKey) {
+    mutating func refreshClock(_ key: AppKey) {
         let now = clock.now
         let sleeping = isSleeping
         modifyApp(key) { app in
@@ -325,7 +401,12 @@ public struct TaskEngine<Clock: MonotonicClock> {
         }
         modifyApp(key) { $0.openTasks = 0 }
         actions.append(.tasksChanged)
-        for process in offenders {
+        terminate(offenders, of: key, now: now, into: &actions)
+    }
+
+    /// SIGTERM now, SIGKILL after the grace period if still alive.
+    mutating func terminate(_ processes: [ProcessRef], of key: AppKey, now: MonotonicInstant, into actions: inout [CoreAction]) {
+        for process in processes {
             actions.append(.signalProcess(process, .terminate, app: key))
             // A SIGKILL already pending for this process keeps its earlier time.
             if timers.deadline(of: .kill(process, key)) == nil {

@@ -1,0 +1,155 @@
+// Wakes and launches: see the implementation notes in BackgroundEngine.swift.
+
+extension BackgroundEngine {
+    // MARK: Queries
+
+    /// Whether a connection checked in as the app.
+    public func isRunning(_ app: AppID) -> Bool {
+        !(apps[.app(app)]?.checkedIn.isEmpty ?? true)
+    }
+
+    /// Whether the daemon is launching the app, or launched it and it still runs.
+    public func isLaunching(_ app: AppID) -> Bool {
+        apps[.app(app)]?.launch != nil
+    }
+
+    /// Why launches of the app are held back, while they are.
+    public func launchBackoff(for app: AppID) -> LaunchBackoff? {
+        backoffs[app]
+    }
+
+    /// Tokens of the app's pending wakes, oldest first.
+    public func pendingWakes(of app: AppID) -> [String] {
+        apps[.app(app)]?.wakes ?? []
+    }
+
+    // MARK: Calls
+
+    /// Wakes an app for an event: a running app that checked in gets it at
+    /// once (`deliverWake`), any other is launched (`launch`, unless a launch is
+    /// under way) and gets it after its CheckIn. Either way the token must be
+    /// completed within the budget.
+    public mutating func requestWake(_ request: WakeRequest) throws(CoreError) -> [CoreAction] {
+        guard wakes[request.token] == nil else {
+            throw CoreError(.invalidArgs, "wake token already in use")
+        }
+        let key = AppKey.app(request.app)
+        let now = clock.now
+        let target = apps[key]?.checkedIn.last
+        if target == nil, apps[key]?.launch == nil, let backoff = backoffs[request.app], now < backoff.retryAt {
+            let wait = backoff.retryAt.duration(since: now)
+            throw CoreError(.failed, "not launching \(request.app) for another \(Int(wait.seconds.rounded(.up))) s: its last launch failed: \(backoff.lastError)")
+        }
+        if apps[key] == nil { apps[key] = AppRecord(budget: policy.budget) }
+        let deadline = now + request.budget
+        wakes[request.token] = WakeRecord(
+            token: request.token, app: request.app, reason: request.reason, plugin: request.plugin,
+            deadline: deadline, delivered: target != nil)
+        timers.schedule(.wake(request.token), at: deadline)
+        let launch = modifyApp(key) { app -> Bool in
+            app.wakes.append(request.token)
+            guard target == nil, app.launch == nil else { return false }
+            app.launch = LaunchRecord(reason: request.reason)
+            return true
+        } ?? false
+        if let target {
+            return [.deliverWake(token: request.token, plugin: request.plugin, app: request.app, connection: target)]
+        }
+        return launch ? [.launch(request.app, reason: request.reason)] : []
+    }
+
+    /// The shell started the launched app's process.
+    public mutating func launchStarted(_ app: AppID, process: ProcessRef) {
+        modifyApp(.app(app)) { $0.launch?.process = process }
+    }
+
+    /// Launching the app failed: its waiting wakes are dropped, and launches are
+    /// held back for a while (doubling with each failure in a row).
+    public mutating func launchFailed(_ app: AppID, error: String) -> [CoreAction] {
+        noteLaunchFailure(app, error: error)
+        modifyApp(.app(app)) { $0.launch = nil }
+        var actions: [CoreAction] = []
+        for token in undeliveredWakes(of: app) {
+            let wake = dropWake(token)
+            actions.append(.wakeFailed(token: token, plugin: wake.plugin, app: app, reason: error))
+        }
+        removeAppIfUnused(.app(app))
+        return actions
+    }
+
+    /// A process the daemon launched for the app exited. If the app never
+    /// checked in, that counts as a failed launch, and the wakes it was
+    /// launched for expire at once.
+    public mutating func launchedProcessExited(_ app: AppID, process: ProcessRef, status: String) -> [CoreAction] {
+        let key = AppKey.app(app)
+        guard let record = apps[key], record.launch?.process == process else { return [] }
+        let neverCheckedIn = record.checkedIn.isEmpty
+        modifyApp(key) { $0.launch = nil }
+        var actions: [CoreAction] = []
+        if neverCheckedIn {
+            noteLaunchFailure(app, error: "it \(status) without checking in")
+            for token in undeliveredWakes(of: app) {
+                let wake = dropWake(token)
+                actions.append(.wakeExpired(token: token, plugin: wake.plugin, app: app))
+            }
+        }
+        if apps[key]?.connections.isEmpty ?? true { actions.append(.appGone(app)) }
+        removeAppIfUnused(key)
+        return actions
+    }
+
+    /// The app behind `caller` completed a wake. Unknown, spent, expired and
+    /// other apps' tokens all answer `NoSuchToken`.
+    public mutating func completeWake(token: String, caller: ConnectionID) throws(CoreError) -> [CoreAction] {
+        guard let wake = wakes[token], wake.delivered, connections[caller]?.app == .app(wake.app) else {
+            throw CoreError(.noSuchToken, "no wake with token '\(token.prefix(80))' is pending for this app")
+        }
+        _ = dropWake(token)
+        removeAppIfUnused(.app(wake.app))
+        return [.wakeCompleted(token: token, plugin: wake.plugin, app: wake.app)]
+    }
+
+    /// The app's desktop entry changed: a failed launch may work now.
+    public mutating func clearLaunchBackoff(_ app: AppID) {
+        backoffs[app] = nil
+    }
+
+    // MARK: Internals
+
+    /// A wake's budget ran out: the plugin counts the offence and the app is
+    /// terminated like an overstaying task.
+    mutating func expireWake(_ token: String, now: MonotonicInstant, into actions: inout [CoreAction]) {
+        guard wakes[token] != nil else { return }
+        let wake = dropWake(token)
+        actions.append(.wakeExpired(token: token, plugin: wake.plugin, app: wake.app))
+        let key = AppKey.app(wake.app)
+        guard let app = apps[key] else { return }
+        var processes: [ProcessRef] = []
+        for connection in app.connections {
+            if let process = connections[connection]?.identity.process, !processes.contains(process) {
+                processes.append(process)
+            }
+        }
+        if let launched = app.launch?.process, !processes.contains(launched) { processes.append(launched) }
+        terminate(processes, of: key, now: now, into: &actions)
+        removeAppIfUnused(key)
+    }
+
+    private func undeliveredWakes(of app: AppID) -> [String] {
+        (apps[.app(app)]?.wakes ?? []).filter { wakes[$0]?.delivered == false }
+    }
+
+    /// Forgets a wake and its timer.
+    private mutating func dropWake(_ token: String) -> WakeRecord {
+        let wake = wakes.removeValue(forKey: token)!
+        timers.cancel(.wake(token))
+        modifyApp(.app(wake.app)) { $0.wakes.removeAll { $0 == token } }
+        return wake
+    }
+
+    private mutating func noteLaunchFailure(_ app: AppID, error: String) {
+        let failures = (backoffs[app]?.failures ?? 0) + 1
+        backoffs[app] = LaunchBackoff(
+            failures: failures, lastError: error, retryAt: clock.now + LaunchBackoff.wait(after: failures))
+    }
+}

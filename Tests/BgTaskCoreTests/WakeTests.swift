@@ -1,0 +1,173 @@
+import BgTaskCore
+import BgTaskTestKit
+import Testing
+
+/// Wakes and launches in the engine, with a manual clock.
+@Suite struct WakeTests {
+    let clock = ManualClock()
+    var engine: BackgroundEngine<ManualClock>
+    let weather = try! AppID(validating: "org.example.Weather")
+    let launched = ProcessRef(pid: 500, serial: 9)
+
+    init() {
+        engine = BackgroundEngine(
+            policy: TaskPolicy(budget: .seconds(600), warning: .seconds(5), killGrace: .seconds(2)), clock: clock)
+    }
+
+    func request(_ token: String, budget: Duration = .seconds(30), reason: String = "fetch") -> WakeRequest {
+        WakeRequest(app: weather, reason: reason, plugin: reason, budget: budget, token: token)
+    }
+
+    func caller(_ name: String, pid: Int32, appID: AppID? = nil) -> CallerIdentity {
+        CallerIdentity(connection: ConnectionID(name), process: ProcessRef(pid: pid, serial: UInt64(pid)),
+                       appID: appID, appIDSource: appID == nil ? nil : .launched)
+    }
+
+    @Test mutating func appThatIsNotRunningIsLaunchedOnceAndGetsItsEventsAfterCheckIn() throws {
+        #expect(try engine.requestWake(request("t1")) == [.launch(weather, reason: "fetch")])
+        // A second event while the launch is under way does not launch again.
+        #expect(try engine.requestWake(request("t2", reason: "remote-notification")) == [])
+        #expect(engine.isLaunching(weather))
+        engine.launchStarted(weather, process: launched)
+
+        let app = caller(":1.40", pid: 500)
+        let result = try engine.checkIn(appID: weather.rawValue, caller: app)
+        #expect(result.reason == "fetch")
+        #expect(result.pending == 2)
+        #expect(result.actions == [
+            .appCheckedIn(weather, app.connection, reason: "fetch"),
+            .deliverWake(token: "t1", plugin: "fetch", app: weather, connection: app.connection),
+            .deliverWake(token: "t2", plugin: "remote-notification", app: weather, connection: app.connection),
+        ])
+        #expect(engine.isRunning(weather))
+    }
+
+    @Test mutating func launchedAppStartsInTheBackgroundWithTheEventsBudget() throws {
+        _ = try engine.requestWake(request("t1", budget: .seconds(30)))
+        engine.launchStarted(weather, process: launched)
+        clock.advance(by: .seconds(4))
+        let app = caller(":1.40", pid: 500, appID: weather)
+        let begun = try engine.beginTask(named: "download", caller: app)
+        // Background, and what is left of the 30 s budget, not Tasks.BudgetSec.
+        #expect(begun.secondsRemaining == 26)
+        #expect(engine.state(of: .app(weather)) == .background)
+    }
+
+    @Test mutating func runningAppGetsTheEventAtOnce() throws {
+        let app = caller(":1.41", pid: 600)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: app)
+        #expect(try engine.requestWake(request("t1")) == [
+            .deliverWake(token: "t1", plugin: "fetch", app: weather, connection: app.connection),
+        ])
+        #expect(try engine.completeWake(token: "t1", caller: app.connection) == [
+            .wakeCompleted(token: "t1", plugin: "fetch", app: weather),
+        ])
+        // Spent.
+        let again = #expect(throws: CoreError.self) { try engine.completeWake(token: "t1", caller: app.connection) }
+        #expect(again?.code == .noSuchToken)
+        #expect(engine.nextDeadline() == nil)
+    }
+
+    @Test mutating func eventsGoToTheLatestCheckedInConnection() throws {
+        let first = caller(":1.41", pid: 600)
+        let second = caller(":1.42", pid: 600)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: first)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: second)
+        #expect(try engine.requestWake(request("t1")) == [
+            .deliverWake(token: "t1", plugin: "fetch", app: weather, connection: second.connection),
+        ])
+        // Any connection of the app may complete it.
+        _ = try engine.completeWake(token: "t1", caller: first.connection)
+    }
+
+    @Test mutating func foreignUnknownAndUndeliveredTokensAreNoSuchToken() throws {
+        let app = caller(":1.41", pid: 600)
+        let stranger = caller(":1.50", pid: 700)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: app)
+        _ = try engine.checkIn(appID: "org.example.Other", caller: stranger)
+        _ = try engine.requestWake(request("t1"))
+        for (token, who) in [("t1", stranger.connection), ("nope", app.connection)] {
+            let error = #expect(throws: CoreError.self) { try engine.completeWake(token: token, caller: who) }
+            #expect(error?.code == .noSuchToken)
+        }
+        // Not yet delivered (the app is launching): nobody can complete it yet.
+        var fresh = BackgroundEngine(policy: TaskPolicy(), clock: clock)
+        _ = try fresh.requestWake(request("t9"))
+        let early = #expect(throws: CoreError.self) { try fresh.completeWake(token: "t9", caller: app.connection) }
+        #expect(early?.code == .noSuchToken)
+    }
+
+    @Test mutating func missedBudgetTerminatesTheAppAndReportsTheOffence() throws {
+        _ = try engine.requestWake(request("t1", budget: .seconds(30)))
+        engine.launchStarted(weather, process: launched)
+        let app = caller(":1.40", pid: 501)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: app)
+        #expect(engine.nextDeadline() == clock.now + .seconds(30))
+        clock.advance(by: .seconds(30))
+        #expect(engine.fireDueTimers() == [
+            .wakeExpired(token: "t1", plugin: "fetch", app: weather),
+            .signalProcess(app.process!, .terminate, app: .app(weather)),
+            .signalProcess(launched, .terminate, app: .app(weather)),
+        ])
+        clock.advance(by: .seconds(2))
+        #expect(engine.fireDueTimers() == [
+            .signalProcess(app.process!, .kill, app: .app(weather)),
+            .signalProcess(launched, .kill, app: .app(weather)),
+        ])
+    }
+
+    @Test mutating func failedLaunchDropsTheWakesAndHoldsRetriesBack() throws {
+        _ = try engine.requestWake(request("t1"))
+        #expect(engine.launchFailed(weather, error: "no such file") == [
+            .wakeFailed(token: "t1", plugin: "fetch", app: weather, reason: "no such file"),
+        ])
+        #expect(engine.nextDeadline() == nil)
+        let held = #expect(throws: CoreError.self) { try engine.requestWake(request("t2")) }
+        #expect(held?.message.contains("no such file") == true)
+        #expect(engine.launchBackoff(for: weather)?.failures == 1)
+
+        // After the first wait (60 s) it may try again; a second failure waits twice as long.
+        clock.advance(by: .seconds(60))
+        #expect(try engine.requestWake(request("t3")) == [.launch(weather, reason: "fetch")])
+        _ = engine.launchFailed(weather, error: "no such file")
+        #expect(engine.launchBackoff(for: weather)?.retryAt == clock.now + .seconds(120))
+
+        // A changed desktop entry lifts the hold.
+        engine.clearLaunchBackoff(weather)
+        #expect(try engine.requestWake(request("t4")) == [.launch(weather, reason: "fetch")])
+    }
+
+    @Test mutating func processThatDiesBeforeCheckingInCountsAsFailedLaunch() throws {
+        _ = try engine.requestWake(request("t1"))
+        engine.launchStarted(weather, process: launched)
+        #expect(engine.launchedProcessExited(weather, process: launched, status: "exited with status 1") == [
+            .wakeExpired(token: "t1", plugin: "fetch", app: weather), .appGone(weather),
+        ])
+        #expect(engine.launchBackoff(for: weather)?.lastError == "it exited with status 1 without checking in")
+        #expect(!engine.isLaunching(weather))
+    }
+
+    @Test mutating func checkingInClearsTheBackoff() throws {
+        _ = try engine.requestWake(request("t1"))
+        _ = engine.launchFailed(weather, error: "boom")
+        clock.advance(by: .seconds(61))
+        _ = try engine.requestWake(request("t2"))
+        engine.launchStarted(weather, process: launched)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: caller(":1.40", pid: 500))
+        #expect(engine.launchBackoff(for: weather) == nil)
+    }
+
+    @Test mutating func lastConnectionGoneIsAppGone() throws {
+        let app = caller(":1.41", pid: 600)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: app)
+        #expect(engine.setState(.background, caller: app) == [.appStateChanged(weather, .background)])
+        #expect(engine.disconnect(app.connection) == [.appGone(weather)])
+        #expect(!engine.isRunning(weather))
+    }
+
+    @Test mutating func wakeTokensAreOneShotPerRequest() throws {
+        _ = try engine.requestWake(request("t1"))
+        let reused = #expect(throws: CoreError.self) { try engine.requestWake(request("t1")) }
+        #expect(reused?.code == .invalidArgs)
+    }
+}
