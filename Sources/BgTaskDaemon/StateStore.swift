@@ -1,0 +1,315 @@
+import Foundation
+import GRDB
+public import Logging
+
+/// The daemon's durable state: one SQLite database, `<state dir>/bgtaskd.sqlite3`
+/// (DESIGN §2), holding the Background App Refresh switches, each app's usage
+/// history, and the records mode plugins keep (fetch registrations, results,
+/// offences, …) in a generic per-plugin store.
+///
+/// ## Implementation notes
+///
+/// - **Synchronous and loop-confined.** The daemon is single-threaded and its
+///   writes are small, so every call runs on the caller's thread and every
+///   write is committed before the call returns (unless it runs inside
+///   ``transaction(_:)``, which commits once at its end: group commit for
+///   high-rate writers). Use a store from one thread only.
+/// - **Durability.** The database is in WAL mode with `synchronous=NORMAL`: a
+///   commit is one `write(2)` to the `-wal` file, with no `fsync`. A process
+///   crash — SIGKILL at any moment, included — loses nothing committed,
+///   because the data is already in the kernel's page cache; the next open
+///   replays the WAL. Only a power loss or kernel crash can lose the last
+///   commits since the previous checkpoint (the database itself stays
+///   consistent). This is the usual trade for desktop state: an `fsync` per
+///   commit would cost milliseconds on every call of the event loop.
+/// - **Refusing rather than resetting.** At start-up the file is checked with
+///   `PRAGMA quick_check`, its `application_id` and its migration list before
+///   anything is written. A corrupt file, another program's database, a
+///   database migrated by a newer bgtaskd, an unwritable directory or a stray
+///   `-wal` without its database each stop start-up with a ``StoreError``
+///   that says what to do; nothing is ever erased to make start-up succeed.
+/// - **Busy timeout.** Only another process (a second bgtaskd, an `sqlite3`
+///   shell) can hold the write lock; a write waits up to ``busyTimeout``
+///   seconds for it and then fails with ``StoreError/Code-swift.struct/busy``.
+public final class StateStore {
+    /// The database's file name inside the state directory.
+    public static let fileName = "bgtaskd.sqlite3"
+    /// Seconds a write waits for another process's lock.
+    static let busyTimeout: Double = 5
+
+    /// The database file.
+    public let path: String
+    let logger: Logger
+    private var queue: DatabaseQueue?
+
+    /// Opens (creating if needed) `<directory>/bgtaskd.sqlite3`, checks it,
+    /// switches it to WAL and brings its schema up to date.
+    ///
+    /// - Throws: ``StoreError`` when the directory or file cannot be created or
+    ///   written, the file is corrupt or not a bgtaskd database, or it was
+    ///   written by a newer bgtaskd. The file is left as it was.
+    public convenience init(directory: String, logger: Logger) throws(StoreError) {
+        try self.init(directory: directory, logger: logger, migrations: Self.migrations)
+    }
+
+    /// Opens the store with an explicit schema; tests pass extra migrations to
+    /// play a newer bgtaskd.
+    init(directory: String, logger: Logger, migrations: [Migration]) throws(StoreError) {
+        var directory = directory
+        while directory.count > 1, directory.hasSuffix("/") { directory.removeLast() }
+        self.path = (directory == "/" ? "" : directory) + "/" + Self.fileName
+        self.logger = logger
+        try Self.prepareFiles(directory: directory, path: path)
+        queue = try Self.openDatabase(path: path, migrations: migrations, logger: logger)
+    }
+
+    deinit { close() }
+
+    /// Closes the database; the WAL is checkpointed into the main file. Calls
+    /// after this throw ``StoreError/Code-swift.struct/closed``.
+    public func close() {
+        guard let queue else { return }
+        self.queue = nil
+        do {
+            try queue.close()
+        } catch {
+            logger.warning("Could not close the state database cleanly", metadata: [
+                "path": "\(path)", "error": "\(error)",
+            ])
+        }
+    }
+
+    // MARK: Background App Refresh
+
+    /// The stored switches; all on for a new database.
+    public func refreshSettings() throws(StoreError) -> RefreshSettings {
+        try read("read the Background App Refresh settings") { db in
+            var settings = RefreshSettings()
+            let rows = try Self.rows(db, sql: "SELECT app_id, enabled FROM refresh_setting")
+            while let row = try rows.next() {
+                let appID: String = try row.decode(atIndex: 0)
+                let enabled: Bool = try row.decode(atIndex: 1)
+                if appID.isEmpty { settings.globalEnabled = enabled } else { settings.perApp[appID] = enabled }
+            }
+            return settings
+        }
+    }
+
+    /// Sets one switch; `appID` `""` is the global switch.
+    public func setRefreshEnabled(appID: String, enabled: Bool) throws(StoreError) {
+        try write("store the Background App Refresh setting of '\(appID)'") { db in
+            try Self.execute(
+                db,
+                sql: """
+                    INSERT INTO refresh_setting (app_id, enabled) VALUES (?, ?)
+                    ON CONFLICT (app_id) DO UPDATE SET enabled = excluded.enabled
+                    """,
+                arguments: [appID, enabled])
+        }
+    }
+
+    // MARK: Usage history
+
+    /// Records that `appID` became active at `at` (realtime µs since the epoch).
+    /// Does nothing if it already has an open interval.
+    public func beginUsage(appID: String, at: UInt64) throws(StoreError) {
+        let start = try storable(at)
+        try write("record that '\(appID)' became active") { db in
+            try Self.execute(
+                db,
+                sql: "INSERT INTO usage_interval (app_id, start_usec) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                arguments: [appID, start])
+        }
+    }
+
+    /// Closes the open interval of `appID` at `at`; an `at` before its start
+    /// (the realtime clock was set back) closes it empty. Does nothing if
+    /// none is open.
+    public func endUsage(appID: String, at: UInt64) throws(StoreError) {
+        let end = try storable(at)
+        try write("record that '\(appID)' stopped being active") { db in
+            try Self.execute(
+                db,
+                sql: "UPDATE usage_interval SET end_usec = max(?, start_usec) WHERE app_id = ? AND end_usec IS NULL",
+                arguments: [end, appID])
+        }
+    }
+
+    /// Closes every open interval at `at`: at shutdown, and at start-up for
+    /// intervals a crash left open (pass the best estimate of when the
+    /// previous run ended).
+    public func closeOpenUsage(at: UInt64) throws(StoreError) {
+        let end = try storable(at)
+        try write("close open usage intervals") { db in
+            try Self.execute(
+                db,
+                sql: "UPDATE usage_interval SET end_usec = max(?, start_usec) WHERE end_usec IS NULL",
+                arguments: [end])
+        }
+    }
+
+    /// The intervals of `appID` that were still going at or after `since`
+    /// (ended at or after it, or still open), oldest first.
+    public func usage(appID: String, since: UInt64) throws(StoreError) -> [UsageInterval] {
+        let since = try storable(since)
+        return try read("read the usage history of '\(appID)'") { db in
+            let rows = try Self.rows(
+                db,
+                sql: """
+                    SELECT start_usec, end_usec FROM usage_interval
+                    WHERE app_id = ? AND (end_usec IS NULL OR end_usec >= ?)
+                    ORDER BY start_usec, id
+                    """,
+                arguments: [appID, since])
+            var intervals: [UsageInterval] = []
+            while let row = try rows.next() {
+                let start: Int64 = try row.decode(atIndex: 0)
+                let end: Int64? = try row.decode(atIndex: 1)
+                intervals.append(UsageInterval(start: UInt64(clamping: start), end: end.map { UInt64(clamping: $0) }))
+            }
+            return intervals
+        }
+    }
+
+    /// Deletes the intervals that ended before `before`; open ones stay.
+    public func pruneUsage(before: UInt64) throws(StoreError) {
+        let limit = try storable(before)
+        try write("prune the usage history") { db in
+            try Self.execute(db, sql: "DELETE FROM usage_interval WHERE end_usec < ?", arguments: [limit])
+        }
+    }
+
+    // MARK: Plugin records
+
+    /// Stores `data` under `key`, replacing what was there.
+    public func putRecord(plugin: String, collection: String, key: String, data: [UInt8]) throws(StoreError) {
+        try write("store record '\(key)' of \(plugin)/\(collection)") { db in
+            try Self.execute(
+                db,
+                sql: """
+                    INSERT INTO plugin_record (plugin, collection, key, data) VALUES (?, ?, ?, coalesce(?, x''))
+                    ON CONFLICT (plugin, collection, key) DO UPDATE SET data = excluded.data
+                    """,
+                // An empty Data may bind as NULL; coalesce keeps it an empty BLOB.
+                arguments: [plugin, collection, key, Data(data)])
+        }
+    }
+
+    /// Deletes the record under `key`; returns whether there was one (the
+    /// plugin ABI answers `-ENOENT` when there was not).
+    @discardableResult
+    public func deleteRecord(plugin: String, collection: String, key: String) throws(StoreError) -> Bool {
+        var deleted = false
+        try write("delete record '\(key)' of \(plugin)/\(collection)") { db in
+            try Self.execute(
+                db,
+                sql: "DELETE FROM plugin_record WHERE plugin = ? AND collection = ? AND key = ?",
+                arguments: [plugin, collection, key])
+            deleted = db.changesCount > 0
+        }
+        return deleted
+    }
+
+    /// Every record of one collection, ordered by key (byte order of its UTF-8).
+    public func records(plugin: String, collection: String) throws(StoreError) -> [(key: String, data: [UInt8])] {
+        try read("read the records of \(plugin)/\(collection)") { db in
+            let rows = try Self.rows(
+                db,
+                sql: "SELECT key, data FROM plugin_record WHERE plugin = ? AND collection = ? ORDER BY key",
+                arguments: [plugin, collection])
+            var records: [(key: String, data: [UInt8])] = []
+            while let row = try rows.next() {
+                let key: String = try row.decode(atIndex: 0)
+                let data = try row.withUnsafeData(atIndex: 1) { $0.map { [UInt8]($0) } ?? [] }
+                records.append((key: key, data: data))
+            }
+            return records
+        }
+    }
+
+    // MARK: Transactions
+
+    /// Runs `body` as one transaction: the writes it makes through this store
+    /// are committed together when it returns, or not at all if it throws.
+    /// Nested calls are savepoints inside the outer transaction.
+    ///
+    /// - Throws: the ``StoreError`` `body` threw, a
+    ///   ``StoreError/Code-swift.struct/transactionAborted`` wrapping any other
+    ///   error it threw, or the error of the commit itself.
+    public func transaction(_ body: () throws -> Void) throws(StoreError) {
+        try write("commit a transaction") { db in
+            try db.inSavepoint {
+                do {
+                    try body()
+                } catch let error as StoreError {
+                    throw error
+                } catch {
+                    throw StoreError(
+                        .transactionAborted, path: path,
+                        message: "\(path): a transaction was rolled back because its body failed: \(error)",
+                        underlying: error)
+                }
+                return .commit
+            }
+        }
+    }
+
+    // MARK: Helpers
+
+    /// Runs `body`, which writes with one statement: SQLite makes a statement
+    /// atomic on its own, and commits it at once outside ``transaction(_:)``.
+    ///
+    /// GRDB's reentrant access is what lets the body of ``transaction(_:)``
+    /// call this store's methods; "unsafe" there means "no transaction of its
+    /// own", which one statement does not need.
+    private func write(_ what: @autoclosure () -> String, _ body: (Database) throws -> Void) throws(StoreError) {
+        let queue = try openQueue()
+        do {
+            try queue.unsafeReentrantWrite(body)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw Self.failure(error, path: path, doing: what())
+        }
+    }
+
+    /// Runs `body`, which only reads (each of its statements is atomic).
+    private func read<T>(_ what: @autoclosure () -> String, _ body: (Database) throws -> T) throws(StoreError) -> T {
+        let queue = try openQueue()
+        do {
+            return try queue.unsafeReentrantWrite(body)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw Self.failure(error, path: path, doing: what())
+        }
+    }
+
+    /// Runs one statement, prepared once per connection.
+    private static func execute(_ db: Database, sql: String, arguments: StatementArguments = []) throws {
+        try db.cachedStatement(sql: sql).execute(arguments: arguments)
+    }
+
+    /// The rows of one query, prepared once per connection.
+    private static func rows(_ db: Database, sql: String, arguments: StatementArguments = []) throws -> RowCursor {
+        try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
+    }
+
+    private func openQueue() throws(StoreError) -> DatabaseQueue {
+        guard let queue else {
+            throw StoreError(.closed, path: path, message: "\(path): the state database was used after it was closed")
+        }
+        return queue
+    }
+
+    /// `value` as SQLite's signed 64-bit integer.
+    private func storable(_ value: UInt64) throws(StoreError) -> Int64 {
+        guard let stored = Int64(exactly: value) else {
+            throw StoreError(
+                .invalidArgument, path: path,
+                message: "\(path): timestamp \(value) µs is beyond what SQLite can store (\(Int64.max))")
+        }
+        return stored
+    }
+
+}
