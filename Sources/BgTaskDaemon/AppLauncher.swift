@@ -1,0 +1,493 @@
+import BgTaskCore
+import CBgTaskShim
+import Foundation
+import Glibc
+import Logging
+import SDBus
+
+/// Starts apps for background events and tracks them until they exit
+/// (DESIGN §3). Confined to the loop's thread.
+///
+/// Implementation notes:
+/// - Placement, in order of preference: a transient scope of the systemd user
+///   manager (when `org.freedesktop.systemd1` is on the session bus); else a
+///   cgroup v2 directory of its own under the daemon's cgroup, which the child
+///   enters before `execve`; else a plain child tracked by its pidfd only.
+///   Under systemd the app is spawned first and handed to systemd by pid (as
+///   desktop launchers do), so for a moment it runs in the daemon's cgroup; if
+///   systemd refuses, the launcher moves it into a cgroup of its own instead.
+/// - `execve` failures are known synchronously (see `bgtask_spawn.h`) and
+///   become ``LaunchError``s. Nothing is retried here; the core decides.
+/// - `completion` always runs from the loop, never inside ``launch``. The
+///   pidfd is watched only after it ran, so ``onExit`` for a process always
+///   comes after its successful completion. A launcher released while a launch
+///   waits for the bus never calls that launch's completion.
+/// - Every child is reaped (`waitid(P_PIDFD)`) when its pidfd becomes
+///   readable. A launcher dropped while its apps still run leaves them to be
+///   reaped by whoever inherits them when the daemon exits.
+/// - A cgroup the launcher made is removed once it is empty; if the app left
+///   other processes behind, that happens when they are gone (`cgroup.events`
+///   is watched), or at once after ``killAll(_:)``.
+final class AppLauncher {
+    /// Called once when a launched process has exited and was reaped.
+    var onExit: (LaunchedProcess, ExitStatus) -> Void = { _, _ in }
+
+    /// Variables of the daemon's own that an app must not inherit: they
+    /// describe the daemon's service (sd_notify, socket activation, watchdog),
+    /// and an app acting on them would speak for the daemon.
+    static let daemonOnlyVariables: Set<String> = [
+        "NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "WATCHDOG_PID", "WATCHDOG_USEC",
+        "INVOCATION_ID",
+    ]
+
+    private let loop: EventLoop
+    private let systemd: SystemdUserManager?
+    private let appBusAddress: String?
+    private let logger: Logger
+    private let hierarchy: CgroupHierarchy?
+    private var loggedNoCgroup = false
+
+    /// One launched process, from spawn until it is reaped.
+    private final class Tracked {
+        var process: LaunchedProcess
+        let pidfd: Int32
+        var watch: EventSource?
+        /// The cgroup the launcher made for it.
+        var cgroup: Cgroup?
+        /// The systemd scope's cgroup, once looked up.
+        var scopeCgroup: Cgroup?
+
+        init(process: LaunchedProcess, pidfd: Int32, cgroup: Cgroup?) {
+            self.process = process
+            self.pidfd = pidfd
+            self.cgroup = cgroup
+        }
+    }
+
+    /// A cgroup of the launcher's whose main process exited while others remained.
+    private final class Lingering {
+        let cgroup: Cgroup
+        let appID: AppID
+        let eventsFD: Int32
+        var watch: EventSource?
+
+        init(cgroup: Cgroup, appID: AppID, eventsFD: Int32) {
+            self.cgroup = cgroup
+            self.appID = appID
+            self.eventsFD = eventsFD
+        }
+    }
+
+    /// By pid: unique among our unreaped children.
+    private var running: [Int32: Tracked] = [:]
+    /// By unit name.
+    private var lingering: [String: Lingering] = [:]
+
+    /// What one `launch` call is about.
+    private struct Request {
+        var appID: AppID
+        var commandLine: [String]
+        var reason: String
+        var unit: String
+        var completion: (Result<LaunchedProcess, LaunchError>) -> Void
+
+        func failure(_ code: LaunchError.Code, _ reason: String, errno: Int32? = nil) -> LaunchError {
+            LaunchError(code: code, appID: appID, commandLine: commandLine, reason: reason, errno: errno)
+        }
+    }
+
+    /// - Parameters:
+    ///   - sessionBus: where to look for the systemd user manager; nil: never use systemd.
+    ///   - appBusAddress: the address of the bus the daemon serves, when it was
+    ///     given one: apps get it as `DBUS_SESSION_BUS_ADDRESS`.
+    convenience init(loop: EventLoop, sessionBus: Bus?, appBusAddress: String?, logger: Logger) {
+        self.init(
+            loop: loop, sessionBus: sessionBus, appBusAddress: appBusAddress, logger: logger,
+            cgroupHierarchy: CgroupHierarchy.current())
+    }
+
+    /// As above, with the cgroup hierarchy given (nil: make no cgroups), for tests.
+    init(loop: EventLoop, sessionBus: Bus?, appBusAddress: String?, logger: Logger, cgroupHierarchy: CgroupHierarchy?) {
+        self.loop = loop
+        self.systemd = sessionBus.map { SystemdUserManager(bus: $0) }
+        self.appBusAddress = appBusAddress
+        self.logger = logger
+        self.hierarchy = cgroupHierarchy
+    }
+
+    deinit {
+        for record in running.values {
+            record.watch?.cancel()
+            // Reap what has exited already; the rest outlives the launcher.
+            _ = ProcessSpawner.reap(pidfd: record.pidfd)
+            close(record.pidfd)
+        }
+        for entry in lingering.values {
+            entry.watch?.cancel()
+            close(entry.eventsFD)
+        }
+    }
+
+    /// The processes launched and not yet reaped.
+    var processes: [LaunchedProcess] { running.values.map(\.process) }
+
+    /// The launched process with this pid, while it runs.
+    func process(pid: Int32) -> LaunchedProcess? { running[pid]?.process }
+
+    // MARK: Launching
+
+    /// Starts `commandLine` for `appID` in the background; `completion` runs on the loop.
+    func launch(
+        appID: AppID, commandLine: [String], reason: String,
+        completion: @escaping (Result<LaunchedProcess, LaunchError>) -> Void
+    ) {
+        let request = Request(
+            appID: appID, commandLine: commandLine, reason: reason, unit: LaunchUnitName.make(for: appID),
+            completion: completion)
+        guard !commandLine.isEmpty else {
+            return finish(request, .failure(request.failure(.emptyCommandLine, "the command line is empty")))
+        }
+        guard let systemd else { return launchInOwnCgroup(request) }
+        systemd.checkPresence { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success(true):
+                self.launchUnderSystemd(request, systemd)
+            case .success(false):
+                self.launchInOwnCgroup(request)
+            case .failure(let error):
+                self.logger.debug("cannot ask whether systemd is on the session bus: \(error)")
+                self.launchInOwnCgroup(request)
+            }
+        }
+    }
+
+    /// Placement 2 or 3: the child enters a fresh cgroup before exec, if one can be made.
+    private func launchInOwnCgroup(_ request: Request) {
+        let cgroup: Cgroup?
+        switch makeCgroup(for: request) {
+        case .success(let made): cgroup = made
+        case .failure(let error): return finish(request, .failure(error))
+        }
+        var procsFD: Int32?
+        if let cgroup {
+            do throws(Cgroup.Failure) {
+                procsFD = try cgroup.openProcs()
+            } catch {
+                try? cgroup.remove()
+                return finish(request, .failure(request.failure(.cgroup, error.description, errno: error.errno)))
+            }
+        }
+        let spawned = spawn(request, cgroupProcsFD: procsFD)
+        if let procsFD { close(procsFD) }
+        switch spawned {
+        case .failure(let error):
+            // The failed child was reaped, so the cgroup is empty again.
+            if let cgroup { try? cgroup.remove() }
+            finish(request, .failure(error))
+        case .success(let child):
+            let process = LaunchedProcess(
+                appID: request.appID, pid: child.pid, unit: request.unit, cgroupPath: cgroup?.path,
+                reason: request.reason, placement: cgroup == nil ? .process : .cgroup)
+            running[child.pid] = Tracked(process: process, pidfd: child.pidfd, cgroup: cgroup)
+            logger.info("launched \(process) for \(request.reason)\(cgroup.map { " in \($0)" } ?? "")")
+            finish(request, .success(process))
+        }
+    }
+
+    /// Placement 1: spawn, then hand the pid to systemd as a transient scope.
+    private func launchUnderSystemd(_ request: Request, _ systemd: SystemdUserManager) {
+        let child: ProcessSpawner.Child
+        switch spawn(request, cgroupProcsFD: nil) {
+        case .failure(let error): return finish(request, .failure(error))
+        case .success(let spawned): child = spawned
+        }
+        let process = LaunchedProcess(
+            appID: request.appID, pid: child.pid, unit: request.unit, cgroupPath: nil, reason: request.reason,
+            placement: .systemdScope)
+        let record = Tracked(process: process, pidfd: child.pidfd, cgroup: nil)
+        running[child.pid] = record
+        let description = "\(request.appID), launched by bgtaskd for \(request.reason)"
+        systemd.startScope(name: request.unit, pid: child.pid, description: description) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success:
+                self.logger.info("launched \(process) for \(request.reason) in systemd scope \(request.unit)")
+            case .failure(let error):
+                self.logger.warning(
+                    "systemd did not start scope \(request.unit) for \(request.appID): \(error); placing pid \(child.pid) in a cgroup of its own")
+                self.moveIntoOwnCgroup(record, request)
+            }
+            self.finish(request, .success(record.process))
+        }
+    }
+
+    /// The fallback when systemd refused the scope: the running process is
+    /// moved by the parent. Failing that, it stays where it is (it runs, and
+    /// killing it over its placement would be worse).
+    private func moveIntoOwnCgroup(_ record: Tracked, _ request: Request) {
+        let old = record.process
+        var cgroup: Cgroup?
+        switch makeCgroup(for: request) {
+        case .success(let made): cgroup = made
+        case .failure(let error): logger.warning("\(error); tracking pid \(old.pid) by its pidfd only")
+        }
+        if let made = cgroup {
+            do throws(Cgroup.Failure) {
+                try made.move(pid: old.pid)
+            } catch {
+                if error.errno != ESRCH { logger.warning("\(error); tracking pid \(old.pid) by its pidfd only") }
+                try? made.remove()
+                cgroup = nil
+            }
+        }
+        record.cgroup = cgroup
+        record.process = LaunchedProcess(
+            appID: old.appID, pid: old.pid, unit: old.unit, cgroupPath: cgroup?.path, reason: old.reason,
+            placement: cgroup == nil ? .process : .cgroup)
+    }
+
+    /// A new cgroup for the request: nil when cgroups cannot be made here
+    /// (logged once), an error when making one that should work failed.
+    private func makeCgroup(for request: Request) -> Result<Cgroup?, LaunchError> {
+        guard let hierarchy else {
+            noteNoCgroup("no cgroup v2 hierarchy is mounted, or the daemon's cgroup in it is unknown")
+            return .success(nil)
+        }
+        guard request.unit.utf8.count <= Int(NAME_MAX) else {
+            logger.warning("the scope name for \(request.appID) is too long for a cgroup; launching it without one")
+            return .success(nil)
+        }
+        do throws(Cgroup.Failure) {
+            return .success(try Cgroup.create(at: hierarchy.ownDirectory + "/" + request.unit))
+        } catch {
+            // Not allowed or not there: cgroups cannot be made here at all.
+            if [EACCES, EPERM, EROFS, ENOENT].contains(error.errno) {
+                noteNoCgroup("cannot create cgroups in \(hierarchy.ownDirectory): \(ProcessSpawner.describe(errno: error.errno))")
+                return .success(nil)
+            }
+            return .failure(request.failure(.cgroup, error.description, errno: error.errno))
+        }
+    }
+
+    private func noteNoCgroup(_ why: String) {
+        guard !loggedNoCgroup else { return }
+        loggedNoCgroup = true
+        logger.notice("\(why); launched apps get no cgroup of their own and are frozen with SIGSTOP")
+    }
+
+    private func spawn(_ request: Request, cgroupProcsFD: Int32?) -> Result<ProcessSpawner.Child, LaunchError> {
+        let environment = environment(for: request)
+        let home = ProcessSpawner.value(of: "HOME", in: environment) ?? Self.homeFromPasswd()
+        let result = ProcessSpawner.spawn(
+            commandLine: request.commandLine, environment: environment,
+            searchPath: ProcessSpawner.value(of: "PATH", in: environment), directory: home,
+            cgroupProcsFD: cgroupProcsFD)
+        return result.mapError { failure in
+            let code: LaunchError.Code
+            switch failure.stage {
+            case .lookup, .exec: code = .exec
+            case .cgroup: code = .cgroup
+            case .fork, .setup: code = .spawn
+            }
+            return request.failure(code, failure.description, errno: failure.errno)
+        }
+    }
+
+    private func environment(for request: Request) -> [String] {
+        var base: [String] = []
+        var index = 0
+        while let entry = environ[index] {
+            base.append(String(cString: entry))
+            index += 1
+        }
+        return Self.environment(
+            base: base, appID: request.appID, reason: request.reason, appBusAddress: appBusAddress)
+    }
+
+    /// `base` (the daemon's environment) minus ``daemonOnlyVariables``, plus
+    /// `BGTASKD_LAUNCH_REASON`, `BGTASKD_APP_ID` and, when the daemon serves a
+    /// bus given by address, `DBUS_SESSION_BUS_ADDRESS`.
+    static func environment(base: [String], appID: AppID, reason: String, appBusAddress: String?) -> [String] {
+        var added = ["BGTASKD_LAUNCH_REASON=\(reason)", "BGTASKD_APP_ID=\(appID.rawValue)"]
+        if let appBusAddress { added.append("DBUS_SESSION_BUS_ADDRESS=\(appBusAddress)") }
+        let replaced = Set(added.map(variableName)).union(daemonOnlyVariables)
+        return base.filter { !replaced.contains(variableName($0)) } + added
+    }
+
+    private static func variableName(_ entry: String) -> String { String(entry.prefix { $0 != "=" }) }
+
+    private static func homeFromPasswd() -> String? {
+        var entry = passwd()
+        var found: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(getuid(), &entry, &buffer, buffer.count, &found) == 0, found != nil,
+            let directory = entry.pw_dir
+        else { return nil }
+        return String(cString: directory)
+    }
+
+    private func finish(_ request: Request, _ result: Result<LaunchedProcess, LaunchError>) {
+        if case .failure(let error) = result { logger.error("\(error)") }
+        loop.later { [weak self] in
+            if case .success(let process) = result { self?.watchExit(of: process.pid) }
+            request.completion(result)
+        }
+    }
+
+    // MARK: Exit and clean-up
+
+    private func watchExit(of pid: Int32) {
+        guard let record = running[pid], record.watch == nil else { return }
+        do throws(BusError) {
+            record.watch = try loop.watch(fd: record.pidfd, events: UInt32(EPOLLIN.rawValue)) { [weak self] _ in
+                self?.reap(pid: pid)
+            }
+        } catch {
+            // Without a watch nobody would reap it: better to see it at once.
+            logger.critical("cannot watch pid \(pid) of \(record.process.appID): \(error)")
+        }
+    }
+
+    private func reap(pid: Int32) {
+        guard let record = running[pid] else { return }
+        let status: ExitStatus
+        switch ProcessSpawner.reap(pidfd: record.pidfd) {
+        case .running:
+            return
+        case .exited(let exit):
+            status = exit
+        case .failed(let errno):
+            if errno != ECHILD { logger.error("cannot reap pid \(pid): \(ProcessSpawner.describe(errno: errno))") }
+            status = .unknown
+        }
+        record.watch?.cancel()
+        close(record.pidfd)
+        running[pid] = nil
+        if let cgroup = record.cgroup { removeWhenEmpty(cgroup, unit: record.process.unit, appID: record.process.appID) }
+        logger.info("\(record.process) \(status)")
+        onExit(record.process, status)
+    }
+
+    private func removeWhenEmpty(_ cgroup: Cgroup, unit: String, appID: AppID) {
+        if cgroup.isPopulated == false, (try? cgroup.remove()) != nil { return }
+        guard let fd = cgroup.openEvents() else {
+            logger.warning("cannot watch \(cgroup); it is left behind")
+            return
+        }
+        let entry = Lingering(cgroup: cgroup, appID: appID, eventsFD: fd)
+        lingering[unit] = entry
+        do throws(BusError) {
+            // cgroup.events signals a change as EPOLLPRI (and EPOLLERR); reading re-arms it.
+            entry.watch = try loop.watch(fd: fd, events: UInt32(EPOLLPRI.rawValue)) { [weak self] _ in
+                self?.lingeringChanged(unit: unit)
+            }
+        } catch {
+            logger.warning("cannot watch \(cgroup): \(error); it is left behind")
+        }
+        // It may have emptied before the watch existed.
+        if !lingeringChanged(unit: unit) {
+            logger.info("processes of \(appID) remain in \(cgroup); it is removed when they are gone")
+        }
+    }
+
+    /// Removes the lingering cgroup if it is empty now; returns whether it did.
+    @discardableResult
+    private func lingeringChanged(unit: String) -> Bool {
+        guard let entry = lingering[unit] else { return true }
+        guard let events = Cgroup.readEvents(fd: entry.eventsFD), events["populated"] == "0" else { return false }
+        do throws(Cgroup.Failure) {
+            try entry.cgroup.remove()
+        } catch {
+            // EBUSY: a new process got in between; the next change tells.
+            if error.errno == EBUSY { return false }
+            logger.warning("\(error)")
+        }
+        entry.watch?.cancel()
+        close(entry.eventsFD)
+        lingering[unit] = nil
+        return true
+    }
+
+    // MARK: Freezing and killing
+
+    /// Freezes the app: `cgroup.freeze` where it has a v2 cgroup, else SIGSTOP.
+    /// Returns whether the request was made.
+    func freeze(_ p: LaunchedProcess) -> Bool { setFrozen(p, true) }
+
+    /// Thaws what ``freeze(_:)`` froze.
+    func thaw(_ p: LaunchedProcess) -> Bool { setFrozen(p, false) }
+
+    private func setFrozen(_ p: LaunchedProcess, _ frozen: Bool) -> Bool {
+        guard let record = tracked(p) else { return false }
+        if let cgroup = cgroup(of: record) {
+            do throws(Cgroup.Failure) {
+                try cgroup.setFrozen(frozen)
+                return true
+            } catch {
+                logger.warning("\(error); using \(frozen ? "SIGSTOP" : "SIGCONT") for \(p)")
+            }
+        }
+        return signal(record, frozen ? SIGSTOP : SIGCONT)
+    }
+
+    /// SIGKILLs every process of the launch: `cgroup.kill` where it has a
+    /// cgroup (also after the main process exited), else the main process
+    /// through its pidfd. Returns whether anything was signalled.
+    @discardableResult
+    func killAll(_ p: LaunchedProcess) -> Bool {
+        if let record = tracked(p) {
+            if let cgroup = cgroup(of: record), kill(cgroup, appID: p.appID) { return true }
+            return signal(record, SIGKILL)
+        }
+        if let entry = lingering[p.unit] { return kill(entry.cgroup, appID: p.appID) }
+        return false
+    }
+
+    private func kill(_ cgroup: Cgroup, appID: AppID) -> Bool {
+        do throws(Cgroup.Failure) {
+            try cgroup.killAll()
+            return true
+        } catch {
+            guard error.errno == ENOENT else {
+                logger.warning("\(error)")
+                return false
+            }
+        }
+        // No cgroup.kill (Linux before 5.14): signal the pids listed, which may race with forks.
+        guard let text = try? String(contentsOfFile: cgroup.path + "/cgroup.procs", encoding: .utf8) else { return false }
+        var any = false
+        for line in text.split(separator: "\n") {
+            if let pid = Int32(line), pid > 1, Glibc.kill(pid, SIGKILL) == 0 { any = true }
+        }
+        return any
+    }
+
+    private func signal(_ record: Tracked, _ number: Int32) -> Bool {
+        let r = bgt_pidfd_send_signal(record.pidfd, number)
+        if r < 0, r != -ESRCH {
+            logger.warning("cannot signal \(record.process): \(ProcessSpawner.describe(errno: -r))")
+        }
+        return r == 0
+    }
+
+    private func tracked(_ p: LaunchedProcess) -> Tracked? {
+        guard let record = running[p.pid], record.process.unit == p.unit else { return nil }
+        return record
+    }
+
+    /// The v2 cgroup the process lives in, if it has one of its own: the
+    /// launcher's, or its systemd scope's (read from `/proc/PID/cgroup`, which
+    /// is safe while the child is unreaped, and only if it names the scope).
+    private func cgroup(of record: Tracked) -> Cgroup? {
+        if let cgroup = record.cgroup ?? record.scopeCgroup { return cgroup }
+        guard record.process.placement == .systemdScope, let hierarchy,
+            let text = try? String(contentsOfFile: "/proc/\(record.process.pid)/cgroup", encoding: .utf8),
+            let path = CgroupHierarchy.unifiedPath(fromProcCgroup: text),
+            path.split(separator: "/").last.map(String.init) == record.process.unit,
+            let directory = hierarchy.directory(of: path)
+        else { return nil }
+        record.scopeCgroup = Cgroup(path: directory)
+        return record.scopeCgroup
+    }
+}

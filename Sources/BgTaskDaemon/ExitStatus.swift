@@ -1,0 +1,34 @@
+import Glibc
+
+/// How a launched process ended, as `waitid` reports it.
+enum ExitStatus: Sendable, Hashable, CustomStringConvertible {
+    /// It called `exit(code)` (or returned from main).
+    case exited(code: Int32)
+    /// A signal ended it.
+    case killed(signal: Int32, coreDumped: Bool)
+    /// Something else reaped it before the launcher could (`ECHILD`), so the
+    /// status is lost. Only happens if other code in the daemon reaps children
+    /// it does not own.
+    case unknown
+
+    /// Whether it exited with code 0.
+    var isSuccess: Bool { self == .exited(code: 0) }
+
+    /// The names of the signals that usually end a process (Swift's Glibc lacks `sigabbrev_np`).
+    private static let signalNames: [Int32: String] = [
+        SIGHUP: "SIGHUP", SIGINT: "SIGINT", SIGQUIT: "SIGQUIT", SIGILL: "SIGILL", SIGTRAP: "SIGTRAP",
+        SIGABRT: "SIGABRT", SIGBUS: "SIGBUS", SIGFPE: "SIGFPE", SIGKILL: "SIGKILL", SIGUSR1: "SIGUSR1",
+        SIGSEGV: "SIGSEGV", SIGUSR2: "SIGUSR2", SIGPIPE: "SIGPIPE", SIGALRM: "SIGALRM", SIGTERM: "SIGTERM",
+        SIGXCPU: "SIGXCPU", SIGXFSZ: "SIGXFSZ", SIGSYS: "SIGSYS",
+    ]
+
+    var description: String {
+        switch self {
+        case .exited(let code): return "exited with code \(code)"
+        case .killed(let signal, let core):
+            let name = ExitStatus.signalNames[signal] ?? "signal \(signal)"
+            return "killed by \(name)" + (core ? " (core dumped)" : "")
+        case .unknown: return "exited (status unknown: reaped elsewhere)"
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import SDBus
+
+/// The systemd user manager as the launcher uses it: whether it is on the
+/// session bus, and `StartTransientUnit` for a launched app's scope.
+/// Asynchronous only; replies arrive on the bus's loop.
+struct SystemdUserManager {
+    static let busName = "org.freedesktop.systemd1"
+    static let path = "/org/freedesktop/systemd1"
+    static let interface = "org.freedesktop.systemd1.Manager"
+
+    /// How long to wait for the bus daemon and for systemd (µs).
+    static let timeout: UInt64 = 10_000_000
+
+    let bus: Bus
+
+    /// Whether `org.freedesktop.systemd1` has an owner. Asked of the bus
+    /// daemon rather than by calling systemd, because many session buses have
+    /// an activation file for the name (Exec=/bin/false) and a call would try
+    /// to activate it.
+    func checkPresence(_ completion: @escaping (Result<Bool, BusError>) -> Void) {
+        do throws(BusError) {
+            let call = try bus.newMethodCall(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                interface: "org.freedesktop.DBus", member: "NameHasOwner")
+            try call.append(Self.busName)
+            try bus.callAsync(call, timeout: Self.timeout) { result in
+                completion(result.flatMap { reply in Result { () throws(BusError) in try reply.readBool() } })
+            }
+        } catch {
+            completion(.failure(error))
+        }
+    }
+
+    /// Asks systemd to make `pid` the scope unit `name`. Success means systemd
+    /// queued the job (its path is the result); the scope then exists within
+    /// moments.
+    func startScope(
+        name: String, pid: Int32, description: String,
+        _ completion: @escaping (Result<String, BusError>) -> Void
+    ) {
+        do throws(BusError) {
+            let call = try bus.newMethodCall(
+                destination: Self.busName, path: Self.path, interface: Self.interface, member: "StartTransientUnit")
+            try call.append(name)
+            // "fail": refuse if a unit of that name exists or has a job queued.
+            try call.append("fail")
+            try call.append(value: Self.scopeProperties(pid: pid, description: description))
+            try call.append(value: .array(element: "(sa(sv))", []))
+            try bus.callAsync(call, timeout: Self.timeout) { result in
+                completion(result.flatMap { reply in Result { () throws(BusError) in try reply.readObjectPath() } })
+            }
+        } catch {
+            completion(.failure(error))
+        }
+    }
+
+    /// The `a(sv)` properties of a launched app's scope.
+    static func scopeProperties(pid: Int32, description: String) -> BusValue {
+        .array(element: "(sv)", [
+            .structure([.string("PIDs"), .variant(.array(element: "u", [.uint32(UInt32(bitPattern: pid))]))]),
+            .structure([.string("Description"), .variant(.string(description))]),
+            // Garbage-collect the unit when the app is gone, even if it failed.
+            .structure([.string("CollectMode"), .variant(.string("inactive-or-failed"))]),
+        ])
+    }
+}

@@ -1,0 +1,569 @@
+@testable import BgTaskDaemon
+import BgTaskCore
+import CBgTaskShim
+import CSystemd
+import Foundation
+import Glibc
+import Logging
+import SDBus
+import Testing
+
+/// Swift Testing has an `ExitStatus` of its own.
+private typealias LaunchExit = BgTaskDaemon.ExitStatus
+
+/// Launching apps for background events (DESIGN §3): process state, placement,
+/// failures, reaping, freezing. Each test drives its own sd-event loop on the
+/// test's thread and cleans up every process and cgroup it makes.
+@Suite(.serialized) struct AppLauncherTests {
+    /// The v2 hierarchy, when this machine lets the tests make cgroups in it.
+    static let writableHierarchy: CgroupHierarchy? = {
+        guard let hierarchy = CgroupHierarchy.current() else { return nil }
+        let probe = hierarchy.ownDirectory + "/bgtaskd-test-probe-\(getpid())"
+        guard mkdir(probe, 0o755) == 0 else { return nil }
+        rmdir(probe)
+        return hierarchy
+    }()
+
+    static let hasDBusMock: Bool = FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")
+        && FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
+        && (try? String(contentsOfFile: "/usr/lib/python3/dist-packages/dbusmock/templates/systemd.py", encoding: .utf8)) != nil
+
+    let appID = try! AppID(validating: "org.example.Launch-Test")
+    let logger = Logger(label: "bgtaskd-tests")
+
+    // MARK: Pure parts
+
+    @Test func unitNamesMapBackToTheAppID() throws {
+        for id in ["org.example.App", "org.example.Launch-Test", "com.ex-ample.my_app-2", "a.b"] {
+            let appID = try AppID(validating: id)
+            let unit = LaunchUnitName.make(for: appID, random: 0x1a2b3c)
+            #expect(unit.hasPrefix("app-bgtaskd-"))
+            #expect(unit.hasSuffix("-001a2b3c.scope"))
+            #expect(!unit.dropFirst(12).dropLast(15).contains("-"), "dashes in the id are escaped: \(unit)")
+            #expect(SandboxInspector.appID(fromUnit: unit) == appID, "\(unit)")
+        }
+        #expect(LaunchUnitName.make(for: try AppID(validating: "org.example.My-App"), random: 0xabcdef12)
+            == "app-bgtaskd-org.example.My\\x2dApp-abcdef12.scope")
+    }
+
+    @Test func hierarchyFromMountinfoAndProcCgroup() {
+        let hybrid = """
+            31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+            37 31 0:34 / /sys/fs/cgroup/freezer rw,relatime - cgroup cgroup rw,freezer
+            41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+            """
+        let root = CgroupHierarchy.parse(mountinfo: hybrid, procCgroup: "6:freezer:/\n0::/\n")
+        #expect(root?.ownDirectory == "/sys/fs/cgroup/unified")
+        let nested = CgroupHierarchy.parse(mountinfo: hybrid, procCgroup: "0::/user.slice/bgtaskd.service\n")
+        #expect(nested?.ownDirectory == "/sys/fs/cgroup/unified/user.slice/bgtaskd.service")
+
+        let unified = "25 1 0:22 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n"
+        #expect(CgroupHierarchy.parse(mountinfo: unified, procCgroup: "0::/a/b\n")?.ownDirectory == "/sys/fs/cgroup/a/b")
+        // A mount showing only part of the hierarchy, with an escaped space in its mount point.
+        let partial = "25 1 0:22 /a /mnt/cg\\040x rw shared:4 - cgroup2 cgroup2 rw\n"
+        #expect(CgroupHierarchy.parse(mountinfo: partial, procCgroup: "0::/a/b\n")?.ownDirectory == "/mnt/cg x/b")
+        #expect(CgroupHierarchy.parse(mountinfo: partial, procCgroup: "0::/other\n") == nil)
+        // No v2 hierarchy, or the daemon's cgroup is gone.
+        #expect(CgroupHierarchy.parse(mountinfo: hybrid, procCgroup: "6:freezer:/\n") == nil)
+        #expect(CgroupHierarchy.parse(mountinfo: unified, procCgroup: "0::/x (deleted)\n") == nil)
+        #expect(CgroupHierarchy.parse(mountinfo: "", procCgroup: "0::/\n") == nil)
+    }
+
+    @Test func environmentReplacesTheLaunchVariablesAndDropsTheDaemonsOwn() {
+        let base = [
+            "PATH=/usr/bin", "HOME=/home/u", "BGTASKD_APP_ID=org.evil.Other", "NOTIFY_SOCKET=/run/x",
+            "LISTEN_FDS=1", "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1/bus", "NO_VALUE",
+        ]
+        let withBus = AppLauncher.environment(base: base, appID: appID, reason: "fetch", appBusAddress: "unix:path=/tmp/b")
+        #expect(withBus == [
+            "PATH=/usr/bin", "HOME=/home/u", "NO_VALUE", "BGTASKD_LAUNCH_REASON=fetch",
+            "BGTASKD_APP_ID=org.example.Launch-Test", "DBUS_SESSION_BUS_ADDRESS=unix:path=/tmp/b",
+        ])
+        let plain = AppLauncher.environment(base: base, appID: appID, reason: "location", appBusAddress: nil)
+        #expect(plain.contains("DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1/bus"))
+        #expect(plain.contains("BGTASKD_LAUNCH_REASON=location"))
+    }
+
+    @Test func errorsNameTheAppTheCommandAndTheReason() {
+        let error = LaunchError(
+            code: .exec, appID: appID, commandLine: ["/opt/app", "--mode", "it's"], reason: "gone", errno: ENOENT)
+        #expect(error.description == "cannot launch org.example.Launch-Test (`/opt/app --mode 'it'\\''s'`): gone")
+    }
+
+    @Test func spawnFailsSynchronously() {
+        let missing = ProcessSpawner.spawn(
+            commandLine: ["bgtaskd-test-no-such-program"], environment: [], searchPath: "/usr/bin:/bin",
+            directory: nil, cgroupProcsFD: nil)
+        #expect(missing == .failure(.init(
+            stage: .lookup, errno: ENOENT, program: "bgtaskd-test-no-such-program", searchPath: "/usr/bin:/bin")))
+        let directory = ProcessSpawner.spawn(
+            commandLine: ["/"], environment: [], searchPath: nil, directory: nil, cgroupProcsFD: nil)
+        #expect(directory == .failure(.init(stage: .exec, errno: EACCES, program: "/", searchPath: nil)))
+        // A cgroup.procs the child cannot write to: it never gets to execve.
+        let readOnly = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        defer { close(readOnly) }
+        let cgroup = ProcessSpawner.spawn(
+            commandLine: ["/bin/true"], environment: [], searchPath: nil, directory: nil, cgroupProcsFD: readOnly)
+        #expect(cgroup == .failure(.init(stage: .cgroup, errno: EBADF, program: "/bin/true", searchPath: nil)))
+    }
+
+    @Test func cgroupThatCannotBeEnteredIsALaunchError() throws {
+        // A "hierarchy" that is a plain directory: the app's directory can be
+        // made, but it has no cgroup.procs.
+        let temporary = try TemporaryDirectory()
+        let loop = try EventLoop()
+        let launcher = AppLauncher(
+            loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger,
+            cgroupHierarchy: CgroupHierarchy(mountPoint: temporary.root, ownCgroup: "/"))
+        var result: Result<LaunchedProcess, LaunchError>?
+        launcher.launch(appID: appID, commandLine: ["/bin/true"], reason: "fetch") { result = $0 }
+        #expect(drive(loop) { result != nil })
+        guard case .failure(let error) = result else {
+            Issue.record("launched in a directory that is no cgroup: \(String(describing: result))")
+            return
+        }
+        #expect(error.code == .cgroup)
+        #expect(error.errno == ENOENT)
+        #expect(error.description.contains("org.example.Launch-Test") && error.description.contains("cgroup.procs"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.root).isEmpty, "its directory is removed")
+    }
+
+    // MARK: Launching
+
+    @Test func launchedAppGetsACleanProcessState() throws {
+        let temporary = try TemporaryDirectory()
+        let output = temporary.path("out")
+        let loop = try EventLoop()
+        let launcher = AppLauncher(
+            loop: loop, sessionBus: nil, appBusAddress: "unix:path=/tmp/bgtaskd-test-bus", logger: logger,
+            cgroupHierarchy: Self.writableHierarchy)
+        var events: [String] = []
+        var exits: [(LaunchedProcess, LaunchExit)] = []
+        launcher.onExit = { process, status in
+            events.append("exit")
+            exits.append((process, status))
+        }
+
+        // State the app must not inherit: a blocked and an ignored signal, a leaked descriptor.
+        var block = sigset_t()
+        var savedMask = sigset_t()
+        sigemptyset(&block)
+        sigaddset(&block, SIGUSR1)
+        pthread_sigmask(SIG_BLOCK, &block, &savedMask)
+        let savedUSR2 = signal(SIGUSR2, SIG_IGN)
+        // F_DUPFD (not dup2): never clobbers a descriptor of a test running in parallel.
+        let devNull = open("/dev/null", O_RDONLY)
+        let leaked = fcntl(devNull, F_DUPFD, 200)
+        close(devNull)
+        #expect(leaked >= 200 && fcntl(leaked, F_GETFD) & FD_CLOEXEC == 0)
+        defer {
+            pthread_sigmask(SIG_SETMASK, &savedMask, nil)
+            signal(SIGUSR2, savedUSR2)
+            close(leaked)
+        }
+
+        let script = """
+            echo "$BGTASKD_LAUNCH_REASON $BGTASKD_APP_ID $DBUS_SESSION_BUS_ADDRESS" > '\(output)'
+            grep -E "^(SigBlk|SigIgn)" /proc/self/status >> '\(output)'
+            ulimit -n >> '\(output)'
+            cat /proc/self/cgroup >> '\(output)'
+            echo "cwd=$(pwd -P)" >> '\(output)'
+            echo "stdin=$(readlink /proc/$$/fd/0)" >> '\(output)'
+            echo "session=$(cut -d' ' -f6 /proc/$$/stat) pid=$$" >> '\(output)'
+            echo "fds=$(ls /proc/$$/fd | tr '\\n' ' ')" >> '\(output)'
+            """
+        var result: Result<LaunchedProcess, LaunchError>?
+        launcher.launch(appID: appID, commandLine: ["/bin/sh", "-c", script], reason: "fetch") {
+            events.append("launched")
+            result = $0
+        }
+        #expect(result == nil, "the completion never runs inside launch()")
+        #expect(drive(loop) { !exits.isEmpty })
+        let process = try #require(try result?.get())
+        #expect(events == ["launched", "exit"])
+        #expect(exits.first?.0 == process)
+        #expect(exits.first?.1 == .exited(code: 0))
+        #expect(process.appID == appID && process.reason == "fetch")
+        #expect(process.unit.hasPrefix("app-bgtaskd-org.example.Launch\\x2dTest-") && process.unit.hasSuffix(".scope"))
+        #expect(isReaped(process.pid))
+        #expect(launcher.processes.isEmpty)
+
+        let lines = try String(contentsOfFile: output, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(lines.first == "fetch org.example.Launch-Test unix:path=/tmp/bgtaskd-test-bus")
+        #expect(lines.contains("SigBlk:\t0000000000000000"))
+        #expect(lines.contains("SigIgn:\t0000000000000000"))
+        #expect(lines.contains("1024"))
+        let home = ProcessInfo.processInfo.environment["HOME"].map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().path } ?? "/"
+        #expect(lines.contains("cwd=\(home)"))
+        #expect(lines.contains("stdin=/dev/null"))
+        #expect(lines.contains("session=\(process.pid) pid=\(process.pid)"))
+        let fds = lines.first { $0.hasPrefix("fds=") }?.dropFirst(4).split(separator: " ") ?? []
+        #expect(!fds.contains("\(leaked)"), "a descriptor without O_CLOEXEC leaked: \(fds)")
+
+        let cgroupText = lines.filter { $0.hasPrefix("0::") }.joined(separator: "\n")
+        if let hierarchy = Self.writableHierarchy {
+            #expect(process.placement == .cgroup)
+            let unit = try #require(SandboxInspector.unitName(fromCgroup: cgroupText))
+            #expect(unit == process.unit)
+            #expect(SandboxInspector.appID(fromUnit: unit) == appID)
+            #expect(process.cgroupPath == hierarchy.ownDirectory + "/" + process.unit)
+            #expect(drive(loop) { !FileManager.default.fileExists(atPath: process.cgroupPath!) }, "cgroup removed")
+        } else {
+            #expect(process.placement == .process)
+            #expect(process.cgroupPath == nil)
+        }
+    }
+
+    @Test func missingAndUnusableProgramsFailWithTheirErrno() throws {
+        let temporary = try TemporaryDirectory()
+        try temporary.write("not-executable", "#!/bin/sh\n")
+        let loop = try EventLoop()
+        let launcher = AppLauncher(
+            loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: Self.writableHierarchy)
+        let before = scopeDirectories()
+
+        let cases: [([String], String)] = [
+            (["bgtaskd-test-no-such-program", "--flag"], "ENOENT"),
+            (["/nonexistent/bgtaskd-test"], "ENOENT"),
+            ([temporary.path("not-executable")], "EACCES"),
+        ]
+        for (commandLine, errnoName) in cases {
+            var result: Result<LaunchedProcess, LaunchError>?
+            launcher.launch(appID: appID, commandLine: commandLine, reason: "fetch") { result = $0 }
+            #expect(drive(loop) { result != nil })
+            guard case .failure(let error) = result else {
+                Issue.record("\(commandLine) launched: \(String(describing: result))")
+                continue
+            }
+            #expect(error.code == .exec)
+            #expect(error.description.contains("org.example.Launch-Test"))
+            #expect(error.description.contains(commandLine[0]))
+            #expect(error.description.contains(errnoName), "\(error)")
+        }
+        #expect(launcher.processes.isEmpty)
+        #expect(scopeDirectories() == before, "no cgroup is left behind")
+    }
+
+    @Test func emptyCommandLineFails() throws {
+        let loop = try EventLoop()
+        let launcher = AppLauncher(loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: nil)
+        var result: Result<LaunchedProcess, LaunchError>?
+        launcher.launch(appID: appID, commandLine: [], reason: "fetch") { result = $0 }
+        #expect(drive(loop) { result != nil })
+        guard case .failure(let error) = result else {
+            Issue.record("launched nothing?")
+            return
+        }
+        #expect(error.code == .emptyCommandLine)
+        #expect(error.description.contains("org.example.Launch-Test"))
+    }
+
+    // MARK: Freezing and killing
+
+    @Test(.enabled(if: AppLauncherTests.writableHierarchy != nil)) func freezeAndThawThroughTheV2Cgroup() throws {
+        let loop = try EventLoop()
+        let launcher = AppLauncher(
+            loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: Self.writableHierarchy)
+        var exit: LaunchExit?
+        launcher.onExit = { _, status in exit = status }
+        let process = try launchSleep(launcher, loop)
+        defer { if exit == nil { launcher.killAll(process); _ = drive(loop) { exit != nil } } }
+        let cgroup = Cgroup(path: try #require(process.cgroupPath))
+
+        #expect(launcher.freeze(process))
+        #expect(drive(loop) { cgroup.isFrozen == true })
+        #expect(launcher.thaw(process))
+        #expect(drive(loop) { cgroup.isFrozen == false })
+
+        // SIGKILL reaches a frozen v2 cgroup.
+        #expect(launcher.freeze(process))
+        #expect(drive(loop) { cgroup.isFrozen == true })
+        #expect(launcher.killAll(process))
+        #expect(drive(loop) { exit != nil })
+        #expect(exit == .killed(signal: SIGKILL, coreDumped: false))
+        #expect(isReaped(process.pid))
+        #expect(drive(loop) { !FileManager.default.fileExists(atPath: cgroup.path) })
+    }
+
+    @Test func freezeFallsBackToSIGSTOPWithoutACgroup() throws {
+        let loop = try EventLoop()
+        let launcher = AppLauncher(loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: nil)
+        var exit: LaunchExit?
+        launcher.onExit = { _, status in exit = status }
+        let process = try launchSleep(launcher, loop)
+        defer { if exit == nil { launcher.killAll(process); _ = drive(loop) { exit != nil } } }
+        #expect(process.placement == .process && process.cgroupPath == nil)
+
+        #expect(launcher.freeze(process))
+        #expect(drive(loop) { processState(process.pid) == "T" })
+        #expect(launcher.thaw(process))
+        #expect(drive(loop) { processState(process.pid) == "S" })
+        #expect(launcher.killAll(process))
+        #expect(drive(loop) { exit != nil })
+        #expect(exit == .killed(signal: SIGKILL, coreDumped: false))
+        #expect(isReaped(process.pid))
+    }
+
+    /// The main process exits while another process is still in the app's
+    /// cgroup: the cgroup stays until killAll empties it, then goes.
+    @Test(.enabled(if: AppLauncherTests.writableHierarchy != nil)) func cgroupWithProcessesLeftIsRemovedWhenTheyAreGone() throws {
+        let loop = try EventLoop()
+        let launcher = AppLauncher(
+            loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: Self.writableHierarchy)
+        var exit: LaunchExit?
+        launcher.onExit = { _, status in exit = status }
+        let process = try launchSleep(launcher, loop)
+        let cgroup = Cgroup(path: try #require(process.cgroupPath))
+
+        // A process of the test's own (so the test can reap it) joins the app's cgroup.
+        let straggler = try #require(try? ProcessSpawner.spawn(
+            commandLine: ["/bin/sleep", "30"], environment: [], searchPath: nil, directory: nil, cgroupProcsFD: nil
+        ).get())
+        var stragglerReaped = false
+        defer {
+            if !stragglerReaped {
+                _ = bgt_pidfd_send_signal(straggler.pidfd, SIGKILL)
+                waitForExit(straggler)
+            }
+        }
+        try cgroup.move(pid: straggler.pid)
+
+        kill(process.pid, SIGTERM)
+        #expect(drive(loop) { exit != nil })
+        #expect(exit == .killed(signal: SIGTERM, coreDumped: false))
+        _ = drive(loop, seconds: 0.3) { false }
+        #expect(FileManager.default.fileExists(atPath: cgroup.path), "kept while a process is in it")
+
+        #expect(launcher.killAll(process), "killAll reaches what is left after the main process exited")
+        waitForExit(straggler)
+        stragglerReaped = true
+        #expect(drive(loop) { !FileManager.default.fileExists(atPath: cgroup.path) })
+    }
+
+    // MARK: systemd
+
+    @Test(.enabled(if: AppLauncherTests.hasDBusMock)) func systemdScopeIsRequestedWhenTheUserManagerIsThere() throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        try bus.startMock(["--template", "systemd"])
+        let loop = try EventLoop()
+        let session = try Bus.open(.address(bus.address))
+        try session.attach(to: loop)
+        let launcher = AppLauncher(
+            loop: loop, sessionBus: session, appBusAddress: nil, logger: logger, cgroupHierarchy: Self.writableHierarchy)
+        var exit: LaunchExit?
+        launcher.onExit = { _, status in exit = status }
+        let process = try launchSleep(launcher, loop)
+        defer { if exit == nil { launcher.killAll(process); _ = drive(loop) { exit != nil } } }
+
+        #expect(process.placement == .systemdScope)
+        #expect(process.cgroupPath == nil)
+        let calls = try bus.mockCalls().filter { $0.method == "StartTransientUnit" }
+        let call = try #require(calls.first)
+        #expect(call.arguments.count == 4)
+        #expect(call.arguments.first == .string(process.unit))
+        #expect(call.arguments.dropFirst().first == .string("fail"))
+        let properties = call.arguments.dropFirst(2).first?.description ?? ""
+        #expect(properties.contains("\"PIDs\", <[\(process.pid)]>"), "\(properties)")
+        #expect(properties.contains("\"CollectMode\", <\"inactive-or-failed\">"), "\(properties)")
+        #expect(properties.contains("\"Description\""), "\(properties)")
+        // The mock moves nothing, so killing falls back to the pidfd.
+        #expect(launcher.killAll(process))
+        #expect(drive(loop) { exit != nil })
+        #expect(isReaped(process.pid))
+    }
+
+    @Test(.enabled(if: AppLauncherTests.hasDBusMock)) func refusedScopeFallsBackToACgroupOfItsOwn() throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        try bus.startMock(["org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager"])
+        try bus.addMockMethod(
+            "StartTransientUnit", "ssa(sv)a(sa(sv))", "o",
+            "raise dbus.exceptions.DBusException('refused by the test', name='org.freedesktop.systemd1.UnitExists')")
+        let loop = try EventLoop()
+        let session = try Bus.open(.address(bus.address))
+        try session.attach(to: loop)
+        let launcher = AppLauncher(
+            loop: loop, sessionBus: session, appBusAddress: nil, logger: logger, cgroupHierarchy: Self.writableHierarchy)
+        var exit: LaunchExit?
+        launcher.onExit = { _, status in exit = status }
+        let process = try launchSleep(launcher, loop)
+        defer { if exit == nil { launcher.killAll(process); _ = drive(loop) { exit != nil } } }
+
+        if Self.writableHierarchy != nil {
+            #expect(process.placement == .cgroup)
+            let text = try String(contentsOfFile: "/proc/\(process.pid)/cgroup", encoding: .utf8)
+            #expect(SandboxInspector.unitName(fromCgroup: text) == process.unit)
+        } else {
+            #expect(process.placement == .process)
+        }
+        #expect(launcher.killAll(process))
+        #expect(drive(loop) { exit != nil })
+        if let path = process.cgroupPath { #expect(drive(loop) { !FileManager.default.fileExists(atPath: path) }) }
+    }
+
+    /// A session bus without systemd, whose activation file for
+    /// org.freedesktop.systemd1 (Debian ships one) must not be triggered.
+    @Test(.enabled(if: AppLauncherTests.hasDBusMock)) func busWithoutSystemdUsesACgroupOfItsOwn() throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let loop = try EventLoop()
+        let session = try Bus.open(.address(bus.address))
+        try session.attach(to: loop)
+        let launcher = AppLauncher(
+            loop: loop, sessionBus: session, appBusAddress: nil, logger: logger, cgroupHierarchy: Self.writableHierarchy)
+        var exit: LaunchExit?
+        launcher.onExit = { _, status in exit = status }
+        let process = try launchSleep(launcher, loop)
+        defer { if exit == nil { launcher.killAll(process); _ = drive(loop) { exit != nil } } }
+        #expect(process.placement == (Self.writableHierarchy == nil ? .process : .cgroup))
+        #expect(launcher.killAll(process))
+        #expect(drive(loop) { exit != nil })
+    }
+
+    // MARK: Helpers
+
+    /// Launches `sleep 30` and waits for the completion.
+    private func launchSleep(_ launcher: AppLauncher, _ loop: EventLoop) throws -> LaunchedProcess {
+        var result: Result<LaunchedProcess, LaunchError>?
+        launcher.launch(appID: appID, commandLine: ["sleep", "30"], reason: "fetch") { result = $0 }
+        #expect(drive(loop) { result != nil })
+        return try #require(result).get()
+    }
+
+    /// The app directories in the daemon's cgroup.
+    private func scopeDirectories() -> Set<String> {
+        guard let hierarchy = Self.writableHierarchy,
+            let names = try? FileManager.default.contentsOfDirectory(atPath: hierarchy.ownDirectory)
+        else { return [] }
+        return Set(names.filter { $0.hasPrefix("app-bgtaskd-") })
+    }
+}
+
+/// Runs the loop on this thread until `done()` or `seconds` pass; returns `done()`.
+private func drive(_ loop: EventLoop, seconds: Double = 10, until done: () -> Bool) -> Bool {
+    let deadline = bgt_monotonic_usec() + UInt64(seconds * 1_000_000)
+    while !done() {
+        if bgt_monotonic_usec() >= deadline { return false }
+        _ = sd_event_run(loop.handle, 10_000)
+    }
+    return true
+}
+
+/// Whether `pid` is no unreaped child of ours (and no zombie at all, unless reused).
+private func isReaped(_ pid: Int32) -> Bool {
+    guard waitpid(pid, nil, WNOHANG) == -1, errno == ECHILD else { return false }
+    return processState(pid) != "Z"
+}
+
+/// The state letter in `/proc/PID/status` ("S", "T", "Z" …), nil when there is no such process.
+private func processState(_ pid: Int32) -> String? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+    let line = text.split(separator: "\n").first { $0.hasPrefix("State:") }
+    return line?.dropFirst(6).trimmingCharacters(in: .whitespaces).first.map(String.init)
+}
+
+/// Waits up to 10 s for a child of the test to exit and reaps it.
+private func waitForExit(_ child: ProcessSpawner.Child) {
+    let deadline = bgt_monotonic_usec() + 10_000_000
+    while bgt_monotonic_usec() < deadline {
+        if ProcessSpawner.reap(pidfd: child.pidfd) != .running { break }
+        usleep(5_000)
+    }
+    close(child.pidfd)
+}
+
+/// A private dbus-daemon, and optionally a python-dbusmock service on it; started
+/// with the launcher's own spawner and stopped (and reaped) by pidfd.
+private final class TestBus {
+    let directory: TemporaryDirectory
+    let address: String
+    private let daemon: ProcessSpawner.Child
+    private var mock: ProcessSpawner.Child?
+    private let control: Bus
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        address = "unix:path=" + directory.path("bus")
+        var environment = ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
+        environment.removeAll { $0.hasPrefix("DBUS_SESSION_BUS_ADDRESS=") }
+        daemon = try ProcessSpawner.spawn(
+            commandLine: ["/usr/bin/dbus-daemon", "--session", "--nofork", "--nopidfile", "--address=\(address)"],
+            environment: environment, searchPath: nil, directory: nil, cgroupProcsFD: nil
+        ).get()
+        var connected: Bus?
+        let deadline = bgt_monotonic_usec() + 10_000_000
+        while connected == nil, bgt_monotonic_usec() < deadline {
+            if FileManager.default.fileExists(atPath: directory.path("bus")) {
+                connected = try? Bus.open(.address(address))
+            }
+            if connected == nil { usleep(10_000) }
+        }
+        guard let connected else {
+            Self.stop(daemon)
+            throw TestBusError(description: "dbus-daemon did not come up at \(address)")
+        }
+        control = connected
+    }
+
+    /// Starts `python3 -m dbusmock --session ARGS` and waits for its name.
+    func startMock(_ arguments: [String]) throws {
+        let environment = ProcessInfo.processInfo.environment.filter { $0.key != "DBUS_SESSION_BUS_ADDRESS" }
+            .map { "\($0.key)=\($0.value)" } + ["DBUS_SESSION_BUS_ADDRESS=\(address)"]
+        mock = try ProcessSpawner.spawn(
+            commandLine: ["/usr/bin/python3", "-m", "dbusmock", "--session"] + arguments,
+            environment: environment, searchPath: nil, directory: nil, cgroupProcsFD: nil
+        ).get()
+        let deadline = bgt_monotonic_usec() + 20_000_000
+        while bgt_monotonic_usec() < deadline {
+            let call = try control.newMethodCall(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: "NameHasOwner")
+            try call.append(SystemdUserManager.busName)
+            if try control.call(call).readBool() { return }
+            usleep(20_000)
+        }
+        throw TestBusError(description: "dbusmock did not take \(SystemdUserManager.busName)")
+    }
+
+    /// dbusmock's `AddMethod` on the main object's interface.
+    func addMockMethod(_ name: String, _ inSignature: String, _ outSignature: String, _ code: String) throws {
+        let call = try control.newMethodCall(
+            destination: SystemdUserManager.busName, path: SystemdUserManager.path,
+            interface: "org.freedesktop.DBus.Mock", member: "AddMethod")
+        for argument in ["", name, inSignature, outSignature, code] { try call.append(argument) }
+        _ = try control.call(call)
+    }
+
+    /// dbusmock's `GetCalls`: every call the mock received, oldest first.
+    func mockCalls() throws -> [(method: String, arguments: [BusValue])] {
+        let call = try control.newMethodCall(
+            destination: SystemdUserManager.busName, path: SystemdUserManager.path,
+            interface: "org.freedesktop.DBus.Mock", member: "GetCalls")
+        guard case .array(_, let entries)? = try control.call(call).readValue() else { return [] }
+        return entries.compactMap { entry in
+            guard case .structure(let fields) = entry, fields.count == 3, case .string(let method) = fields[1],
+                case .array(_, let arguments) = fields[2]
+            else { return nil }
+            return (method, arguments.map(\.unwrapped))
+        }
+    }
+
+    func stop() {
+        if let mock { Self.stop(mock) }
+        mock = nil
+        Self.stop(daemon)
+    }
+
+    private static func stop(_ child: ProcessSpawner.Child) {
+        guard bgt_pidfd_send_signal(child.pidfd, SIGTERM) == 0 else {
+            close(child.pidfd)
+            return
+        }
+        waitForExit(child)
+    }
+}
+
+private struct TestBusError: Error, CustomStringConvertible {
+    var description: String
+}
