@@ -1,0 +1,193 @@
+import Foundation
+import Synchronization
+
+/// A private `dbus-daemon` that stands in for the system bus, with
+/// python-dbusmock services on it (UPower, power-profiles-daemon …), for
+/// tests of code that follows system services.
+///
+/// The bus is a session-type bus of the test's own; point code at it with
+/// ``environment`` (`DBUS_SYSTEM_BUS_ADDRESS`) or ``address``. Every process
+/// here is owned by this object and stopped by PID in ``stop()`` or, at the
+/// latest, when it goes away. dbusmock runs under `/usr/bin/python3`, the
+/// interpreter that sees Debian's `python3-dbusmock`.
+///
+/// State changes at run time go through dbusmock's own interfaces
+/// (`org.freedesktop.DBus.Properties.Set`, `org.freedesktop.DBus.Mock.UpdateProperties`)
+/// with `busctl`, so each emits `PropertiesChanged` as the real service would.
+public final class MockSystemBus: @unchecked Sendable {
+    /// A running mock: what it stands for and its process.
+    private struct Running {
+        let service: MockService
+        let process: ChildProcess
+    }
+
+    private let bus: PrivateBus
+    private let running = Mutex<[Running]>([])
+    private let templates = Mutex<String?>(nil)
+    /// How long to wait for a mock to own its name (python start-up is slow on a busy machine).
+    private let startTimeout: Duration
+
+    /// The bus's D-Bus address (`unix:path=…`).
+    public var address: String { bus.address }
+
+    /// Environment that makes this the system bus for a child process
+    /// (sd-bus, GDBus and dbus-python all honour it).
+    public var environment: [String: String] { ["DBUS_SYSTEM_BUS_ADDRESS": address] }
+
+    /// Starts the bus and `services` on it, and returns once each owns its
+    /// name and is set up.
+    public init(services: [MockService] = [], startTimeout: Duration = .seconds(20)) throws {
+        self.startTimeout = startTimeout
+        bus = try PrivateBus()
+        do {
+            for service in services { try startService(service) }
+        } catch {
+            stop()
+            throw error
+        }
+    }
+
+    deinit { stop() }
+
+    /// The services running now.
+    public var services: [MockService] { running.withLock { $0.map(\.service) } }
+
+    /// Starts one more mock (a service that appears while the code under
+    /// test runs) and waits until it owns its name and is set up.
+    public func startService(_ service: MockService) throws {
+        if running.withLock({ $0.contains { $0.service.busName == service.busName } }) {
+            throw TestKitError("\(service.busName) is already mocked on this bus")
+        }
+        let arguments = try service.dbusmockArguments(templateDirectory: templateDirectory)
+        let process = try ChildProcess(
+            "/usr/bin/python3", ["-m", "dbusmock"] + arguments,
+            environment: environment.merging(["PYTHONDONTWRITEBYTECODE": "1"]) { $1 })
+        running.withLock { $0.append(Running(service: service, process: process)) }
+        do {
+            try waitUntilOwned(service.busName, by: process)
+            for call in service.setupCalls { try busctlChecked(call) }
+        } catch {
+            stopService(service)
+            throw error
+        }
+    }
+
+    /// Stops the mock that owns `service`'s bus name (a service that goes away).
+    /// Returns once the name is released.
+    public func stopService(_ service: MockService) {
+        let stopped = running.withLock { list -> [Running] in
+            let matching = list.filter { $0.service.busName == service.busName }
+            list.removeAll { $0.service.busName == service.busName }
+            return matching
+        }
+        for mock in stopped { mock.process.stop() }
+        // The bus releases a dead connection's names at once; wait for it, bounded.
+        let deadline = ContinuousClock.now + .seconds(5)
+        while !stopped.isEmpty, (try? isOwned(service.busName)) == true, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+    }
+
+    /// Whether `name` has an owner on this bus now.
+    public func isOwned(_ name: String) throws -> Bool {
+        let result = try busctlChecked([
+            "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner", "s", name,
+        ])
+        return result.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == "b true"
+    }
+
+    // MARK: Changing state at run time
+
+    /// Sets UPower's `OnBattery` and its display device's charge (nil: no
+    /// battery) on the running UPower mock, as UPower would on a power change:
+    /// first the display device, then `OnBattery`, each with its own `PropertiesChanged`.
+    public func setOnBattery(_ onBattery: Bool, percentage: Double?) throws {
+        guard let upower = services.first(where: { if case .upower = $0 { true } else { false } }) else {
+            throw TestKitError("no UPower mock is running on this bus")
+        }
+        try busctlChecked(MockService.displayDeviceUpdate(onBattery: onBattery, percentage: percentage))
+        try busctlChecked([
+            "set-property", upower.busName, upower.objectPath, upower.interface, "OnBattery", "b", onBattery ? "true" : "false",
+        ])
+        replace(upower, with: .upower(onBattery: onBattery, percentage: percentage))
+    }
+
+    /// Sets `ActiveProfile` on every running power-profiles-daemon mock
+    /// (`org.freedesktop.DBus.Properties.Set`, which emits `PropertiesChanged`).
+    public func setPowerProfile(_ profile: String) throws {
+        let mocks = services.filter { if case .powerProfiles = $0 { true } else { false } }
+        guard !mocks.isEmpty else { throw TestKitError("no power-profiles-daemon mock is running on this bus") }
+        for mock in mocks {
+            guard case .powerProfiles(_, let name) = mock else { continue }
+            try busctlChecked(["set-property", mock.busName, mock.objectPath, mock.interface, "ActiveProfile", "s", profile])
+            replace(mock, with: .powerProfiles(profile: profile, name: name))
+        }
+    }
+
+    // MARK: Tools
+
+    /// `busctl --address=ADDRESS ARGS` against this bus.
+    public func busctl(_ arguments: [String]) throws -> CommandResult {
+        try CommandResult.run("/usr/bin/busctl", ["--address=\(address)"] + arguments, timeout: .seconds(15))
+    }
+
+    /// Stops every mock, then the bus, each by PID. Safe to call twice.
+    public func stop() {
+        let all = running.withLock { list -> [Running] in
+            defer { list.removeAll() }
+            return list
+        }
+        for mock in all { mock.process.stop() }
+        bus.stop()
+        if let directory = templates.withLock({ dir -> String? in
+            defer { dir = nil }
+            return dir
+        }) {
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
+    // MARK: Private
+
+    @discardableResult
+    private func busctlChecked(_ arguments: [String]) throws -> CommandResult {
+        let result = try busctl(arguments)
+        guard result.succeeded else {
+            throw TestKitError("busctl \(arguments.joined(separator: " ")) failed: \(result)")
+        }
+        return result
+    }
+
+    /// Polls the bus until `name` is owned; fails early if the mock died.
+    private func waitUntilOwned(_ name: String, by process: ChildProcess) throws {
+        let deadline = ContinuousClock.now + startTimeout
+        while ContinuousClock.now < deadline {
+            if try isOwned(name) { return }
+            guard process.isRunning else {
+                throw TestKitError("the dbusmock for \(name) exited: \(process.standardError)")
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        throw TestKitError("the dbusmock for \(name) did not own its name within \(startTimeout): \(process.standardError)")
+    }
+
+    /// A directory for our own dbusmock templates, made on first use.
+    private func templateDirectory() throws -> String {
+        try templates.withLock { dir in
+            if let dir { return dir }
+            let path = FileManager.default.temporaryDirectory
+                .appendingPathComponent("bgtaskd-dbusmock-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            dir = path
+            return path
+        }
+    }
+
+    /// Records the state a mock was moved to.
+    private func replace(_ old: MockService, with new: MockService) {
+        running.withLock { list in
+            guard let index = list.firstIndex(where: { $0.service == old }) else { return }
+            list[index] = Running(service: new, process: list[index].process)
+        }
+    }
+}
