@@ -218,6 +218,10 @@ typedef struct bgt_host_api {
     int (*record_put)(bgt_host *host, const char *collection, const char *key, const void *data, size_t size);
     int (*record_delete)(bgt_host *host, const char *collection, const char *key);
     int (*record_list)(bgt_host *host, const char *collection, bgt_record_fn each, void *userdata);
+
+    /* Why the last host call of this plugin that failed did so ("not launching
+     * org.example.App for another 60 s: …"); valid until the next host call. */
+    const char *(*last_error)(bgt_host *host);
 } bgt_host_api;
 
 /* The plugin's functions. */

@@ -1,0 +1,17 @@
+/// What the daemon knows about an app.
+public struct AppInfo: Sendable, Equatable {
+    /// It has a desktop entry.
+    public var known: Bool
+    /// A connection checked in as it.
+    public var running: Bool
+    /// The daemon is launching it.
+    public var launching: Bool
+    /// `active`, `inactive` or `background` while running.
+    public var state: String?
+    /// `available`, `denied` or `restricted`.
+    public var refreshStatus: String
+    /// The modes its desktop entry declares.
+    public var modes: [String]
+    /// Its desktop entry's Name.
+    public var name: String?
+}

@@ -1,0 +1,38 @@
+/// A mode plugin written in Swift. Conform, then export it with
+/// ``PluginExport/descriptor(for:)`` from a `@_cdecl("bgtaskd_plugin_entry")`
+/// function:
+///
+/// ```swift
+/// @_cdecl("bgtaskd_plugin_entry")
+/// public func bgtaskdPluginEntry() -> UnsafeRawPointer {
+///     PluginExport.descriptor(for: FetchMode.self)
+/// }
+/// ```
+///
+/// Everything runs on the daemon's loop thread: never block.
+public protocol ModePlugin: AnyObject {
+    /// The mode this plugin implements (`fetch`, `remote-notification`, `location`);
+    /// the library must be named `libbgtaskd-mode-<name>.so`.
+    static var name: String { get }
+    /// The plugin's own version.
+    static var version: String { get }
+    /// Creates the plugin; throw to refuse to load (the message is logged).
+    init(host: PluginHost) throws
+    /// Exports interfaces, loads records, schedules.
+    func start() throws
+    /// The daemon is stopping: finish writing.
+    func stop()
+    /// A method of one of the plugin's interfaces was called. Reply with
+    /// ``PluginCall/reply(_:)``, or throw a ``ModeError`` to answer with it, or
+    /// keep the call to answer later.
+    func handle(_ call: PluginCall) throws
+    /// Something happened that the plugin may care about.
+    func handle(_ event: PluginEvent)
+    /// Adds what the plugin knows about an app to `bgtaskctl apps`.
+    func describe(app: String, into description: inout [String: PluginValue])
+}
+
+extension ModePlugin {
+    public func stop() {}
+    public func describe(app: String, into description: inout [String: PluginValue]) {}
+}

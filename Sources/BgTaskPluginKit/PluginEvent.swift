@@ -1,0 +1,23 @@
+/// Something the daemon tells a plugin.
+public enum PluginEvent: Equatable, Sendable {
+    /// A connection checked in as `app`; `reason` is why it runs (`user`, `fetch` …).
+    case appCheckedIn(app: String, connection: String, reason: String)
+    /// `app` moved to `state` (`active`, `inactive`, `background`).
+    case appStateChanged(app: String, state: String)
+    /// The last connection and process of `app` are gone.
+    case appGone(app: String)
+    /// The moment asked for with ``PluginHost/scheduleOpportunity(at:)`` came, or the machine woke.
+    case wakeOpportunity(realtimeMicroseconds: UInt64)
+    /// A wake asked for with ``PluginHost/wake(_:reason:budget:)`` can be delivered: send the event to `connection`.
+    case tokenReady(app: String, token: String, connection: String)
+    /// The app completed the token in time.
+    case tokenCompleted(app: String, token: String)
+    /// The token's budget ran out; the app is being terminated. An offence.
+    case tokenExpired(app: String, token: String)
+    /// Launching the app for the token failed; the token is gone.
+    case launchFailed(app: String, token: String?, reason: String)
+    /// Desktop entries were added, removed or changed.
+    case appsChanged
+    /// Background App Refresh settings or the power state changed.
+    case refreshChanged
+}

@@ -1,0 +1,114 @@
+import BgTaskPluginABI
+import Glibc
+
+/// Builds the C descriptor for a ``ModePlugin`` type. Each plugin library has
+/// its own copy of this module, so the one factory it holds is that plugin's.
+public enum PluginExport {
+    nonisolated(unsafe) private static var factory: ((PluginHost) throws -> any ModePlugin)?
+    nonisolated(unsafe) private static var descriptor: UnsafeMutablePointer<bgt_plugin_descriptor>?
+
+    /// The descriptor to return from `bgtaskd_plugin_entry`.
+    public static func descriptor<Plugin: ModePlugin>(for type: Plugin.Type) -> UnsafeRawPointer {
+        if let descriptor { return UnsafeRawPointer(descriptor) }
+        factory = { try Plugin(host: $0) }
+        let d = UnsafeMutablePointer<bgt_plugin_descriptor>.allocate(capacity: 1)
+        d.initialize(to: bgt_plugin_descriptor())
+        d.pointee.struct_version = UInt32(BGTASKD_PLUGIN_DESCRIPTOR_VERSION)
+        d.pointee.abi_major = UInt16(BGTASKD_PLUGIN_ABI_MAJOR)
+        d.pointee.abi_minor = UInt16(BGTASKD_PLUGIN_ABI_MINOR)
+        d.pointee.name = UnsafePointer(strdup(Plugin.name))
+        d.pointee.version = UnsafePointer(strdup(Plugin.version))
+        d.pointee.`init` = { api, host, errorOut, errorSize in
+            guard let api, let host, let factory = PluginExport.factory else { return nil }
+            do {
+                let plugin = try factory(PluginHost(api: api, handle: host))
+                return UnsafeMutableRawPointer(Unmanaged.passRetained(PluginBox(plugin, api: api)).toOpaque())
+            } catch {
+                write("\(error)", to: errorOut, size: errorSize)
+                return nil
+            }
+        }
+        d.pointee.start = { context, errorOut, errorSize in
+            do {
+                try PluginBox.from(context).plugin.start()
+                return 0
+            } catch {
+                write("\(error)", to: errorOut, size: errorSize)
+                return -EINVAL
+            }
+        }
+        d.pointee.stop = { context in
+            guard let context else { return }
+            let box = Unmanaged<PluginBox>.fromOpaque(context)
+            box.takeUnretainedValue().plugin.stop()
+            box.release()
+        }
+        d.pointee.handle_call = { context, interface, member, call in
+            let box = PluginBox.from(context)
+            let pluginCall = PluginCall(
+                api: box.api, handle: call!, interface: String(cString: interface!), member: String(cString: member!))
+            do {
+                try box.plugin.handle(pluginCall)
+            } catch let error as ModeError {
+                pluginCall.fail(error)
+            } catch {
+                pluginCall.fail(.failed("\(error)"))
+            }
+        }
+        d.pointee.event = { context, event in
+            guard let event, let converted = PluginExport.convert(event.pointee) else { return }
+            PluginBox.from(context).plugin.handle(converted)
+        }
+        d.pointee.describe_app = { context, app, dict in
+            let box = PluginBox.from(context)
+            var description: [String: PluginValue] = [:]
+            box.plugin.describe(app: String(cString: app!), into: &description)
+            try? PluginMessage(api: box.api, handle: dict!).appendEntries(description)
+        }
+        descriptor = d
+        return UnsafeRawPointer(d)
+    }
+
+    static func convert(_ event: bgt_event) -> PluginEvent? {
+        func text(_ pointer: UnsafePointer<CChar>?) -> String { pointer.map { String(cString: $0) } ?? "" }
+        switch Int(event.type) {
+        case BGT_EVENT_APP_CHECKED_IN:
+            return .appCheckedIn(app: text(event.app_id), connection: text(event.connection), reason: text(event.reason))
+        case BGT_EVENT_APP_STATE_CHANGED: return .appStateChanged(app: text(event.app_id), state: text(event.state))
+        case BGT_EVENT_APP_GONE: return .appGone(app: text(event.app_id))
+        case BGT_EVENT_WAKE_OPPORTUNITY: return .wakeOpportunity(realtimeMicroseconds: event.realtime_usec)
+        case BGT_EVENT_TOKEN_READY:
+            return .tokenReady(app: text(event.app_id), token: text(event.token), connection: text(event.connection))
+        case BGT_EVENT_TOKEN_COMPLETED: return .tokenCompleted(app: text(event.app_id), token: text(event.token))
+        case BGT_EVENT_TOKEN_EXPIRED: return .tokenExpired(app: text(event.app_id), token: text(event.token))
+        case BGT_EVENT_LAUNCH_FAILED:
+            return .launchFailed(app: text(event.app_id), token: event.token.map { String(cString: $0) }, reason: text(event.reason))
+        case BGT_EVENT_APPS_CHANGED: return .appsChanged
+        case BGT_EVENT_REFRESH_CHANGED: return .refreshChanged
+        default: return nil  // newer hosts may send events this plugin does not know
+        }
+    }
+}
+
+/// Holds the plugin instance behind the `void *` the host keeps.
+final class PluginBox {
+    let plugin: any ModePlugin
+    let api: UnsafePointer<bgt_host_api>
+
+    init(_ plugin: any ModePlugin, api: UnsafePointer<bgt_host_api>) {
+        self.plugin = plugin
+        self.api = api
+    }
+
+    static func from(_ context: UnsafeMutableRawPointer?) -> PluginBox {
+        Unmanaged<PluginBox>.fromOpaque(context!).takeUnretainedValue()
+    }
+}
+
+/// Copies `text` into a C error buffer of `size` bytes, NUL-terminated.
+private func write(_ text: String, to buffer: UnsafeMutablePointer<CChar>?, size: Int) {
+    guard let buffer, size > 0 else { return }
+    let bytes = Array(text.utf8.prefix(size - 1))
+    for (index, byte) in bytes.enumerated() { buffer[index] = CChar(bitPattern: byte) }
+    buffer[bytes.count] = 0
+}

@@ -1,0 +1,189 @@
+import BgTaskPluginABI
+
+/// The daemon, as a plugin sees it: logging, clocks, configuration, D-Bus,
+/// apps and wakes, and durable records.
+public final class PluginHost {
+    let api: UnsafePointer<bgt_host_api>
+    let handle: OpaquePointer
+    /// Interfaces exported so far, kept alive for the C strings the host holds on to… only during the call.
+    private var exported: [PluginInterface] = []
+
+    init(api: UnsafePointer<bgt_host_api>, handle: OpaquePointer) {
+        self.api = api
+        self.handle = handle
+    }
+
+    /// Log priorities, as syslog's.
+    public enum LogLevel: Int32, Sendable {
+        case error = 3, warning, notice, info, debug
+    }
+
+    public func log(_ level: LogLevel, _ message: String) {
+        message.withCString { api.pointee.log(handle, level.rawValue, $0) }
+    }
+
+    /// CLOCK_MONOTONIC in µs (stops while the machine sleeps).
+    public var monotonicMicroseconds: UInt64 { api.pointee.monotonic_usec(handle) }
+    /// CLOCK_REALTIME in µs since the Unix epoch.
+    public var realtimeMicroseconds: UInt64 { api.pointee.realtime_usec(handle) }
+
+    /// A configuration value (`Fetch.WakeBudgetSec`) as text.
+    public func config(_ key: String) -> String? {
+        key.withCString { api.pointee.config(handle, $0) }.map { String(cString: $0) }
+    }
+
+    /// A configuration value as a number.
+    public func configNumber(_ key: String) -> Double? {
+        config(key).flatMap(Double.init)
+    }
+
+    private var lastError: String {
+        api.pointee.last_error(handle).map { String(cString: $0) } ?? "unknown error"
+    }
+
+    // MARK: D-Bus
+
+    /// Exports an interface on `/org/bgtaskd/BackgroundTasks1` (call from `start()`).
+    public func export(_ interface: PluginInterface) throws(ModeError) {
+        var strings: [UnsafeMutablePointer<CChar>] = []
+        defer { for pointer in strings { free(pointer) } }
+        func keep(_ text: String) -> UnsafePointer<CChar> {
+            let pointer = strdup(text)!
+            strings.append(pointer)
+            return UnsafePointer(pointer)
+        }
+        let members: [bgt_member] = interface.members.map { member in
+            var m = bgt_member()
+            switch member {
+            case .method(let name, let inputs, let outputs):
+                m.kind = UInt32(BGT_MEMBER_METHOD)
+                m.name = keep(name)
+                m.in_signature = keep(inputs.map(\.1).joined())
+                m.in_names = keep(inputs.map(\.0).joined(separator: ","))
+                m.out_signature = keep(outputs.map(\.1).joined())
+                m.out_names = keep(outputs.map(\.0).joined(separator: ","))
+            case .signal(let name, let arguments):
+                m.kind = UInt32(BGT_MEMBER_SIGNAL)
+                m.name = keep(name)
+                m.in_signature = keep(arguments.map(\.1).joined())
+                m.in_names = keep(arguments.map(\.0).joined(separator: ","))
+            }
+            return m
+        }
+        let result = members.withUnsafeBufferPointer { buffer in
+            var description = bgt_interface(name: keep(interface.name), members: buffer.baseAddress, n_members: buffer.count)
+            return api.pointee.export_interface(handle, &description)
+        }
+        if result < 0 { throw ModeError.failed(lastError) }
+        exported.append(interface)
+    }
+
+    /// Sends a signal of one of the plugin's interfaces to one connection only.
+    public func emit(
+        _ member: String, interface: String, to connection: String, _ body: (PluginMessage) throws(ModeError) -> Void
+    ) throws(ModeError) {
+        guard let signal = interface.withCString({ i in member.withCString { m in api.pointee.signal_new(handle, i, m) } }) else {
+            throw ModeError.failed("cannot create signal \(member)")
+        }
+        do {
+            try body(PluginMessage(api: api, handle: signal))
+        } catch {
+            api.pointee.message_free(signal)
+            throw error
+        }
+        if connection.withCString({ api.pointee.signal_send(handle, signal, $0) }) < 0 { throw ModeError.failed(lastError) }
+    }
+
+    // MARK: Apps and wakes
+
+    /// What the daemon knows about an app; nil when it has no desktop entry.
+    public func appInfo(_ app: String) -> AppInfo? {
+        var info = bgt_app_info()
+        info.struct_size = UInt32(MemoryLayout<bgt_app_info>.size)
+        guard app.withCString({ api.pointee.app_info(handle, $0, &info) }) >= 0 else { return nil }
+        return AppInfo(
+            known: info.known != 0, running: info.running != 0, launching: info.launching != 0,
+            state: info.state.map { String(cString: $0) },
+            refreshStatus: info.refresh_status.map { String(cString: $0) } ?? "available",
+            modes: (info.modes.map { String(cString: $0) } ?? "").split(separator: ";").map(String.init),
+            name: info.name.map { String(cString: $0) })
+    }
+
+    /// Every app whose desktop entry declares `mode`.
+    public func apps(declaring mode: String) -> [String] {
+        final class Box { var apps: [String] = [] }
+        let box = Box()
+        _ = mode.withCString { m in
+            api.pointee.list_apps(handle, m, { userdata, app in
+                Unmanaged<Box>.fromOpaque(userdata!).takeUnretainedValue().apps.append(String(cString: app!))
+            }, Unmanaged.passUnretained(box).toOpaque())
+        }
+        return box.apps
+    }
+
+    /// Wakes `app` for `reason` with `budget` seconds to complete; launches it
+    /// if it is not running. Returns the token; ``PluginEvent/tokenReady(app:token:connection:)`` follows.
+    public func wake(_ app: String, reason: String, budget: Double) throws(ModeError) -> String {
+        var token = [CChar](repeating: 0, count: 128)
+        let result = app.withCString { a in
+            reason.withCString { r in api.pointee.wake_app(handle, a, r, budget, &token, token.count) }
+        }
+        if result < 0 { throw ModeError.failed(lastError) }
+        return token.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+
+    /// The app behind `connection` completed `token`; throws `NoSuchToken` when it cannot have.
+    public func complete(token: String, connection: String) throws(ModeError) {
+        let result = token.withCString { t in connection.withCString { c in api.pointee.complete_token(handle, t, c) } }
+        if result < 0 { throw ModeError.bgtaskd("NoSuchToken", lastError) }
+    }
+
+    /// Asks for a ``PluginEvent/wakeOpportunity(realtimeMicroseconds:)`` at a CLOCK_REALTIME time (0 cancels).
+    public func scheduleOpportunity(at realtimeMicroseconds: UInt64) {
+        _ = api.pointee.schedule_opportunity(handle, realtimeMicroseconds)
+    }
+
+    /// The app's foreground intervals since `since` (realtime µs); `end` 0 while still open.
+    public func usage(of app: String, since: UInt64) -> [(start: UInt64, end: UInt64)] {
+        final class Box { var intervals: [(start: UInt64, end: UInt64)] = [] }
+        let box = Box()
+        _ = app.withCString { a in
+            api.pointee.usage_history(handle, a, since, { userdata, start, end in
+                Unmanaged<Box>.fromOpaque(userdata!).takeUnretainedValue().intervals.append((start, end))
+            }, Unmanaged.passUnretained(box).toOpaque())
+        }
+        return box.intervals
+    }
+
+    // MARK: Durable records
+
+    /// Stores a record; it is on disk when this returns.
+    public func put(_ data: [UInt8], collection: String, key: String) throws(ModeError) {
+        let result = collection.withCString { c in
+            key.withCString { k in data.withUnsafeBytes { api.pointee.record_put(handle, c, k, $0.baseAddress, $0.count) } }
+        }
+        if result < 0 { throw ModeError.failed(lastError) }
+    }
+
+    /// Deletes a record (no error if it does not exist).
+    public func delete(collection: String, key: String) throws(ModeError) {
+        let result = collection.withCString { c in key.withCString { k in api.pointee.record_delete(handle, c, k) } }
+        if result < 0 { throw ModeError.failed(lastError) }
+    }
+
+    /// Every record of a collection, by key.
+    public func records(collection: String) throws(ModeError) -> [(key: String, data: [UInt8])] {
+        final class Box { var records: [(key: String, data: [UInt8])] = [] }
+        let box = Box()
+        let result = collection.withCString { c in
+            api.pointee.record_list(handle, c, { userdata, key, data, size in
+                let bytes = data.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
+                Unmanaged<Box>.fromOpaque(userdata!).takeUnretainedValue().records.append((String(cString: key!), bytes))
+            }, Unmanaged.passUnretained(box).toOpaque())
+        }
+        if result < 0 { throw ModeError.failed(lastError) }
+        return box.records
+    }
+}
+
+import Glibc

@@ -1,0 +1,145 @@
+import BgTaskPluginABI
+
+/// A D-Bus message a plugin reads (call arguments) or writes (replies,
+/// signals), through the host's functions.
+public struct PluginMessage {
+    let api: UnsafePointer<bgt_host_api>
+    let handle: OpaquePointer
+
+    private func check(_ result: Int32, _ what: @autoclosure () -> String) throws(ModeError) {
+        if result < 0 { throw ModeError.invalidArgs(what()) }
+    }
+
+    private func readBasic<T>(_ type: Character, _ initial: T) throws(ModeError) -> T {
+        var value = initial
+        let result = withUnsafeMutablePointer(to: &value) {
+            api.pointee.message_read(handle, CChar(type.asciiValue!), UnsafeMutableRawPointer($0))
+        }
+        if result <= 0 { throw ModeError.invalidArgs("expected an argument of type '\(type)'") }
+        return value
+    }
+
+    // MARK: Reading
+
+    public func readString() throws(ModeError) -> String {
+        String(cString: try readBasic("s", UnsafePointer<CChar>?.none)!)
+    }
+    public func readDouble() throws(ModeError) -> Double { try readBasic("d", 0.0) }
+    public func readUInt32() throws(ModeError) -> UInt32 { try readBasic("u", UInt32(0)) }
+    public func readUInt64() throws(ModeError) -> UInt64 { try readBasic("t", UInt64(0)) }
+    public func readInt64() throws(ModeError) -> Int64 { try readBasic("x", Int64(0)) }
+    public func readInt32() throws(ModeError) -> Int32 { try readBasic("i", Int32(0)) }
+    public func readBool() throws(ModeError) -> Bool { try readBasic("b", Int32(0)) != 0 }
+
+    /// The next value's type and, for containers, its contents; nil at the end.
+    public func peek() throws(ModeError) -> (type: Character, contents: String?)? {
+        var type: CChar = 0
+        var contents: UnsafePointer<CChar>?
+        let result = api.pointee.message_peek(handle, &type, &contents)
+        try check(result, "cannot read the next argument")
+        if result == 0 { return nil }
+        return (Character(Unicode.Scalar(UInt8(bitPattern: type))), contents.map { String(cString: $0) })
+    }
+
+    /// Reads an `a{sv}` dictionary; values of types without a ``PluginValue`` case are `.other`.
+    public func readOptions() throws(ModeError) -> [String: PluginValue] {
+        var options: [String: PluginValue] = [:]
+        try check(api.pointee.message_enter(handle, CChar(UInt8(ascii: "a")), "{sv}"), "expected an a{sv} argument")
+        while api.pointee.message_enter(handle, CChar(UInt8(ascii: "e")), "sv") > 0 {
+            let key = try readString()
+            options[key] = try readVariant()
+            try check(api.pointee.message_exit(handle), "malformed a{sv}")
+        }
+        try check(api.pointee.message_exit(handle), "malformed a{sv}")
+        return options
+    }
+
+    /// Reads a variant's value.
+    public func readVariant() throws(ModeError) -> PluginValue {
+        guard let (type, contents) = try peek(), type == "v", let inner = contents else {
+            throw ModeError.invalidArgs("expected a variant")
+        }
+        try check(api.pointee.message_enter(handle, CChar(UInt8(ascii: "v")), inner), "malformed variant")
+        defer { _ = api.pointee.message_exit(handle) }
+        switch inner {
+        case "b": return .bool(try readBool())
+        case "y": return .uint(UInt64(try readBasic("y", UInt8(0))))
+        case "n": return .int(Int64(try readBasic("n", Int16(0))))
+        case "q": return .uint(UInt64(try readBasic("q", UInt16(0))))
+        case "i": return .int(Int64(try readInt32()))
+        case "u": return .uint(UInt64(try readUInt32()))
+        case "x": return .int(try readInt64())
+        case "t": return .uint(try readUInt64())
+        case "d": return .double(try readDouble())
+        case "s", "o", "g": return .string(String(cString: try readBasic(Character(inner), UnsafePointer<CChar>?.none)!))
+        case "as":
+            var strings: [String] = []
+            try check(api.pointee.message_enter(handle, CChar(UInt8(ascii: "a")), "s"), "malformed array")
+            while let (type, _) = try peek(), type == "s" { strings.append(try readString()) }
+            try check(api.pointee.message_exit(handle), "malformed array")
+            return .strings(strings)
+        default:
+            try check(api.pointee.message_skip(handle, inner), "cannot skip a value of type '\(inner)'")
+            return .other(inner)
+        }
+    }
+
+    // MARK: Writing
+
+    private func appendBasic<T>(_ type: Character, _ value: T) throws(ModeError) {
+        var value = value
+        let result = withUnsafePointer(to: &value) { api.pointee.message_append(handle, CChar(type.asciiValue!), $0) }
+        try check(result, "cannot append a value of type '\(type)'")
+    }
+
+    public func append(_ value: String) throws(ModeError) {
+        let result = value.withCString { api.pointee.message_append(handle, CChar(UInt8(ascii: "s")), $0) }
+        try check(result, "cannot append a string")
+    }
+    public func append(_ value: Double) throws(ModeError) { try appendBasic("d", value) }
+    public func append(_ value: UInt32) throws(ModeError) { try appendBasic("u", value) }
+    public func append(_ value: UInt64) throws(ModeError) { try appendBasic("t", value) }
+    public func append(_ value: Int64) throws(ModeError) { try appendBasic("x", value) }
+    public func append(_ value: Bool) throws(ModeError) { try appendBasic("b", Int32(value ? 1 : 0)) }
+
+    /// Writes `body` inside a container (`a`, `r`, `e`, `v`).
+    public func container(_ type: Character, _ contents: String, _ body: () throws(ModeError) -> Void) throws(ModeError) {
+        try check(api.pointee.message_open(handle, CChar(type.asciiValue!), contents), "cannot open '\(type)\(contents)'")
+        try body()
+        try check(api.pointee.message_close(handle), "cannot close '\(type)\(contents)'")
+    }
+
+    /// Appends a variant holding `value`.
+    public func append(variant value: PluginValue) throws(ModeError) {
+        switch value {
+        case .bool(let v): try container("v", "b") { () throws(ModeError) in try append(v) }
+        case .int(let v): try container("v", "x") { () throws(ModeError) in try append(v) }
+        case .uint(let v): try container("v", "t") { () throws(ModeError) in try append(v) }
+        case .double(let v): try container("v", "d") { () throws(ModeError) in try append(v) }
+        case .string(let v): try container("v", "s") { () throws(ModeError) in try append(v) }
+        case .strings(let values):
+            try container("v", "as") { () throws(ModeError) in
+                try container("a", "s") { () throws(ModeError) in for v in values { try append(v) } }
+            }
+        case .dictionary(let entries):
+            try container("v", "a{sv}") { () throws(ModeError) in try append(dictionary: entries) }
+        case .other(let signature):
+            throw ModeError.failed("cannot write a value of type '\(signature)'")
+        }
+    }
+
+    /// Appends `a{sv}` entries to an `a{sv}` container that is already open.
+    public func appendEntries(_ entries: [String: PluginValue]) throws(ModeError) {
+        for key in entries.keys.sorted() {
+            try container("e", "sv") { () throws(ModeError) in
+                try append(key)
+                try append(variant: entries[key]!)
+            }
+        }
+    }
+
+    /// Appends a whole `a{sv}` dictionary.
+    public func append(dictionary entries: [String: PluginValue]) throws(ModeError) {
+        try container("a", "{sv}") { () throws(ModeError) in try appendEntries(entries) }
+    }
+}
