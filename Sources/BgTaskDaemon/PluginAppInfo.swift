@@ -1,0 +1,10 @@
+/// What the host tells a plugin about an app (`bgt_app_info`).
+struct PluginAppInfo: Sendable, Equatable {
+    var known = false
+    var running = false
+    var launching = false
+    var state: String?
+    var refreshStatus = "available"
+    var modes: [String] = []
+    var name: String?
+}

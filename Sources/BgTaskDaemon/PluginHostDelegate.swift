@@ -1,0 +1,26 @@
+import BgTaskCore
+import Logging
+import SDBus
+
+/// What a plugin host needs from the daemon. The daemon implements it; so
+/// does the offline describer behind `--bus-introspect`, which only records
+/// the interfaces plugins export.
+protocol PluginHostDelegate: AnyObject {
+    var logger: Logger { get }
+    /// The loop plugin events and timers run on; nil offline.
+    var pluginLoop: EventLoop? { get }
+    func configValue(_ key: String) -> String?
+    func export(_ interface: BusInterface, for host: PluginHost) throws(BusError)
+    /// A new signal message (`sd_bus_message *`) on the daemon's object, or nil offline.
+    func newSignal(interface: String, member: String) -> OpaquePointer?
+    func appInfo(_ app: AppID) -> PluginAppInfo
+    func apps(declaring mode: String) -> [AppID]
+    func wake(_ app: AppID, reason: String, plugin: String, budget: Duration) throws(CoreError) -> String
+    func completeWake(token: String, connection: ConnectionID) throws(CoreError)
+    func usage(of app: AppID, since: UInt64) -> [(start: UInt64, end: UInt64)]
+    func putRecord(plugin: String, collection: String, key: String, data: [UInt8]) -> Bool
+    func deleteRecord(plugin: String, collection: String, key: String) -> Bool
+    func records(plugin: String, collection: String) -> [(key: String, data: [UInt8])]?
+    /// Asks for a wake opportunity event for `host` at `realtimeMicroseconds` (0 cancels).
+    func scheduleOpportunity(for host: PluginHost, at realtimeMicroseconds: UInt64)
+}

@@ -1,0 +1,199 @@
+@testable import BgTaskDaemon
+import BgTaskCore
+import Foundation
+import Logging
+import SDBus
+import Testing
+
+/// The loader's rules (DESIGN §7) against real shared libraries, compiled from
+/// C at test time against the checked-in ABI header: a good plugin, a wrong
+/// major, a newer minor, no entry symbol, empty metadata, a failing init,
+/// insecure files and directories, and a file that is no library at all.
+@Suite struct PluginLoaderTests {
+    static let header = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Sources/BgTaskPluginABI/include").path
+
+    /// A plugin in C; `descriptor` overrides fields of a valid descriptor.
+    static func source(name: String, major: String = "BGTASKD_PLUGIN_ABI_MAJOR", minor: String = "BGTASKD_PLUGIN_ABI_MINOR",
+                       version: String = "\"1.0.0\"", entry: String = "bgtaskd_plugin_entry", initFails: Bool = false) -> String {
+        """
+        #include <stddef.h>
+        #include <string.h>
+        #include "bgtaskd_plugin.h"
+        static int state;
+        static void *plugin_init(const bgt_host_api *api, bgt_host *host, char *error, size_t size) {
+            (void) api; (void) host;
+            if (\(initFails ? 1 : 0)) { strncpy(error, "the fixture refuses to start", size); return NULL; }
+            return &state;
+        }
+        static int plugin_start(void *plugin, char *error, size_t size) { (void) plugin; (void) error; (void) size; return 0; }
+        static void plugin_stop(void *plugin) { (void) plugin; }
+        static void plugin_call(void *plugin, const char *i, const char *m, bgt_call *call) { (void) plugin; (void) i; (void) m; (void) call; }
+        static void plugin_event(void *plugin, const bgt_event *event) { (void) plugin; (void) event; }
+        static const bgt_plugin_descriptor descriptor = {
+            .struct_version = BGTASKD_PLUGIN_DESCRIPTOR_VERSION, .abi_major = \(major), .abi_minor = \(minor),
+            .name = "\(name)", .version = \(version),
+            .init = plugin_init, .start = plugin_start, .stop = plugin_stop,
+            .handle_call = plugin_call, .event = plugin_event,
+        };
+        const bgt_plugin_descriptor *\(entry)(void) { return &descriptor; }
+        """
+    }
+
+    /// A fresh 0755 directory with the given plugins compiled into it.
+    static func directory(_ plugins: [(file: String, source: String)]) throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-plugins-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        for plugin in plugins {
+            let source = directory + "/" + plugin.file + ".c"
+            try plugin.source.write(toFile: source, atomically: true, encoding: .utf8)
+            let compiler = Process()
+            compiler.executableURL = URL(fileURLWithPath: "/usr/bin/cc")
+            compiler.arguments = ["-shared", "-fPIC", "-Wall", "-Werror", "-I", header, "-o", directory + "/" + plugin.file, source]
+            try compiler.run()
+            compiler.waitUntilExit()
+            guard compiler.terminationStatus == 0 else { throw PluginError("cannot compile the fixture \(plugin.file)") }
+            try FileManager.default.removeItem(atPath: source)
+            chmod(directory + "/" + plugin.file, 0o755)
+        }
+        return directory
+    }
+
+    let loader = PluginLoader(logger: Logger(label: "test"))
+
+    private func refusal(_ path: String) -> PluginLoader.Refusal? {
+        do {
+            _ = try loader.open(path)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func goodPluginIsAccepted() throws {
+        let dir = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo"))])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let candidates = loader.candidates(in: [dir])
+        #expect(candidates.map(\.name) == ["demo"])
+        #expect(candidates.first?.version == "1.0.0")
+    }
+
+    @Test func wrongMajorIsRefused() throws {
+        let dir = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo", major: "2"))])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(refusal(dir + "/libbgtaskd-mode-demo.so") == .incompatibleABI(major: 2, minor: 0))
+        #expect(loader.candidates(in: [dir]).isEmpty)
+    }
+
+    @Test func newerMinorIsRefused() throws {
+        let dir = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo", minor: "BGTASKD_PLUGIN_ABI_MINOR + 1"))])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let refused = refusal(dir + "/libbgtaskd-mode-demo.so")
+        #expect(refused == .incompatibleABI(major: 1, minor: 1))
+        #expect(refused?.description.contains("this bgtaskd speaks 1.0") == true)
+    }
+
+    @Test func missingEntrySymbolIsNotAPlugin() throws {
+        let dir = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo", entry: "some_other_symbol"))])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        guard case .notAPlugin(let why) = refusal(dir + "/libbgtaskd-mode-demo.so") else {
+            Issue.record("expected notAPlugin")
+            return
+        }
+        #expect(why.contains("bgtaskd_plugin_entry"))
+    }
+
+    @Test func emptyNameAndVersionAreBadMetadata() throws {
+        let dir = try Self.directory([
+            ("libbgtaskd-mode-demo.so", Self.source(name: "")),
+            ("libbgtaskd-mode-other.so", Self.source(name: "other", version: "\"\"")),
+            ("libbgtaskd-mode-third.so", Self.source(name: "mismatched")),
+        ])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(refusal(dir + "/libbgtaskd-mode-demo.so") == .badMetadata("empty name"))
+        #expect(refusal(dir + "/libbgtaskd-mode-other.so") == .badMetadata("empty version"))
+        #expect(refusal(dir + "/libbgtaskd-mode-third.so") == .badMetadata("its name 'mismatched' does not match its file name"))
+    }
+
+    @Test func garbageFileIsNotAPlugin() throws {
+        let dir = try Self.directory([])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try "not an ELF file".write(toFile: dir + "/libbgtaskd-mode-junk.so", atomically: true, encoding: .utf8)
+        guard case .notAPlugin = refusal(dir + "/libbgtaskd-mode-junk.so") else {
+            Issue.record("expected notAPlugin")
+            return
+        }
+    }
+
+    @Test func filesWritableByOthersAreRefused() throws {
+        let dir = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo"))])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        chmod(dir + "/libbgtaskd-mode-demo.so", 0o666)
+        guard case .insecure(let why) = refusal(dir + "/libbgtaskd-mode-demo.so") else {
+            Issue.record("expected insecure")
+            return
+        }
+        #expect(why.contains("writable"))
+    }
+
+    @Test func directoryWritableByOthersIsIgnored() throws {
+        let dir = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo"))])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        chmod(dir, 0o777)
+        #expect(PluginLoader.writableByOthers(dir) != nil)
+        #expect(loader.candidates(in: [dir]).isEmpty)
+    }
+
+    @Test func onlyModeLibrariesAreConsidered() throws {
+        let dir = try Self.directory([
+            ("libbgtaskd-mode-demo.so", Self.source(name: "demo")),
+            ("libsomething-else.so", Self.source(name: "demo")),
+        ])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(loader.candidates(in: [dir]).map(\.path) == [dir + "/libbgtaskd-mode-demo.so"])
+    }
+
+    @Test func earlierDirectoryWinsForTheSameMode() throws {
+        let first = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo", version: "\"1.0.0\""))])
+        let second = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo", version: "\"2.0.0\""))])
+        defer {
+            try? FileManager.default.removeItem(atPath: first)
+            try? FileManager.default.removeItem(atPath: second)
+        }
+        let candidates = loader.candidates(in: [first, second])
+        #expect(candidates.map(\.version) == ["1.0.0"])
+    }
+
+    @Test func failingInitIsRefusedWithItsReason() throws {
+        let dir = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo", initFails: true))])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let candidate = try #require(loader.candidates(in: [dir]).first)
+        let delegate = RecordingPluginDelegate()
+        let host = PluginHost(candidate: candidate, delegate: delegate)
+        let error = #expect(throws: PluginError.self) { try host.start() }
+        #expect(error?.description == "init failed: the fixture refuses to start")
+    }
+}
+
+/// A plugin host delegate that serves nothing and records exports.
+final class RecordingPluginDelegate: PluginHostDelegate {
+    let logger = Logger(label: "test")
+    var exported: [BusInterface] = []
+    var pluginLoop: EventLoop? { nil }
+    func configValue(_ key: String) -> String? { Configuration().value(of: key) }
+    func export(_ interface: BusInterface, for host: PluginHost) throws(BusError) { exported.append(interface) }
+    func newSignal(interface: String, member: String) -> OpaquePointer? { nil }
+    func appInfo(_ app: AppID) -> PluginAppInfo { PluginAppInfo() }
+    func apps(declaring mode: String) -> [AppID] { [] }
+    func wake(_ app: AppID, reason: String, plugin: String, budget: Duration) throws(CoreError) -> String {
+        throw CoreError(.failed, "no wakes here")
+    }
+    func completeWake(token: String, connection: ConnectionID) throws(CoreError) {
+        throw CoreError(.noSuchToken, "no wakes here")
+    }
+    func usage(of app: AppID, since: UInt64) -> [(start: UInt64, end: UInt64)] { [] }
+    func putRecord(plugin: String, collection: String, key: String, data: [UInt8]) -> Bool { true }
+    func deleteRecord(plugin: String, collection: String, key: String) -> Bool { true }
+    func records(plugin: String, collection: String) -> [(key: String, data: [UInt8])]? { [] }
+    func scheduleOpportunity(for host: PluginHost, at realtimeMicroseconds: UInt64) {}
+}
