@@ -39,7 +39,8 @@ let package = Package(
             dependencies: ["CSystemd", "CBgTaskShim"],
             swiftSettings: swiftSettings
         ),
-        // The pure core: state, budgets and deadlines, driven by events and an injected clock.
+        // The pure core: state, budgets, deadlines and fetch scheduling, driven by events and
+        // an injected clock. The daemon links it; so do the fetch plugin and the simulator.
         .target(
             name: "BgTaskCore",
             dependencies: [.product(name: "HeapModule", package: "swift-collections")],
@@ -49,8 +50,6 @@ let package = Package(
         .target(name: "BgTaskPluginABI"),
         // The small Swift layer that makes writing a mode plugin feel like Swift.
         .target(name: "BgTaskPluginKit", dependencies: ["BgTaskPluginABI"], swiftSettings: swiftSettings),
-        // Fetch scheduling policy: pure, deterministic; used by the fetch plugin and the simulator.
-        .target(name: "FetchScheduling", swiftSettings: swiftSettings),
         // The shell: D-Bus objects, caller identity, process control, configuration,
         // apps and launching, persistence, the plugin host.
         .target(
@@ -66,7 +65,7 @@ let package = Package(
         // The fetch mode (DESIGN §5).
         .target(
             name: "BgTaskModeFetch",
-            dependencies: ["BgTaskPluginKit", "FetchScheduling", "BgTaskProtocol"],
+            dependencies: ["BgTaskPluginKit", "BgTaskCore", "BgTaskProtocol"],
             path: "Plugins/Fetch",
             swiftSettings: swiftSettings
         ),
@@ -105,11 +104,6 @@ let package = Package(
         .testTarget(
             name: "BgTaskCoreTests",
             dependencies: ["BgTaskCore", "BgTaskTestKit"],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "FetchSchedulingTests",
-            dependencies: ["FetchScheduling"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -42,6 +42,8 @@ final class CallerRegistry {
 
     /// Called when a known caller leaves the bus.
     var onDisconnect: (CallerIdentity) -> Void = { _ in }
+    /// The app a process was launched for by the daemon itself, if it was.
+    var launchedAppID: (Int32) -> AppID? = { _ in nil }
 
     init(bus: Bus, loop: EventLoop, processes: ProcessTable, trustedUID: UInt32, logger: Logger) {
         self.bus = bus
@@ -138,6 +140,11 @@ final class CallerRegistry {
               processes.isAlive(process) else {
             processes.release(process)
             return fail(sender, .failed("the caller's process changed while it was being identified"))
+        }
+        var finding = finding
+        if finding.appID == nil, let launched = launchedAppID(process.pid) {
+            finding.appID = launched
+            finding.source = .launched
         }
         let identity = CallerIdentity(
             connection: ConnectionID(sender), process: process, uid: uid,

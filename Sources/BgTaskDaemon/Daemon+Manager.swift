@@ -1,4 +1,5 @@
 import BgTaskCore
+import BgTaskPluginABI
 import BgTaskProtocol
 import Glibc
 import SDBus
@@ -25,8 +26,15 @@ extension Daemon {
     }
 
     func getPlugins(_ reply: Message) throws(BusError) {
-        // The plugin host arrives with the mode plugins; until then the list is empty.
-        try reply.container("a", "(ssu)") { () throws(BusError) in }
+        try reply.container("a", "(ssu)") { () throws(BusError) in
+            for plugin in plugins {
+                try reply.container("r", "ssu") { () throws(BusError) in
+                    try reply.append(plugin.name)
+                    try reply.append(plugin.version)
+                    try reply.append(UInt32(plugin.abiMajor))
+                }
+            }
+        }
     }
 
     // MARK: Helpers
@@ -84,15 +92,58 @@ extension Daemon {
     func checkIn(_ call: Message) throws(BusError) {
         let appID = try call.readString()
         serve(call) { [unowned self] caller in
-            let actions = try engine.checkIn(appID: appID, caller: caller)
+            let result = try engine.checkIn(appID: appID, caller: caller)
             try call.reply { (reply) throws(BusError) in
                 try reply.append(value: .dictionary(key: "s", value: "v", [
-                    .init(key: .string("reason"), value: .variant(.string("user"))),
-                    .init(key: .string("pending"), value: .variant(.uint32(0))),
+                    .init(key: .string("reason"), value: .variant(.string(result.reason))),
+                    .init(key: .string("pending"), value: .variant(.uint32(result.pending))),
                 ]))
             }
-            logger.info("checked in", metadata: ["caller": "\(caller.connection)", "app": "\(appID)"])
-            perform(actions)
+            logger.info("checked in", metadata: [
+                "caller": "\(caller.connection)", "app": "\(appID)", "reason": "\(result.reason)", "pending": "\(result.pending)",
+            ])
+            perform(result.actions)
+        }
+    }
+
+    func getBackgroundRefreshStatus(_ call: Message) throws(BusError) {
+        serve(call) { [unowned self] caller in
+            let app: AppID? = if case .app(let id) = engine.app(of: caller.connection) { id } else { caller.appID }
+            let status = refreshStatus(of: app).status
+            try call.reply { (reply) throws(BusError) in try reply.append(status.rawValue) }
+        }
+    }
+
+    func setBackgroundRefreshEnabled(_ call: Message) throws(BusError) {
+        let appText = try call.readString()
+        let enabled = try call.readBool()
+        if !appText.isEmpty, let problem = AppID.problem(with: appText) {
+            throw BusError.invalidArgs("'\(appText.prefix(300))' is not a valid desktop-file id: \(problem)")
+        }
+        serve(call) { [unowned self] caller in
+            try requireTrusted(caller, "change Background App Refresh settings")
+            if !appText.isEmpty, registry.entry(for: try AppID(validating: appText)) == nil {
+                throw CoreError(.unknownApplication, "\(appText) has no desktop entry")
+            }
+            if appText.isEmpty ? refreshSettings.globalEnabled == enabled : refreshSettings.perApp[appText] == enabled {
+                return try call.reply()
+            }
+            try store.setRefreshEnabled(appID: appText, enabled: enabled)
+            if appText.isEmpty { refreshSettings.globalEnabled = enabled } else { refreshSettings.perApp[appText] = enabled }
+            logger.notice("Background App Refresh \(enabled ? "enabled" : "disabled") for \(appText.isEmpty ? "all apps" : appText)")
+            try call.reply()
+            broadcast(PluginEvent(type: BGT_EVENT_REFRESH_CHANGED, realtimeMicroseconds: Self.realtimeMicroseconds))
+        }
+    }
+
+    func getApplications(_ call: Message) throws(BusError) {
+        serve(call) { [unowned self] _ in
+            let entries = registry.entries.filter { !$0.modes.isEmpty || engine.isRunning($0.id) }
+            try call.reply { (reply) throws(BusError) in
+                try reply.container("a", "a{sv}") { () throws(BusError) in
+                    for entry in entries { try describe(entry, into: reply) }
+                }
+            }
         }
     }
 
@@ -133,6 +184,11 @@ extension Daemon {
                 BusMethod("SetApplicationState", inputs: [.init("state", "s")], handler: bind { $0.setApplicationState }),
                 BusMethod("CheckIn", inputs: [.init("app_id", "s")], outputs: [.init("launch", "a{sv}")],
                           handler: bind { $0.checkIn }),
+                BusMethod("GetBackgroundRefreshStatus", outputs: [.init("status", "s")],
+                          handler: bind { $0.getBackgroundRefreshStatus }),
+                BusMethod("SetBackgroundRefreshEnabled", inputs: [.init("app_id", "s"), .init("enabled", "b")],
+                          handler: bind { $0.setBackgroundRefreshEnabled }),
+                BusMethod("GetApplications", outputs: [.init("applications", "aa{sv}")], handler: bind { $0.getApplications }),
                 BusMethod("SimulateSleep", handler: bind { daemon in { (call) throws(BusError) in try daemon.simulateSleep(call, sleeping: true) } }),
                 BusMethod("SimulateWake", handler: bind { daemon in { (call) throws(BusError) in try daemon.simulateSleep(call, sleeping: false) } }),
             ],

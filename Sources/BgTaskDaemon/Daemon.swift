@@ -10,7 +10,8 @@ public import SDBus
 /// engine, and the shell parts that carry out what the engine decides.
 ///
 /// Everything runs on the loop's thread, one callback at a time, so no state
-/// here needs a lock. Method handlers live in `Daemon+Manager.swift`.
+/// here needs a lock. Method handlers live in `Daemon+Manager.swift`, the
+/// plugin host's side in `Daemon+Plugins.swift`.
 public final class Daemon {
     /// What the daemon is started with.
     public struct Settings: Sendable {
@@ -31,28 +32,59 @@ public final class Daemon {
     let logger: Logger
     let loop: EventLoop
     let bus: Bus
-    var engine: TaskEngine<SystemMonotonicClock>
+    var engine: BackgroundEngine<SystemMonotonicClock>
     let processes: ProcessTable
     let callers: CallerRegistry
-    private var objects: [ExportedObject] = []
+    let store: StateStore
+    let registry: AppRegistry
+    let launcher: AppLauncher
+    let power: PowerMonitor
+    /// Background App Refresh switches, as stored.
+    var refreshSettings: RefreshSettings
+    /// Loaded and started mode plugins.
+    var plugins: [PluginHost] = []
+    /// Process handles of apps the daemon launched, by pid.
+    var launchedProcesses: [Int32: ProcessRef] = [:]
+    /// Desktop entries as last seen, to tell which changed on a reload.
+    var knownEntries: [AppID: DesktopEntry] = [:]
+    var objects: [ExportedObject] = []
     private var deadlineTimer: SDBus.Timer?
     private(set) var properties: PropertyBatcher!
     private var signalSources: [EventSource] = []
 
-    /// Connects to the bus; nothing is exported or owned until ``run()``.
-    public init(settings: Settings, logger: Logger) throws(BusError) {
+    /// Opens the state database and connects to the bus; nothing is exported
+    /// or owned until ``run()``. Throws ``StoreError`` or `BusError`.
+    public init(settings: Settings, logger: Logger) throws {
         self.settings = settings
         self.logger = logger
+        store = try StateStore(directory: settings.stateDirectory, logger: logger)
+        refreshSettings = try store.refreshSettings()
+        try store.closeOpenUsage(at: Self.realtimeMicroseconds)
         loop = try EventLoop()
         bus = try Bus.open(settings.bus, description: "bgtaskd")
         try bus.attach(to: loop)
-        engine = TaskEngine(policy: settings.configuration.taskPolicy, clock: SystemMonotonicClock())
+        engine = BackgroundEngine(policy: settings.configuration.taskPolicy, clock: SystemMonotonicClock())
         processes = ProcessTable(logger: logger)
         let trustedUID: UInt32 = settings.bus == .system ? 0 : getuid()
         callers = CallerRegistry(bus: bus, loop: loop, processes: processes, trustedUID: trustedUID, logger: logger)
+        registry = AppRegistry(
+            directories: AppRegistry.dataDirectories(environment: ProcessInfo.processInfo.environment),
+            loop: loop, logger: logger)
+        let appBusAddress: String? = if case .address(let address) = settings.bus { address } else { nil }
+        launcher = AppLauncher(
+            loop: loop, sessionBus: settings.bus == .system ? nil : bus, appBusAddress: appBusAddress, logger: logger)
+        power = PowerMonitor(systemBus: .system, loop: loop, logger: logger)
         callers.onDisconnect = { [unowned self] identity in
             self.perform(self.engine.disconnect(identity.connection))
         }
+        callers.launchedAppID = { [unowned self] pid in self.launcher.process(pid: pid)?.appID }
+    }
+
+    /// CLOCK_REALTIME in µs since the Unix epoch.
+    static var realtimeMicroseconds: UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
     }
 
     /// Exports the objects, takes the bus name, tells systemd it is ready and
@@ -75,17 +107,23 @@ public final class Daemon {
         properties = PropertyBatcher(
             bus: bus, loop: loop, path: BgTaskNames.objectPath, interface: BgTaskNames.manager,
             intervalMicroseconds: 50_000, logger: logger)
+        startComponents()
         for interface in Self.busInterfaces(for: self) {
             objects.append(try bus.export(interface, at: BgTaskNames.objectPath))
         }
+        startPlugins()
         try bus.requestName(BgTaskNames.busName)
         logger.info("ready", metadata: [
             "bus": "\(settings.bus)", "name": "\(BgTaskNames.busName)", "unique": "\(bus.uniqueName)",
             "budget": "\(settings.configuration.taskBudgetSec)s", "state-dir": "\(settings.stateDirectory)",
+            "plugins": "\(plugins.map(\.name).joined(separator: ","))", "apps": "\(registry.entries.count)",
         ])
         _ = sd_notify(0, "READY=1\nSTATUS=Serving \(BgTaskNames.busName)")
         let code = try loop.run()
         _ = sd_notify(0, "STOPPING=1")
+        stopPlugins()
+        try? store.closeOpenUsage(at: Self.realtimeMicroseconds)
+        store.close()
         bus.flush()
         objects.removeAll()
         logger.info("stopped")
@@ -126,6 +164,9 @@ public final class Daemon {
                 logger.info(sleeping ? "machine going to sleep: background clocks paused" : "machine awake")
                 properties.changed("Sleeping")
                 properties.flush()
+                if !sleeping { offerWakeOpportunities() }
+            default:
+                performAppAction(action)
             }
         }
         if !signals.isEmpty {

@@ -48,7 +48,10 @@ public struct DaemonCommand: ParsableCommand {
 
     public func run() throws {
         if let busIntrospect {
-            let xml = IntrospectionXML.render(Daemon.busInterfaces(for: nil))
+            LoggingSystem.bootstrap { StandardErrorLogHandler(label: $0, level: .warning) }
+            let directories = pluginDirectories.isEmpty ? PluginLoader.defaultDirectories() : pluginDirectories
+            let plugins = PluginInterfaceCollector.interfaces(in: directories, logger: Logger(label: "bgtaskd"))
+            let xml = IntrospectionXML.render(Daemon.busInterfaces(for: nil) + plugins)
             if busIntrospect == "-" {
                 print(xml, terminator: "")
             } else {
@@ -80,7 +83,7 @@ public struct DaemonCommand: ParsableCommand {
         }
         let settings = Daemon.Settings(
             configuration: configuration, bus: Bus.Address(parsing: bus), stateDirectory: stateDirectory,
-            pluginDirectories: (pluginDir ?? "").split(separator: ":").map(String.init))
+            pluginDirectories: pluginDirectories)
         do {
             let daemon = try Daemon(settings: settings, logger: logger)
             let code = try daemon.run()
@@ -88,7 +91,14 @@ public struct DaemonCommand: ParsableCommand {
         } catch let error as BusError {
             logger.critical("\(error.message)", metadata: ["error": "\(error.name)"])
             throw ExitCode(69)  // EX_UNAVAILABLE: no bus, or the name is taken
+        } catch let error as StoreError {
+            logger.critical("\(error)")
+            throw ExitCode(65)  // EX_DATAERR: a database we must not touch
         }
+    }
+
+    private var pluginDirectories: [String] {
+        (pluginDir ?? "").split(separator: ":").map(String.init)
     }
 
     static func defaultStateDirectory(_ environment: [String: String]) -> String {

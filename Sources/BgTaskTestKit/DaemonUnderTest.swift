@@ -5,25 +5,77 @@ import Foundation
 /// test can check the daemon shut down cleanly.
 public final class DaemonUnderTest: @unchecked Sendable {
     public let bus: PrivateBus
-    public let process: ChildProcess
+    public private(set) var process: ChildProcess
     public let stateDirectory: String
+    /// A home of the test's own: `data/applications` holds its desktop entries.
+    public let home: String
     private let ownsBus: Bool
+    /// The test's scratch directory (state and home, unless given), removed at the end.
+    private let scratch: String
+    private let arguments: [String]
+    private let extraEnvironment: [String: String]
 
     /// Starts the daemon with `--set` overrides and extra arguments, and waits
-    /// until it owns its bus name.
-    public init(settings: [String] = [], arguments: [String] = [], bus: PrivateBus? = nil, stateDirectory: String? = nil) throws {
+    /// until it owns its bus name. Its XDG directories are the test's own (no
+    /// desktop entries or configuration of the machine leak in), and it sees
+    /// no system bus unless `environment` gives one (e.g. a MockSystemBus's).
+    public init(
+        settings: [String] = [], arguments: [String] = [], bus: PrivateBus? = nil, stateDirectory: String? = nil,
+        home: String? = nil, desktopEntries: [DesktopEntrySpec] = [], environment: [String: String] = [:]
+    ) throws {
         self.ownsBus = bus == nil
         self.bus = try bus ?? PrivateBus()
-        let state = stateDirectory ?? FileManager.default.temporaryDirectory
-            .appendingPathComponent("bgtaskd-test-\(UUID().uuidString)").path
-        self.stateDirectory = state
-        var args = ["--bus", self.bus.address, "--state-dir", state, "--log-level", "debug"]
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-test-\(UUID().uuidString)").path
+        self.scratch = scratch
+        self.stateDirectory = stateDirectory ?? scratch + "/state"
+        self.home = home ?? scratch + "/home"
+        try FileManager.default.createDirectory(atPath: self.home + "/data/applications", withIntermediateDirectories: true)
+        for entry in desktopEntries {
+            try entry.text.write(toFile: self.home + "/data/applications/\(entry.id).desktop", atomically: true, encoding: .utf8)
+        }
+        var args = ["--bus", self.bus.address, "--state-dir", self.stateDirectory, "--log-level", "debug"]
         for setting in settings { args += ["--set", setting] }
-        process = try ChildProcess(BinaryLocator.path(of: "bgtaskd"), args + arguments)
+        self.arguments = args + arguments
+        self.extraEnvironment = environment
+        process = try Self.start(self.arguments, environment: Self.environment(home: self.home).merging(environment) { $1 })
+    }
+
+    private static func environment(home: String) -> [String: String] {
+        [
+            "HOME": home, "XDG_DATA_HOME": home + "/data", "XDG_DATA_DIRS": home + "/no-system-data",
+            "XDG_CONFIG_HOME": home + "/config", "DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/bgtaskd-test-system-bus",
+        ]
+    }
+
+    private static func start(_ arguments: [String], environment: [String: String]) throws -> ChildProcess {
+        let process = try ChildProcess(BinaryLocator.path(of: "bgtaskd"), arguments, environment: environment)
         guard process.waitForStandardError(containing: "info: ready", timeout: .seconds(20)) else {
             process.stop()
             throw TestKitError("bgtaskd did not become ready: \(process.standardError)")
         }
+        return process
+    }
+
+    /// Kills the daemon with SIGKILL (a crash) and starts it again on the same
+    /// bus, state and home; returns how the old one ended.
+    @discardableResult
+    public func crashAndRestart() throws -> ChildProcess.Exit {
+        process.send(SIGKILL)
+        let exit = process.waitForExit(timeout: .seconds(10)) ?? .signal(SIGKILL)
+        process = try Self.start(arguments, environment: Self.environment(home: home).merging(extraEnvironment) { $1 })
+        return exit
+    }
+
+    /// The directory the daemon reads desktop entries from.
+    public var applicationsDirectory: String { home + "/data/applications" }
+
+    /// Writes a desktop entry while the daemon runs (it notices within its
+    /// reload delay; entries known from the start belong in `init`).
+    public func installDesktopEntry(_ entry: DesktopEntrySpec) throws {
+        let path = applicationsDirectory + "/\(entry.id).desktop"
+        try entry.text.write(toFile: path + ".tmp", atomically: false, encoding: .utf8)
+        // Renamed into place, so the daemon never reads half a file.
+        _ = rename(path + ".tmp", path)
     }
 
     /// Environment that points clients (`busctl --user`, `gdbus --session`, the SDK) at the private bus.
@@ -69,6 +121,7 @@ public final class DaemonUnderTest: @unchecked Sendable {
     deinit {
         process.stop()
         if ownsBus { bus.stop() }
-        try? FileManager.default.removeItem(atPath: stateDirectory)
+        // Only what this object made: a state directory or home given by the test stays.
+        try? FileManager.default.removeItem(atPath: scratch)
     }
 }

@@ -144,6 +144,17 @@ public final class Bus {
         sd_bus_slot_unref(slot)
     }
 
+    /// Dispatches one message that arrived (to matches and objects), without an
+    /// event loop; returns whether there was one. For blocking clients.
+    public func processPending() throws(BusError) -> Bool {
+        try check(sd_bus_process(handle, nil), "processing the bus") > 0
+    }
+
+    /// Waits up to `timeout` µs for something to arrive (no event loop).
+    public func wait(timeout: UInt64) throws(BusError) {
+        try check(sd_bus_wait(handle, timeout), "waiting on the bus")
+    }
+
     /// Sends out whatever is queued, blocking until written.
     public func flush() {
         sd_bus_flush(handle)

@@ -36,8 +36,18 @@ public final class EventLoop {
         return usec
     }
 
-    /// A disarmed one-shot CLOCK_MONOTONIC timer; arm it with ``Timer/arm(at:)``.
-    public func makeTimer(_ handler: @escaping () -> Void) throws(BusError) -> Timer {
+    /// The clock a timer counts on.
+    public enum TimerClock: Sendable {
+        /// CLOCK_MONOTONIC: stops while the machine sleeps.
+        case monotonic
+        /// CLOCK_REALTIME: wall-clock time, for times that survive restarts and suspends.
+        case realtime
+
+        var id: clockid_t { self == .monotonic ? CLOCK_MONOTONIC : CLOCK_REALTIME }
+    }
+
+    /// A disarmed one-shot timer on `clock` (µs on that clock); arm it with ``Timer/arm(at:)``.
+    public func makeTimer(clock: TimerClock = .monotonic, _ handler: @escaping () -> Void) throws(BusError) -> Timer {
         final class Box {
             let handler: () -> Void
             weak var timer: Timer?
@@ -46,7 +56,7 @@ public final class EventLoop {
         let box = Box(handler)
         var source: OpaquePointer?
         try check(
-            sd_event_add_time(handle, &source, CLOCK_MONOTONIC, .max, 1, { _, _, userdata in
+            sd_event_add_time(handle, &source, clock.id, .max, 1, { _, _, userdata in
                 let box = Unmanaged<Box>.fromOpaque(userdata!).takeUnretainedValue()
                 box.timer?.fired()
                 box.handler()

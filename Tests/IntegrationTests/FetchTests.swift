@@ -1,0 +1,163 @@
+import BgTaskTestKit
+import Foundation
+import SDBus
+import Testing
+
+/// The fetch mode through the real daemon and its plugin: registrations,
+/// refresh settings, errors, PerformFetch to a running app, persistence.
+@Suite struct FetchTests {
+    static let app = "org.example.Weather"
+
+    /// A daemon with one app that declares fetch and one that declares nothing.
+    func daemon(_ settings: [String] = [], environment: [String: String] = [:]) throws -> DaemonUnderTest {
+        try DaemonUnderTest(settings: settings, desktopEntries: [
+            DesktopEntrySpec(id: Self.app, modes: ["fetch"], exec: "/bin/true"),
+            DesktopEntrySpec(id: "org.example.Plain", modes: [], exec: "/bin/true"),
+        ], environment: environment)
+    }
+
+    /// A connection checked in as `app`.
+    func client(_ daemon: DaemonUnderTest, as app: String = FetchTests.app) throws -> RawClient {
+        let client = try RawClient(daemon)
+        try client.call("Manager", "CheckIn") { try $0.append(app) }
+        return client
+    }
+
+    func registration(_ client: RawClient) throws -> (policy: String, seconds: Double, next: UInt64) {
+        let reply = try client.call("Fetch", "GetFetchRegistration")
+        return (try reply.readString(), try reply.readDouble(), try reply.readUInt64())
+    }
+
+    static var nowMicroseconds: UInt64 { UInt64(Date().timeIntervalSince1970 * 1_000_000) }
+
+    @Test func pluginIsLoadedAndListed() throws {
+        let daemon = try daemon()
+        #expect(try daemon.property("Plugins") == #"a(ssu) 1 "fetch" "1.0.0" 1"#)
+        #expect(daemon.log.contains("loaded plugin fetch 1.0.0"))
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func registrationFollowsTheIntervalWithItsFloor() throws {
+        let daemon = try daemon(["Fetch.MinimumIntervalSec=900"])
+        let client = try client(daemon)
+        var current = try registration(client)
+        #expect(current.policy == "never" && current.seconds == .infinity && current.next == 0)
+
+        try client.call("Fetch", "SetMinimumFetchInterval") { try $0.append(0.0) }
+        let before = Self.nowMicroseconds
+        current = try registration(client)
+        #expect(current.policy == "minimum" && current.seconds == 900)
+        #expect(current.next > before + 890_000_000 && current.next < before + 910_000_000)
+
+        try client.call("Fetch", "SetMinimumFetchInterval") { try $0.append(60.0) }
+        current = try registration(client)
+        #expect(current.policy == "custom" && current.seconds == 900, "custom intervals are floored too")
+
+        try client.call("Fetch", "SetMinimumFetchInterval") { try $0.append(7200.0) }
+        #expect(try registration(client).seconds == 7200)
+
+        try client.call("Fetch", "SetMinimumFetchInterval") { try $0.append(Double.infinity) }
+        #expect(try registration(client).policy == "never")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func badInputIsRefused() throws {
+        let daemon = try daemon()
+        let anonymous = try RawClient(daemon)
+        let weather = try client(daemon)
+        let plain = try client(daemon, as: "org.example.Plain")
+        let nameless = try client(daemon, as: "org.example.NoEntry")
+        let prefix = "org.bgtaskd.BackgroundTasks1.Error."
+
+        #expect(anonymous.errorName("Fetch", "SetMinimumFetchInterval") { try $0.append(0.0) } == prefix + "UnknownApplication")
+        #expect(nameless.errorName("Fetch", "SetMinimumFetchInterval") { try $0.append(0.0) } == prefix + "UnknownApplication")
+        #expect(plain.errorName("Fetch", "SetMinimumFetchInterval") { try $0.append(0.0) } == prefix + "ModeNotDeclared")
+        #expect(weather.errorName("Fetch", "SetMinimumFetchInterval") { try $0.append(-1.0) } == "org.freedesktop.DBus.Error.InvalidArgs")
+        #expect(weather.errorName("Fetch", "SetMinimumFetchInterval") { try $0.append(Double.nan) } == "org.freedesktop.DBus.Error.InvalidArgs")
+        #expect(weather.errorName("Fetch", "CompleteFetch") { try $0.append("nope"); try $0.append("newData") } == prefix + "NoSuchToken")
+        #expect(weather.errorName("Fetch", "CompleteFetch") { try $0.append("nope"); try $0.append("maybe") } == "org.freedesktop.DBus.Error.InvalidArgs")
+        #expect(anonymous.errorName("Fetch", "SimulateFetch") { try $0.append("org.example.NoEntry") } == prefix + "UnknownApplication")
+        #expect(anonymous.errorName("Fetch", "SimulateFetch") { try $0.append("org.example.Plain") } == prefix + "ModeNotDeclared")
+        #expect(anonymous.errorName("Fetch", "SimulateFetch") { try $0.append("not an id") } == "org.freedesktop.DBus.Error.InvalidArgs")
+        #expect(anonymous.errorName("Manager", "SetBackgroundRefreshEnabled") { try $0.append("bad id!"); try $0.append(false) }
+                == "org.freedesktop.DBus.Error.InvalidArgs")
+        #expect(anonymous.errorName("Manager", "SetBackgroundRefreshEnabled") { try $0.append("org.example.NoEntry"); try $0.append(false) }
+                == prefix + "UnknownApplication")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func runningAppReceivesPerformFetchAndCompletes() throws {
+        let daemon = try daemon()
+        let app = try client(daemon)
+        try app.listen(for: "PerformFetch")
+        let admin = try RawClient(daemon)
+        try admin.call("Fetch", "SimulateFetch") { try $0.append(Self.app) }
+        #expect(app.waitForSignals(1), "PerformFetch did not arrive")
+        let token = try #require(try app.received.first?.readString())
+        #expect(token.count == 32)
+        // Another app cannot complete it; the owner can, once.
+        let stranger = try client(daemon, as: "org.example.Plain")
+        #expect(stranger.errorName("Fetch", "CompleteFetch") { try $0.append(token); try $0.append("newData") }
+                == "org.bgtaskd.BackgroundTasks1.Error.NoSuchToken")
+        try app.call("Fetch", "CompleteFetch") { try $0.append(token); try $0.append("newData") }
+        #expect(app.errorName("Fetch", "CompleteFetch") { try $0.append(token); try $0.append("newData") }
+                == "org.bgtaskd.BackgroundTasks1.Error.NoSuchToken")
+        #expect(!daemon.log.contains("launched org.example.Weather"), "a running app is not launched again")
+        #expect(daemon.log.contains("completed its fetch: newData"))
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func refreshSwitchedOffIsDenied() throws {
+        let daemon = try daemon()
+        let app = try client(daemon)
+        let admin = try RawClient(daemon)
+        #expect(try app.call("Manager", "GetBackgroundRefreshStatus").readString() == "available")
+        try admin.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.app); try $0.append(false) }
+        #expect(try app.call("Manager", "GetBackgroundRefreshStatus").readString() == "denied")
+        #expect(admin.errorName("Fetch", "SimulateFetch") { try $0.append(Self.app) } == "org.bgtaskd.BackgroundTasks1.Error.RefreshDisabled")
+        try admin.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.app); try $0.append(true) }
+        try admin.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(""); try $0.append(false) }
+        #expect(try app.call("Manager", "GetBackgroundRefreshStatus").readString() == "denied", "the global switch wins")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func lowBatteryAndPowerSaverRestrictRefresh() throws {
+        let system = try MockSystemBus(services: [.upower(onBattery: true, percentage: 15)])
+        let daemon = try daemon(environment: system.environment)
+        let app = try client(daemon)
+        #expect(try waitFor { try app.call("Manager", "GetBackgroundRefreshStatus").readString() == "restricted" })
+        let admin = try RawClient(daemon)
+        #expect(admin.errorName("Fetch", "SimulateFetch") { try $0.append(Self.app) } == "org.bgtaskd.BackgroundTasks1.Error.RefreshDisabled")
+        try system.setOnBattery(false, percentage: 15)
+        #expect(try waitFor { try app.call("Manager", "GetBackgroundRefreshStatus").readString() == "available" })
+        #expect(daemon.stop() == .status(0))
+        system.stop()
+    }
+
+    @Test func registrationsAndSettingsSurviveACrash() throws {
+        let daemon = try daemon()
+        do {
+            let app = try client(daemon)
+            try app.call("Fetch", "SetMinimumFetchInterval") { try $0.append(3600.0) }
+            let admin = try RawClient(daemon)
+            try admin.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(""); try $0.append(false) }
+        }
+        let before = try registration(try client(daemon))
+        #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
+        let after = try registration(try client(daemon))
+        #expect(after.policy == "custom" && after.seconds == 3600)
+        #expect(after.next == before.next, "the planned fetch is remembered, not recomputed from the restart")
+        #expect(try client(daemon).call("Manager", "GetBackgroundRefreshStatus").readString() == "denied")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// Polls `condition` for up to 10 s.
+    func waitFor(_ condition: () throws -> Bool) throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if try condition() { return true }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return try condition()
+    }
+}
