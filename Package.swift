@@ -108,7 +108,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BgTaskDaemonTests",
-            dependencies: ["BgTaskDaemon", "BgTaskCore"],
+            dependencies: ["BgTaskDaemon", "BgTaskCore", "BgTaskTestKit", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         // Start the built daemon on a private dbus-daemon; run after `swift build`.

@@ -1,5 +1,6 @@
 @testable import BgTaskDaemon
 import BgTaskCore
+import BgTaskTestKit
 import Foundation
 import Logging
 import SDBus
@@ -10,53 +11,13 @@ import Testing
 /// major, a newer minor, no entry symbol, empty metadata, a failing init,
 /// insecure files and directories, and a file that is no library at all.
 @Suite struct PluginLoaderTests {
-    static let header = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Sources/BgTaskPluginABI/include").path
-
-    /// A plugin in C; `descriptor` overrides fields of a valid descriptor.
     static func source(name: String, major: String = "BGTASKD_PLUGIN_ABI_MAJOR", minor: String = "BGTASKD_PLUGIN_ABI_MINOR",
                        version: String = "\"1.0.0\"", entry: String = "bgtaskd_plugin_entry", initFails: Bool = false) -> String {
-        """
-        #include <stddef.h>
-        #include <string.h>
-        #include "bgtaskd_plugin.h"
-        static int state;
-        static void *plugin_init(const bgt_host_api *api, bgt_host *host, char *error, size_t size) {
-            (void) api; (void) host;
-            if (\(initFails ? 1 : 0)) { strncpy(error, "the fixture refuses to start", size); return NULL; }
-            return &state;
-        }
-        static int plugin_start(void *plugin, char *error, size_t size) { (void) plugin; (void) error; (void) size; return 0; }
-        static void plugin_stop(void *plugin) { (void) plugin; }
-        static void plugin_call(void *plugin, const char *i, const char *m, bgt_call *call) { (void) plugin; (void) i; (void) m; (void) call; }
-        static void plugin_event(void *plugin, const bgt_event *event) { (void) plugin; (void) event; }
-        static const bgt_plugin_descriptor descriptor = {
-            .struct_version = BGTASKD_PLUGIN_DESCRIPTOR_VERSION, .abi_major = \(major), .abi_minor = \(minor),
-            .name = "\(name)", .version = \(version),
-            .init = plugin_init, .start = plugin_start, .stop = plugin_stop,
-            .handle_call = plugin_call, .event = plugin_event,
-        };
-        const bgt_plugin_descriptor *\(entry)(void) { return &descriptor; }
-        """
+        PluginFixture.source(name: name, major: major, minor: minor, version: version, entry: entry, initFails: initFails)
     }
 
-    /// A fresh 0755 directory with the given plugins compiled into it.
     static func directory(_ plugins: [(file: String, source: String)]) throws -> String {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-plugins-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        for plugin in plugins {
-            let source = directory + "/" + plugin.file + ".c"
-            try plugin.source.write(toFile: source, atomically: true, encoding: .utf8)
-            let compiler = Process()
-            compiler.executableURL = URL(fileURLWithPath: "/usr/bin/cc")
-            compiler.arguments = ["-shared", "-fPIC", "-Wall", "-Werror", "-I", header, "-o", directory + "/" + plugin.file, source]
-            try compiler.run()
-            compiler.waitUntilExit()
-            guard compiler.terminationStatus == 0 else { throw PluginError("cannot compile the fixture \(plugin.file)") }
-            try FileManager.default.removeItem(atPath: source)
-            chmod(directory + "/" + plugin.file, 0o755)
-        }
-        return directory
+        try PluginFixture.directory(plugins)
     }
 
     let loader = PluginLoader(logger: Logger(label: "test"))

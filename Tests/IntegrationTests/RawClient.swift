@@ -38,6 +38,18 @@ final class RawClient {
         }
     }
 
+    /// `GetApplications`, as one dictionary per app (variants unwrapped).
+    func applications() throws -> [[String: BusValue]] {
+        let reply = try call("Manager", "GetApplications")
+        guard case .array(_, let apps) = try reply.readValue() else { return [] }
+        return apps.map { app in
+            guard case .dictionary(_, _, let entries) = app else { return [:] }
+            var fields: [String: BusValue] = [:]
+            for entry in entries { if case .string(let key) = entry.key { fields[key] = entry.value.unwrapped } }
+            return fields
+        }
+    }
+
     /// Records every signal named `member` that reaches this connection.
     func listen(for member: String) throws {
         matches.append(try bus.addMatch("type='signal',member='\(member)'", async: false) { [unowned self] message in

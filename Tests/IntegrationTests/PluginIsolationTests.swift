@@ -1,0 +1,57 @@
+import BgTaskTestKit
+import Foundation
+import Testing
+
+/// Bad plugins never stop the daemon, and a plugin that fails a call leaves
+/// the daemon's state as it was.
+@Suite struct PluginIsolationTests {
+    /// A plugin exporting `org.bgtaskd.BackgroundTasks1.Demo` whose `Ignore`
+    /// method never answers and whose `Refuse` method answers with an error.
+    static let misbehaving = PluginFixture.source(name: "demo", start: """
+        static const bgt_member members[] = {
+            { .kind = BGT_MEMBER_METHOD, .name = "Ignore", .in_signature = "", .in_names = "", .out_signature = "", .out_names = "" },
+            { .kind = BGT_MEMBER_METHOD, .name = "Refuse", .in_signature = "s", .in_names = "what", .out_signature = "", .out_names = "" },
+        };
+        static const bgt_interface interface = { .name = "org.bgtaskd.BackgroundTasks1.Demo", .members = members, .n_members = 2 };
+        if (api->export_interface(host, &interface) < 0) return -1;
+        """, call: """
+        if (strcmp(member, "Refuse") == 0) api->reply_error(call, "org.bgtaskd.BackgroundTasks1.Error.NotPermitted", "the demo says no");
+        """)
+
+    @Test func badPluginsAreRefusedAndTheDaemonRunsOn() throws {
+        let fixtures = try PluginFixture.directory([
+            ("libbgtaskd-mode-demo.so", Self.misbehaving),
+            ("libbgtaskd-mode-newer.so", PluginFixture.source(name: "newer", minor: "BGTASKD_PLUGIN_ABI_MINOR + 1")),
+            ("libbgtaskd-mode-broken.so", PluginFixture.source(name: "broken", initFails: true)),
+        ])
+        defer { try? FileManager.default.removeItem(atPath: fixtures) }
+        try "garbage".write(toFile: fixtures + "/libbgtaskd-mode-junk.so", atomically: true, encoding: .utf8)
+        let buildDirectory = URL(fileURLWithPath: BinaryLocator.path(of: "bgtaskd")).deletingLastPathComponent().path
+        let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures + ":" + buildDirectory])
+        #expect(try daemon.property("Plugins") == #"a(ssu) 2 "demo" "1.0.0" 1 "fetch" "1.0.0" 1"#)
+        #expect(daemon.log.contains("refusing plugin \(fixtures)/libbgtaskd-mode-newer.so: incompatible ABI 1.1"))
+        #expect(daemon.log.contains("refusing plugin \(fixtures)/libbgtaskd-mode-broken.so: init failed: the fixture refuses to start"))
+        #expect(daemon.log.contains("refusing plugin \(fixtures)/libbgtaskd-mode-junk.so: not a plugin"))
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func aPluginThatFailsACallLeavesTheDaemonConsistent() throws {
+        let fixtures = try PluginFixture.directory([("libbgtaskd-mode-demo.so", Self.misbehaving)])
+        defer { try? FileManager.default.removeItem(atPath: fixtures) }
+        let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures])
+        let client = try RawClient(daemon)
+        let task = try client.call("Manager", "BeginBackgroundTask") { try $0.append("kept") }.readUInt32()
+
+        // Never answered by the plugin: the host answers for it, at once.
+        #expect(client.errorName("Demo", "Ignore") == "org.freedesktop.DBus.Error.Failed")
+        #expect(client.errorName("Demo", "Refuse") { try $0.append("x") } == "org.bgtaskd.BackgroundTasks1.Error.NotPermitted")
+        // Called with the wrong arguments: sd-bus refuses before the plugin sees it.
+        #expect(client.errorName("Demo", "Refuse") { try $0.append(UInt32(1)) } == "org.freedesktop.DBus.Error.InvalidArgs")
+
+        // The core's state is untouched, and the daemon still serves.
+        #expect(try daemon.property("Tasks").contains("\"kept\""))
+        try client.call("Manager", "EndBackgroundTask") { try $0.append(task) }
+        #expect(try daemon.property("Tasks") == "a(ussd) 0")
+        #expect(daemon.stop() == .status(0))
+    }
+}
