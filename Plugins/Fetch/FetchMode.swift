@@ -255,7 +255,10 @@ final class FetchMode: ModePlugin {
         if let interval = schedule.effectiveInterval(of: record) { description["fetch_interval"] = .double(interval) }
         if let next = schedule.nextFetch(of: app), !schedule.isHeld(app) { description["fetch_next_usec"] = .uint(next) }
         if let held = ineligibility(of: app), schedule.isHeld(app) { description["fetch_held"] = .string(held) }
-        if let last = record.lastResult { description["fetch_last_result"] = .string(last.rawValue) }
+        if let last = record.history.last {
+            // A wake the app did not answer in time shows as such, not as its earlier answer.
+            description["fetch_last_result"] = .string(last.result?.rawValue ?? "missed")
+        }
         if let lastFetch = record.lastFetchAt { description["fetch_last_usec"] = .uint(lastFetch) }
         description["fetch_offences"] = .uint(UInt64(record.offences))
     }

@@ -82,8 +82,8 @@ extension BackgroundEngine {
     /// launched for expire at once.
     public mutating func launchedProcessExited(_ app: AppID, process: ProcessRef, status: String) -> [CoreAction] {
         let key = AppKey.app(app)
-        guard let record = apps[key], record.launch?.process == process else { return [] }
-        let neverCheckedIn = record.checkedIn.isEmpty
+        guard let record = apps[key], let launch = record.launch, launch.process == process else { return [] }
+        let neverCheckedIn = !launch.checkedIn
         modifyApp(key) { $0.launch = nil }
         var actions: [CoreAction] = []
         if neverCheckedIn {
@@ -117,13 +117,18 @@ extension BackgroundEngine {
     // MARK: Internals
 
     /// A wake's budget ran out: the plugin counts the offence and the app is
-    /// terminated like an overstaying task.
+    /// terminated like an overstaying task — unless it is in the foreground,
+    /// where nothing is terminated for background limits.
     mutating func expireWake(_ token: String, now: MonotonicInstant, into actions: inout [CoreAction]) {
         guard wakes[token] != nil else { return }
         let wake = dropWake(token)
         actions.append(.wakeExpired(token: token, plugin: wake.plugin, app: wake.app))
         let key = AppKey.app(wake.app)
         guard let app = apps[key] else { return }
+        if !app.connections.isEmpty, app.state != .background {
+            removeAppIfUnused(key)
+            return
+        }
         var processes: [ProcessRef] = []
         for connection in app.connections {
             if let process = connections[connection]?.identity.process, !processes.contains(process) {

@@ -186,6 +186,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         }
         let key = AppKey.app(appID)
         let firstCheckIn = modifyApp(key) { app -> Bool in
+            app.launch?.checkedIn = true
             guard !app.checkedIn.contains(connection) else { return false }
             app.checkedIn.append(connection)
             return true

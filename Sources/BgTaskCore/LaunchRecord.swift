@@ -4,4 +4,7 @@ struct LaunchRecord: Sendable {
     var reason: String
     /// The launched process, once the shell reports it started.
     var process: ProcessRef?
+    /// A connection of the launched app checked in: the launch worked, whatever
+    /// happens to that connection afterwards.
+    var checkedIn = false
 }

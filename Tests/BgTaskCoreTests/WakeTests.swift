@@ -171,3 +171,42 @@ import Testing
         #expect(reused?.code == .invalidArgs)
     }
 }
+
+/// Regressions found by driving the daemon for real.
+@Suite struct WakeRegressionTests {
+    let clock = ManualClock()
+    var engine = BackgroundEngine(policy: TaskPolicy(), clock: ManualClock())
+    let weather = try! AppID(validating: "org.example.Weather")
+    let launched = ProcessRef(pid: 500, serial: 9)
+
+    init() {
+        engine = BackgroundEngine(policy: TaskPolicy(), clock: clock)
+    }
+
+    /// A launched app that checked in, completed and left: its connection's
+    /// disconnect often arrives before its process's exit. That is a good
+    /// launch, not a failed one (it used to hold the next launch back).
+    @Test mutating func appThatCheckedInAndLeftBeforeExitingIsNotAFailedLaunch() throws {
+        _ = try engine.requestWake(WakeRequest(app: weather, reason: "fetch", plugin: "fetch", budget: .seconds(30), token: "t1"))
+        engine.launchStarted(weather, process: launched)
+        let app = CallerIdentity(connection: ConnectionID(":1.40"), process: launched, appID: weather, appIDSource: .launched)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: app)
+        _ = try engine.completeWake(token: "t1", caller: app.connection)
+        _ = engine.disconnect(app.connection)
+        #expect(engine.launchedProcessExited(weather, process: launched, status: "exited with code 0") == [.appGone(weather)])
+        #expect(engine.launchBackoff(for: weather) == nil)
+        #expect(try engine.requestWake(WakeRequest(app: weather, reason: "fetch", plugin: "fetch", budget: .seconds(30), token: "t2"))
+                == [.launch(weather, reason: "fetch")])
+    }
+
+    /// An app in the foreground that misses a wake's budget has its miss
+    /// counted, but is not terminated: nothing is in the foreground.
+    @Test mutating func foregroundAppIsNotTerminatedForAMissedWake() throws {
+        let app = CallerIdentity(connection: ConnectionID(":1.41"), process: ProcessRef(pid: 600, serial: 1))
+        _ = try engine.checkIn(appID: weather.rawValue, caller: app)
+        _ = try engine.requestWake(WakeRequest(app: weather, reason: "fetch", plugin: "fetch", budget: .seconds(30), token: "t1"))
+        clock.advance(by: .seconds(30))
+        #expect(engine.fireDueTimers() == [.wakeExpired(token: "t1", plugin: "fetch", app: weather)])
+        #expect(engine.nextDeadline() == nil)
+    }
+}
