@@ -45,28 +45,47 @@ public final class BackgroundTaskManager: Sendable {
     /// ```
     public let uniqueName: String
 
-    /// What `CheckIn` answered when ``connect(bus:appID:)`` was given an app
-    /// id; nil otherwise.
+    /// What `CheckIn` answered when ``connect(bus:appID:)`` checked in (it
+    /// was given an app id, or found one in `BGTASKD_APP_ID`); nil otherwise.
     ///
     /// ```swift
     /// if manager.launch?.reason == .fetch { await refreshContent() }
     /// ```
     public let launch: LaunchInfo?
 
+    /// Why bgtaskd launched this process, from `BGTASKD_LAUNCH_REASON` in its
+    /// environment (`.fetch`, `.remoteNotification`, `.location`); nil when
+    /// the daemon did not launch it (the user did). Readable before
+    /// connecting, to decide early whether to show a window.
+    ///
+    /// ```swift
+    /// if BackgroundTaskManager.launchReasonFromEnvironment == nil {
+    ///     showMainWindow()  // started by the user
+    /// }
+    /// ```
+    public static var launchReasonFromEnvironment: LaunchReason? {
+        LaunchEnvironment.reason
+    }
+
     let connection: BusConnection
+    /// `PerformFetch` tokens waiting for, and going to, the fetch handler.
+    let fetchDispatcher: FetchDispatcher
 
     /// The app's handlers, read on the SDK's thread when signals arrive.
     struct Callbacks {
         var expirationHandlers: [UInt32: @Sendable () -> Void] = [:]
         var onTaskExpiring: (@Sendable (BackgroundTaskIdentifier, TimeInterval) -> Void)?
         var onTaskExpired: (@Sendable (BackgroundTaskIdentifier) -> Void)?
+        var onPerformFetch: (@Sendable (String) -> Void)?
+        var onFetchCompleted: (@Sendable (String, FetchResult, BackgroundTasksError?) -> Void)?
     }
 
     let callbacks = Mutex(Callbacks())
 
-    private init(connection: BusConnection, launch: LaunchInfo?) {
+    private init(connection: BusConnection, launch: LaunchInfo?, fetchDispatcher: FetchDispatcher) {
         self.connection = connection
         self.launch = launch
+        self.fetchDispatcher = fetchDispatcher
         uniqueName = connection.uniqueName
         subscribeToTaskSignals()
     }
@@ -84,6 +103,13 @@ public final class BackgroundTaskManager: Sendable {
     /// (``launch``). A sandboxed (Flatpak) or systemd-launched app is known to
     /// the daemon already and may only check in as itself.
     ///
+    /// Without an `appID`, the SDK checks in with `BGTASKD_APP_ID` from the
+    /// environment when it is set, which it is when bgtaskd launched the
+    /// process for a background event: such an app checks in without doing
+    /// anything, and receives its waiting events right after. Install the
+    /// fetch handler (`setFetchHandler`) soon after connecting; events that
+    /// arrive before it is installed are kept for it.
+    ///
     /// Connecting does not need the daemon to be running; calls made while it
     /// is not fail with ``BackgroundTasksError/Code/daemonUnavailable`` within
     /// 10 seconds at most (at once when the bus knows the name has no owner).
@@ -95,15 +121,21 @@ public final class BackgroundTaskManager: Sendable {
     ///
     /// - Parameters:
     ///   - bus: The bus the daemon runs on; the session bus by default.
-    ///   - appID: The app's desktop-file id, such as `org.example.Weather`.
+    ///   - appID: The app's desktop-file id, such as `org.example.Weather`;
+    ///     nil for `BGTASKD_APP_ID` if set, else no check-in.
     /// - Throws: ``BackgroundTasksError``: `.daemonUnavailable` when there is
     ///   no bus; with an `appID`, whatever `CheckIn` answers (`.notPermitted`,
     ///   `.invalidArgument`, `.daemonUnavailable` …). The connection is closed
     ///   again when it throws.
     public static func connect(bus: BusAddress = .session, appID: String? = nil) async throws -> BackgroundTaskManager {
         let connection = try await BusConnection.open(bus)
+        // Listen for PerformFetch before checking in: the daemon sends the
+        // waiting events right after the CheckIn reply, and the SDK's thread
+        // takes jobs in order, so the subscription is in place by then.
+        let fetchDispatcher = FetchDispatcher()
+        subscribeToFetchSignals(on: connection, dispatcher: fetchDispatcher)
         var launch: LaunchInfo?
-        if let appID {
+        if let appID = appID ?? LaunchEnvironment.appID {
             do {
                 launch = try await checkIn(appID: appID, on: connection)
             } catch {
@@ -111,7 +143,7 @@ public final class BackgroundTaskManager: Sendable {
                 throw error
             }
         }
-        return BackgroundTaskManager(connection: connection, launch: launch)
+        return BackgroundTaskManager(connection: connection, launch: launch, fetchDispatcher: fetchDispatcher)
     }
 
     /// Binds this connection to an app (`CheckIn`) and returns what the daemon
@@ -182,6 +214,31 @@ public final class BackgroundTaskManager: Sendable {
     public var backgroundTimeRemaining: TimeInterval {
         get async throws {
             try await connection.call("GetBackgroundTimeRemaining") { (reply) throws(BusError) in try reply.readDouble() }
+        }
+    }
+
+    // MARK: Background App Refresh
+
+    /// Whether the app may be woken for background fetch, as iOS's
+    /// `UIApplication.backgroundRefreshStatus`: `.denied` when the user
+    /// switched Background App Refresh off for all apps or for this one,
+    /// `.restricted` while the system saves power, else `.available`.
+    /// Without a check-in it answers for the global switch and the power state.
+    ///
+    /// ```swift
+    /// if try await manager.backgroundRefreshStatus() != .available {
+    ///     showHint("Content refreshes only while the app is open")
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``BackgroundTasksError`` (`.daemonUnavailable`, `.disconnected` …).
+    public func backgroundRefreshStatus() async throws -> BackgroundRefreshStatus {
+        try await connection.call("GetBackgroundRefreshStatus") { (reply) throws(BusError) in
+            let text = try reply.readString()
+            guard let status = BackgroundRefreshStatus(rawValue: text) else {
+                throw BusError.invalidArgs("unknown status '\(text.prefix(64))'")
+            }
+            return status
         }
     }
 }

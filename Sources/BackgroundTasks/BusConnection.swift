@@ -49,6 +49,8 @@ final class BusConnection: @unchecked Sendable {
 
         /// The daemon's core interface.
         static let manager = Target(destination: BgTaskNames.busName, path: BgTaskNames.objectPath, interface: BgTaskNames.manager)
+        /// The fetch mode's interface (present when the daemon loaded its fetch plugin).
+        static let fetch = Target(destination: BgTaskNames.busName, path: BgTaskNames.objectPath, interface: BgTaskNames.fetch)
         /// The bus itself.
         static let busDriver = Target(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus")
@@ -241,6 +243,21 @@ final class BusConnection: @unchecked Sendable {
             if !posted { continuation.resume(returning: .failure(.closed)) }
         }
         return try result.get()
+    }
+
+    /// Calls `member` on `target` without waiting: `completion` runs once the
+    /// reply (or why there is none) is in, on the loop thread, or at once on
+    /// the calling thread when the connection is closed already. For callers
+    /// that cannot suspend, such as a completion handler the app calls.
+    func callInBackground(
+        _ member: String, on target: Target = .manager,
+        arguments: @escaping @Sendable (Message) throws(BusError) -> Void = { (_) throws(BusError) in },
+        completion: @escaping @Sendable (Result<Void, BackgroundTasksError>) -> Void
+    ) {
+        let posted = submit {
+            self.issue(target, member, arguments: arguments) { result in completion(result.map { _ in }) }
+        }
+        if !posted { completion(.failure(.closed)) }
     }
 
     /// Sends a call from the loop thread; `completion` runs exactly once.

@@ -19,9 +19,11 @@ struct BgTaskCtl: ParsableCommand {
             cannot be reached or the daemon answers with an error (printed as \
             'bgtaskctl: <message> (<D-Bus error name>)'); 64 for a usage error.
             """,
-        // New subcommands (apps, fetch simulate, refresh, push, pushes) go here,
-        // each in a file of its own conforming to ClientCommand.
-        subcommands: [StatusCommand.self, TasksCommand.self]
+        // New subcommands (push, pushes …) go here, each in a file of its own
+        // conforming to ClientCommand (groups: a ParsableCommand listing them).
+        subcommands: [
+            StatusCommand.self, TasksCommand.self, AppsCommand.self, FetchCommand.self, RefreshCommand.self,
+        ]
     )
 
     // Declared here too so that `bgtaskctl --json tasks` works as well as

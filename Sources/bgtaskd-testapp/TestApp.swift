@@ -12,6 +12,16 @@ enum ExpireAction: String, CaseIterable, ExpressibleByArgument {
     case exit
 }
 
+/// What the app answers a background fetch with (`--fetch-result`).
+enum FetchAnswer: String, CaseIterable, ExpressibleByArgument {
+    case newData, noData, failed
+    /// Never call the completion: the wake runs out and the app is terminated.
+    case never
+
+    /// The result to complete with; nil for ``never``.
+    var result: FetchResult? { FetchResult(rawValue: rawValue) }
+}
+
 /// `bgtaskd-testapp`: an app built on the BackgroundTasks SDK that the
 /// integration tests start, drive with flags, read through JSON lines and kill.
 @main
@@ -20,7 +30,9 @@ struct TestApp: AsyncParsableCommand {
         commandName: "bgtaskd-testapp",
         abstract: "A scriptable bgtaskd client: begins background tasks through the BackgroundTasks SDK and reports what happens.",
         discussion: """
-            Connects (checking in when --app-id is given), begins --tasks tasks named --name, \
+            Connects (checking in as --app-id, else as BGTASKD_APP_ID when set, as the SDK \
+            does), installs a fetch handler if --fetch-result is given, sets the fetch \
+            interval if --fetch-interval is given, begins --tasks tasks named --name, \
             switches to the background if asked, ends the tasks after --end-after seconds if \
             given, then stays alive for --hold seconds. Everything goes through the SDK.
 
@@ -32,7 +44,10 @@ struct TestApp: AsyncParsableCommand {
             stdout carries one JSON object per line, written at once, such as \
             {"event":"begun","task_id":1,"seconds_remaining":1.7976931348623157e+308}. \
             Events and their fields:
-              ready      unique_name, pid (with --app-id also reason, pending)
+              ready      unique_name, pid (when checked in also reason, pending)
+              fetch_registered  policy, seconds, next_usec (after --fetch-interval)
+              perform_fetch     token (a PerformFetch handed to the fetch handler)
+              fetch_completed   result (the daemon accepted CompleteFetch)
               begun      task_id, seconds_remaining (the app's background time)
               state      state ("background")
               expiring   task_id, seconds_left (the daemon's TaskExpiring)
@@ -49,8 +64,17 @@ struct TestApp: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Bus the daemon runs on: session, system or a D-Bus address such as unix:path=/tmp/bus.", valueName: "session|ADDRESS"))
     var bus: String = "session"
 
-    @Option(name: .customLong("app-id"), help: ArgumentHelp("Check in as this app (desktop-file id) right after connecting; prints CheckIn's answer in \"ready\".", valueName: "ID"))
+    @Option(name: .customLong("app-id"), help: ArgumentHelp("Check in as this app (desktop-file id) right after connecting; prints CheckIn's answer in \"ready\". Default: BGTASKD_APP_ID if set (as the daemon sets it when it launches an app), else no check-in.", valueName: "ID"))
     var appID: String?
+
+    @Option(name: .customLong("fetch-result"), help: ArgumentHelp("Install a fetch handler that completes every PerformFetch at once with this result; 'never' never completes (the wake runs out and the daemon terminates the app). Without it no handler is installed and PerformFetch signals wait in the SDK.", valueName: "newData|noData|failed|never"))
+    var fetchResult: FetchAnswer?
+
+    @Option(name: .customLong("fetch-handler-delay"), help: ArgumentHelp("Install the --fetch-result handler only this many seconds after \"ready\" (PerformFetch signals that arrive meanwhile wait in the SDK).", valueName: "SECONDS"))
+    var fetchHandlerDelay: Double?
+
+    @Option(name: .customLong("fetch-interval"), help: ArgumentHelp("Call SetMinimumFetchInterval with these seconds (0: minimum, inf: never) and print the registration.", valueName: "SECONDS"))
+    var fetchInterval: Double?
 
     @Option(help: ArgumentHelp("Name of every task begun (shown in the daemon's Tasks property).", valueName: "NAME"))
     var name: String = "testapp"
@@ -77,6 +101,8 @@ struct TestApp: AsyncParsableCommand {
         guard tasks >= 0 else { throw ValidationError("--tasks must be 0 or more") }
         guard (endAfter ?? 0) >= 0, (endAfter ?? 0).isFinite else { throw ValidationError("--end-after must be a number of seconds, 0 or more") }
         guard (hold ?? 0) >= 0, (hold ?? 0).isFinite else { throw ValidationError("--hold must be a number of seconds, 0 or more") }
+        guard (fetchHandlerDelay ?? 0) >= 0, (fetchHandlerDelay ?? 0).isFinite else { throw ValidationError("--fetch-handler-delay must be a number of seconds, 0 or more") }
+        if fetchHandlerDelay != nil && fetchResult == nil { throw ValidationError("--fetch-handler-delay needs --fetch-result") }
     }
 
     func run() async throws {
@@ -87,6 +113,7 @@ struct TestApp: AsyncParsableCommand {
         } catch {
             EventLog.fail(error)
         }
+        // Before "ready" nothing is delivered (no handler yet), so "ready" is always the first line.
         if let launch = manager.launch {
             EventLog.emit("ready", [
                 "unique_name": .string(manager.uniqueName), "pid": .int(Int(getpid())),
@@ -94,6 +121,30 @@ struct TestApp: AsyncParsableCommand {
             ])
         } else {
             EventLog.emit("ready", ["unique_name": .string(manager.uniqueName), "pid": .int(Int(getpid()))])
+        }
+
+        if let fetchResult {
+            if let fetchHandlerDelay {
+                Task {
+                    try await Task.sleep(for: .seconds(fetchHandlerDelay))
+                    Self.installFetchHandler(fetchResult, on: manager)
+                }
+            } else {
+                Self.installFetchHandler(fetchResult, on: manager)
+            }
+        }
+        if let fetchInterval {
+            do {
+                try await manager.setMinimumBackgroundFetchInterval(fetchInterval)
+                let registration = try await manager.fetchRegistration()
+                let next = registration.nextEarliest.map { Int(($0.timeIntervalSince1970 * 1_000_000).rounded()) } ?? 0
+                EventLog.emit("fetch_registered", [
+                    "policy": .string(registration.policy.rawValue), "seconds": .double(registration.seconds),
+                    "next_usec": .int(next),
+                ])
+            } catch {
+                EventLog.fail(error)
+            }
         }
 
         let book = TaskBook()
@@ -135,6 +186,21 @@ struct TestApp: AsyncParsableCommand {
             return
         }
         while true { try await Task.sleep(for: .seconds(3600)) }
+    }
+
+    /// Reports every fetch handed over, and answers it with `answer` at once
+    /// (or never).
+    private static func installFetchHandler(_ answer: FetchAnswer, on manager: BackgroundTaskManager) {
+        manager.onPerformFetch = { token in
+            EventLog.emit("perform_fetch", ["token": .string(token)])
+        }
+        manager.onFetchCompleted = { _, result, error in
+            if let error { EventLog.fail(error) }
+            EventLog.emit("fetch_completed", ["result": .string(result.rawValue)])
+        }
+        manager.setFetchHandler { completion in
+            if let result = answer.result { completion(result) }
+        }
     }
 
     /// Ends one task and reports it; a task that expired meanwhile is no error.

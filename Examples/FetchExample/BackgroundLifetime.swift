@@ -1,0 +1,67 @@
+import Glibc
+import Synchronization
+
+/// Decides when an app that bgtaskd launched in the background leaves.
+///
+/// On iOS such an app is suspended once it has called the fetch completion
+/// handler. Here the app exits instead: `stay` seconds after its last fetch
+/// was completed (and the daemon took the answer), unless another fetch
+/// began meanwhile. An app started by the user does not use this; it runs
+/// until it is told to stop.
+final class BackgroundLifetime: Sendable {
+    private struct State {
+        /// Fetches handed to the app and not yet answered by the daemon.
+        var inFlight = 0
+        /// Bumped at every change, so that an older exit timer knows it is stale.
+        var generation = 0
+    }
+
+    private let state = Mutex(State())
+    private let stay: Double
+    private let onExit: @Sendable () -> Void
+
+    /// - Parameters:
+    ///   - stay: Seconds to linger once idle.
+    ///   - onExit: Runs right before the process exits (to say goodbye).
+    init(stay: Double, onExit: @escaping @Sendable () -> Void) {
+        self.stay = stay
+        self.onExit = onExit
+    }
+
+    /// A fetch began: do not exit while it runs.
+    func fetchStarted() {
+        state.withLock { state in
+            state.inFlight += 1
+            state.generation += 1
+        }
+    }
+
+    /// A fetch is over (the daemon answered CompleteFetch, or it failed).
+    func fetchFinished() {
+        let idle = state.withLock { state -> Int? in
+            state.inFlight = max(0, state.inFlight - 1)
+            state.generation += 1
+            return state.inFlight == 0 ? state.generation : nil
+        }
+        if let idle { exitLater(ifStill: idle) }
+    }
+
+    /// Nothing to do right now (no fetch was waiting at check-in): leave
+    /// after `stay` seconds unless a fetch arrives first.
+    func idle() {
+        let generation = state.withLock { state -> Int? in
+            state.inFlight == 0 ? state.generation : nil
+        }
+        if let generation { exitLater(ifStill: generation) }
+    }
+
+    private func exitLater(ifStill generation: Int) {
+        Task { [self] in
+            try? await Task.sleep(for: .seconds(stay))
+            let stillIdle = state.withLock { $0.generation == generation && $0.inFlight == 0 }
+            guard stillIdle else { return }
+            onExit()
+            exit(0)
+        }
+    }
+}

@@ -1,0 +1,96 @@
+import ArgumentParser
+import Foundation
+
+/// `bgtaskctl apps`: the apps bgtaskd serves, and what it plans for them.
+struct AppsCommand: ClientCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apps",
+        abstract: "List the apps that declare a background mode or are checked in, with their refresh and fetch state.",
+        discussion: """
+            Calls the Manager's GetApplications: every app whose desktop entry declares \
+            a background mode (X-BgTaskd-Modes=) and every app checked in now.
+
+            MODES are the declared modes. REFRESH is the app's Background App Refresh \
+            status (available, denied or restricted). STATE is the app's state while a \
+            connection is checked in as it (active, inactive, background), 'launching' \
+            while the daemon starts it, else 'not running'. NEXT FETCH is when the next \
+            background fetch is planned, in local time and from now; 'never' when the \
+            app did not ask for fetch, 'held' while it is out of the schedule. LAST \
+            FETCH is what the last completed fetch found and when it began. NOTES say \
+            why a launch failed (launch_error), why the entry's command cannot run \
+            (exec_problem), why fetch is held (fetch_held), and fetches that were not \
+            completed in time (offences).
+
+            --json prints {"applications": [...]}, one object per app with the keys the \
+            daemon sent (app_id, name, modes, refresh_status, refresh_reason, running, \
+            launching, state, exec_problem, launch_error, and the plugins' keys such as \
+            fetch_policy, fetch_interval, fetch_next_usec, fetch_held, fetch_last_result, \
+            fetch_last_usec, fetch_offences). Times ending in _usec are CLOCK_REALTIME \
+            microseconds. Keys may be added; ignore the ones you do not know.
+            """)
+
+    @OptionGroup(title: "Global options")
+    var global: GlobalOptions
+
+    /// What `--json` prints.
+    struct Report: Encodable {
+        var applications: [[String: BusValueJSON]]
+    }
+
+    func run(with client: DaemonClient) throws {
+        let uniqueName = try client.daemonUniqueName()
+        let apps = try ApplicationInfo.list(from: client.call("GetApplications", destination: uniqueName))
+        if global.json {
+            try JSONOutput.print(Report(applications: apps.map(\.json)))
+            return
+        }
+        if apps.isEmpty {
+            print("No app declares a background mode (X-BgTaskd-Modes=) and none is checked in.")
+            return
+        }
+        let now = Date()
+        var table = TextTable([
+            .init("APP", maxWidth: 48), .init("MODES", maxWidth: 40), .init("REFRESH"), .init("STATE"),
+            .init("NEXT FETCH"), .init("LAST FETCH"), .init("NOTES", maxWidth: 100),
+        ])
+        for app in apps {
+            table.append([
+                app.appID, app.modes.isEmpty ? "-" : app.modes.joined(separator: ","), app.refreshStatus ?? "?",
+                Self.state(of: app), Self.nextFetch(of: app, now: now), Self.lastFetch(of: app, now: now),
+                Self.notes(for: app).joined(separator: "; "),
+            ])
+        }
+        print(table.render(), terminator: "")
+    }
+
+    static func state(of app: ApplicationInfo) -> String {
+        if app.running { return app.state ?? "running" }
+        return app.launching ? "launching" : "not running"
+    }
+
+    static func nextFetch(of app: ApplicationInfo, now: Date) -> String {
+        guard app.modes.contains("fetch") else { return "-" }
+        if app.fetchHeld != nil { return "held" }
+        if let next = app.fetchNextMicroseconds, next > 0 { return WallClockTime.text(microseconds: next, now: now) }
+        // No plan: the app never asked (policy never) or has no record yet.
+        return "never"
+    }
+
+    static func lastFetch(of app: ApplicationInfo, now: Date) -> String {
+        guard let result = app.fetchLastResult else { return "-" }
+        guard let at = app.fetchLastMicroseconds, at > 0 else { return result }
+        let date = Date(timeIntervalSince1970: TimeInterval(at) / 1_000_000)
+        return "\(result) (\(WallClockTime.relative(date.timeIntervalSince(now))))"
+    }
+
+    static func notes(for app: ApplicationInfo) -> [String] {
+        var notes: [String] = []
+        if let error = app.launchError { notes.append("launch failed: \(error)") }
+        if let problem = app.execProblem { notes.append("cannot run Exec: \(problem)") }
+        if let held = app.fetchHeld { notes.append("fetch held: \(held)") }
+        if let offences = app.fetchOffences, offences > 0 {
+            notes.append(offences == 1 ? "1 fetch offence" : "\(offences) fetch offences")
+        }
+        return notes
+    }
+}

@@ -1,0 +1,69 @@
+import ArgumentParser
+import BgTaskProtocol
+import SDBus
+
+/// `bgtaskctl fetch simulate APP`: wake one app for a fetch now.
+struct FetchSimulateCommand: ClientCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simulate",
+        abstract: "Wake an app for a background fetch now, whatever its schedule.",
+        discussion: """
+            Calls Fetch.SimulateFetch, as Xcode's "Simulate Background Fetch": a running \
+            app that checked in gets PerformFetch at once; an app that is not running is \
+            launched in the background (BGTASKD_LAUNCH_REASON=fetch) and gets it after its \
+            CheckIn. The app must declare the fetch mode in its desktop entry \
+            (X-BgTaskd-Modes=fetch;) and its Background App Refresh must be available. \
+            Only trusted callers (unsandboxed processes of the daemon's user) may do this. \
+            The command returns once the daemon took the request; follow the fetch with \
+            'bgtaskctl apps' or the daemon's log.
+
+            --json prints {"app_id": APP, "simulated": true}.
+            """)
+
+    @OptionGroup(title: "Global options")
+    var global: GlobalOptions
+
+    @Argument(help: ArgumentHelp("The app's desktop-file id, such as org.example.News.", valueName: "APP"))
+    var app: String
+
+    struct Report: Encodable {
+        var appID: String
+        var simulated = true
+
+        private enum CodingKeys: String, CodingKey {
+            case appID = "app_id", simulated
+        }
+    }
+
+    func run(with client: DaemonClient) throws {
+        do {
+            try client.call("SimulateFetch", interface: BgTaskNames.fetch) { (call) throws(BusError) in try call.append(app) }
+        } catch {
+            throw Self.explained(error, app: app)
+        }
+        if global.json {
+            try JSONOutput.print(Report(appID: app))
+        } else {
+            print("Simulated a background fetch for \(app).")
+        }
+    }
+
+    /// Adds what to do about the errors a user can fix.
+    static func explained(_ error: ClientError, app: String) -> ClientError {
+        var error = error
+        switch error.name {
+        case BgTaskErrors.refreshDisabled:
+            error.hint = "see 'bgtaskctl refresh status' and 'bgtaskctl apps'; 'bgtaskctl refresh enable \(app)' turns it back on for the app"
+        case BgTaskErrors.modeNotDeclared:
+            error.hint = "add fetch to X-BgTaskd-Modes= in the app's desktop entry"
+        case BgTaskErrors.unknownApplication:
+            error.hint = "the daemon finds apps by their desktop entries in $XDG_DATA_HOME/applications and $XDG_DATA_DIRS/*/applications"
+        case "org.freedesktop.DBus.Error.UnknownInterface", "org.freedesktop.DBus.Error.UnknownMethod",
+             "org.freedesktop.DBus.Error.UnknownObject":
+            error.hint = "the daemon runs without its fetch plugin (bgtaskctl status lists the plugins it loaded)"
+        default:
+            break
+        }
+        return error
+    }
+}

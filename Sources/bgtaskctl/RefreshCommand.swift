@@ -1,0 +1,59 @@
+import ArgumentParser
+import BgTaskProtocol
+import SDBus
+
+/// `bgtaskctl refresh`: the user's Background App Refresh switches.
+struct RefreshCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "refresh",
+        abstract: "Show or change Background App Refresh, for all apps or for one.",
+        discussion: """
+            Background App Refresh is the user's switch for background fetch, as in \
+            iOS's Settings: one switch for all apps and one per app. An app is woken for \
+            fetch only while both are on and the system is not saving power. The \
+            settings are stored by the daemon and survive restarts.
+            """,
+        subcommands: [RefreshEnableCommand.self, RefreshDisableCommand.self, RefreshStatusCommand.self]
+    )
+
+    // Declared here too so that `bgtaskctl refresh --json status` works.
+    @OptionGroup(title: "Global options")
+    var global: GlobalOptions
+
+    /// What `refresh enable|disable --json` prints.
+    struct SwitchReport: Encodable {
+        /// "" for the global switch.
+        var appID: String
+        var enabled: Bool
+
+        private enum CodingKeys: String, CodingKey {
+            case appID = "app_id", enabled
+        }
+    }
+
+    /// Sets one switch (`Manager.SetBackgroundRefreshEnabled`) and says so.
+    static func setEnabled(_ enabled: Bool, app: String?, client: DaemonClient, json: Bool) throws {
+        let appID = app ?? ""
+        do {
+            try client.call("SetBackgroundRefreshEnabled") { (call) throws(BusError) in
+                try call.append(appID)
+                try call.append(enabled)
+            }
+        } catch var error {
+            if error.name == BgTaskErrors.unknownApplication {
+                error.hint = "the daemon finds apps by their desktop entries in $XDG_DATA_HOME/applications and $XDG_DATA_DIRS/*/applications"
+            }
+            throw error
+        }
+        if json {
+            try JSONOutput.print(SwitchReport(appID: appID, enabled: enabled))
+            return
+        }
+        let what = enabled ? "enabled" : "disabled"
+        if let app {
+            print("Background App Refresh \(what) for \(app).")
+        } else {
+            print("Background App Refresh \(what) for all apps (the global switch).")
+        }
+    }
+}

@@ -1,0 +1,35 @@
+import Foundation
+
+/// Formats a moment on the wall clock (CLOCK_REALTIME µs, as the daemon's
+/// `*_usec` values) for people: local time and how far away it is,
+/// `14:32:05 (in 14m)`, `Mar 3 09:00 (in 2d 3h)`, `14:02:11 (3m ago)`.
+enum WallClockTime {
+    static func text(microseconds: UInt64, now: Date = Date()) -> String {
+        let date = Date(timeIntervalSince1970: TimeInterval(microseconds) / 1_000_000)
+        return "\(clock(date, now: now)) (\(relative(date.timeIntervalSince(now))))"
+    }
+
+    /// `in 42s`, `in 14m`, `in 2h 5m`, `in 3d 4h`, `now`, `3m ago`.
+    static func relative(_ seconds: TimeInterval) -> String {
+        guard seconds.isFinite else { return "never" }
+        let whole = Int(seconds.magnitude.rounded())
+        if whole == 0 { return "now" }
+        let span: String
+        switch whole {
+        case ..<60: span = "\(whole)s"
+        case ..<3600: span = "\(whole / 60)m"
+        case ..<86400: span = whole % 3600 / 60 == 0 ? "\(whole / 3600)h" : "\(whole / 3600)h \(whole % 3600 / 60)m"
+        default: span = whole % 86400 / 3600 == 0 ? "\(whole / 86400)d" : "\(whole / 86400)d \(whole % 86400 / 3600)h"
+        }
+        return seconds > 0 ? "in \(span)" : "\(span) ago"
+    }
+
+    /// The local time of day for today, with the date otherwise.
+    private static func clock(_ date: Date, now: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = .current
+        formatter.dateFormat = Calendar.current.isDate(date, inSameDayAs: now) ? "HH:mm:ss" : "MMM d HH:mm"
+        return formatter.string(from: date)
+    }
+}
