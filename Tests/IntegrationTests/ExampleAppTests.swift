@@ -1,0 +1,53 @@
+import BgTaskTestKit
+import Foundation
+import SDBus
+import Testing
+
+/// The example app, launched by the daemon through its desktop entry for a
+/// simulated background fetch: it checks in (by itself, from its launch
+/// environment), fetches a real file, completes and exits.
+@Suite struct ExampleAppTests {
+    @Test func simulatedFetchLaunchesTheExampleAppWhichFetchesAndCompletes() throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-example-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        try "forecast: sunny\n".write(toFile: scratch + "/source", atomically: true, encoding: .utf8)
+        let example = BinaryLocator.path(of: "bgtaskd-example-fetch")
+        let daemon = try DaemonUnderTest(desktopEntries: [
+            DesktopEntrySpec(id: "org.example.FetchDemo", modes: ["fetch"],
+                             exec: "\(example) --source file://\(scratch)/source --cache \(scratch)/cache"),
+        ])
+        let admin = try RawClient(daemon)
+
+        try admin.call("Fetch", "SimulateFetch") { try $0.append("org.example.FetchDemo") }
+        #expect(daemon.process.waitForStandardError(containing: "completed its fetch: newData", timeout: .seconds(20)), "\(daemon.log)")
+        #expect(daemon.log.contains("launched org.example.FetchDemo for fetch"))
+        #expect(daemon.log.contains("app=org.example.FetchDemo caller=") && daemon.log.contains("pending=1 reason=fetch"),
+                "the launched app checked in with its launch reason and its pending event")
+        #expect(try String(contentsOfFile: scratch + "/cache", encoding: .utf8) == "forecast: sunny\n")
+        #expect(daemon.process.waitForStandardError(containing: "org.example.FetchDemo exited: exited with code 0"), "\(daemon.log)")
+
+        // Again, with nothing new: launched again (it exited), and it says so.
+        try admin.call("Fetch", "SimulateFetch") { try $0.append("org.example.FetchDemo") }
+        #expect(daemon.process.waitForStandardError(containing: "completed its fetch: noData", timeout: .seconds(20)), "\(daemon.log)")
+        let demo = try admin.applications().first { $0["app_id"] == .string("org.example.FetchDemo") }
+        #expect(demo?["fetch_last_result"] == .string("noData"), "\(String(describing: demo))")
+        #expect(demo?["launch_error"] == nil, "two good launches are no failure: \(String(describing: demo))")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func runningSDKAppReceivesPerformFetch() throws {
+        let daemon = try DaemonUnderTest(desktopEntries: [
+            DesktopEntrySpec(id: "org.example.Weather", modes: ["fetch"], exec: "/bin/false"),
+        ])
+        let app = try daemon.startTestApp(["--app-id", "org.example.Weather", "--tasks", "0", "--fetch-result", "newData"])
+        #expect(app.waitForEvent("ready") != nil, "\(app.lines) \(app.standardError)")
+        let admin = try RawClient(daemon)
+        try admin.call("Fetch", "SimulateFetch") { try $0.append("org.example.Weather") }
+        #expect(app.waitForEvent("perform_fetch") != nil, "\(app.lines)")
+        #expect(app.waitForEvent("fetch_completed")?["result"] as? String == "newData")
+        #expect(!daemon.log.contains("launched org.example.Weather"), "a running app is not launched again")
+        app.stop()
+        #expect(daemon.stop() == .status(0))
+    }
+}
