@@ -166,7 +166,7 @@ final class FetchMode: ModePlugin {
             if schedule.isHeld(app) { reviewHold(app) }
         case .appsChanged, .refreshChanged:
             reviewHolds()
-        case .appCheckedIn, .tokenCompleted:
+        case .appCheckedIn, .tokenCompleted, .appWoken:
             break
         }
         armNextWake()

@@ -92,6 +92,12 @@ extension Daemon {
             plugin(named: name)?.post(PluginEvent(
                 type: BGT_EVENT_TOKEN_READY, app: app.rawValue, connection: connection.uniqueName, token: token,
                 realtimeMicroseconds: now))
+            // Other modes' waiting events may ride along with this wake.
+            for other in plugins where other.name != name {
+                other.post(PluginEvent(
+                    type: BGT_EVENT_APP_WOKEN, app: app.rawValue, connection: connection.uniqueName, reason: name,
+                    realtimeMicroseconds: now))
+            }
         case .wakeCompleted(let token, let name, let app):
             plugin(named: name)?.post(PluginEvent(
                 type: BGT_EVENT_TOKEN_COMPLETED, app: app.rawValue, token: token, realtimeMicroseconds: now))
@@ -220,13 +226,15 @@ extension Daemon: PluginHostDelegate {
         return sd_bus_message_new_signal(bus.handle, &message, BgTaskNames.objectPath, interface, member) < 0 ? nil : message
     }
 
+    var busHandle: OpaquePointer? { bus.handle }
+
     func appInfo(_ app: AppID) -> PluginAppInfo {
         guard let entry = registry.entry(for: app) else { return PluginAppInfo() }
         let running = engine.isRunning(app)
         return PluginAppInfo(
             known: true, running: running, launching: engine.isLaunching(app),
             state: running ? engine.state(of: .app(app))?.rawValue : nil,
-            refreshStatus: refreshStatus(of: app).status.rawValue, modes: entry.modes, name: entry.name)
+            refreshStatus: refreshStatus(of: app).status.rawValue, modes: entry.modes, name: entry.name, icon: entry.icon)
     }
 
     func apps(declaring mode: String) -> [AppID] {

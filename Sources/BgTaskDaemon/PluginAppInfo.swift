@@ -7,4 +7,5 @@ struct PluginAppInfo: Sendable, Equatable {
     var refreshStatus = "available"
     var modes: [String] = []
     var name: String?
+    var icon: String?
 }

@@ -133,6 +133,7 @@ enum PluginHostAPI {
             filled.refresh_status = host.intern(known.refreshStatus)
             filled.modes = host.intern(known.modes.joined(separator: ";"))
             filled.name = known.name.map { host.intern($0) }
+            filled.icon = known.icon.map { host.intern($0) }
             // Only as much as the plugin's struct holds.
             withUnsafeBytes(of: &filled) { UnsafeMutableRawPointer(info).copyMemory(from: $0.baseAddress!, byteCount: size) }
             return known.known ? 0 : host.fail(ENOENT, "\(app) has no desktop entry")
@@ -230,6 +231,20 @@ enum PluginHostAPI {
             return 0
         }
         api.last_error = { handle in PluginHostAPI.host(handle).lastError }
+
+        // Calls to other services (1.1).
+        api.method_call_new = { handle, destination, path, interface, member in
+            guard let bus = PluginHostAPI.host(handle).hostDelegate.busHandle else { return nil }
+            var message: OpaquePointer?
+            return sd_bus_message_new_method_call(bus, &message, destination, path, interface, member) < 0 ? nil : message
+        }
+        api.method_call_send = { handle, call, timeout, reply, userdata in
+            let host = PluginHostAPI.host(handle)
+            guard let call, let reply else { return host.fail(EINVAL, "no call or reply function given") }
+            defer { sd_bus_message_unref(call) }
+            guard let bus = host.hostDelegate.busHandle else { return host.fail(ENOTCONN, "no bus") }
+            return PluginReplyForwarder.send(call, on: bus, timeout: timeout, host: host, reply: reply, userdata: userdata)
+        }
         return api
     }
 }

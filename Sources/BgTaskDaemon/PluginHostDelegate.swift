@@ -13,6 +13,8 @@ protocol PluginHostDelegate: AnyObject {
     func export(_ interface: BusInterface, for host: PluginHost) throws(BusError)
     /// A new signal message (`sd_bus_message *`) on the daemon's object, or nil offline.
     func newSignal(interface: String, member: String) -> OpaquePointer?
+    /// The daemon's bus connection (`sd_bus *`), for plugins' calls to other services; nil offline.
+    var busHandle: OpaquePointer? { get }
     func appInfo(_ app: AppID) -> PluginAppInfo
     func apps(declaring mode: String) -> [AppID]
     func wake(_ app: AppID, reason: String, plugin: String, budget: Duration) throws(CoreError) -> String

@@ -31,6 +31,7 @@ final class PluginInterfaceCollector: PluginHostDelegate {
     func configValue(_ key: String) -> String? { Configuration().value(of: key) }
     func export(_ interface: BusInterface, for host: PluginHost) throws(BusError) { exported.append(interface) }
     func newSignal(interface: String, member: String) -> OpaquePointer? { nil }
+    var busHandle: OpaquePointer? { nil }
     func appInfo(_ app: AppID) -> PluginAppInfo { PluginAppInfo() }
     func apps(declaring mode: String) -> [AppID] { [] }
     func wake(_ app: AppID, reason: String, plugin: String, budget: Duration) throws(CoreError) -> String {

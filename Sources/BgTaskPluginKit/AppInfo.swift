@@ -14,4 +14,6 @@ public struct AppInfo: Sendable, Equatable {
     public var modes: [String]
     /// Its desktop entry's Name.
     public var name: String?
+    /// Its desktop entry's Icon.
+    public var icon: String?
 }

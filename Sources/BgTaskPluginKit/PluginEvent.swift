@@ -20,4 +20,7 @@ public enum PluginEvent: Equatable, Sendable {
     case appsChanged
     /// Background App Refresh settings or the power state changed.
     case refreshChanged
+    /// Another mode's wake reached `app` at `connection` (`reason`: that mode):
+    /// events waiting for the app may ride along.
+    case appWoken(app: String, connection: String, reason: String)
 }

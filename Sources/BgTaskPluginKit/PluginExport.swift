@@ -85,6 +85,8 @@ public enum PluginExport {
             return .launchFailed(app: text(event.app_id), token: event.token.map { String(cString: $0) }, reason: text(event.reason))
         case BGT_EVENT_APPS_CHANGED: return .appsChanged
         case BGT_EVENT_REFRESH_CHANGED: return .refreshChanged
+        case BGT_EVENT_APP_WOKEN:
+            return .appWoken(app: text(event.app_id), connection: text(event.connection), reason: text(event.reason))
         default: return nil  // newer hosts may send events this plugin does not know
         }
     }

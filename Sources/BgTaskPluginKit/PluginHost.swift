@@ -94,6 +94,51 @@ public final class PluginHost {
         if connection.withCString({ api.pointee.signal_send(handle, signal, $0) }) < 0 { throw ModeError.failed(lastError) }
     }
 
+    /// Calls a method of another service on the daemon's bus; `reply` gets
+    /// the answer (or the error) later, from the loop. Needs a 1.1 host.
+    public func call(
+        _ destination: String, path: String, interface: String, member: String, timeout: Double = 0,
+        _ build: (PluginMessage) throws(ModeError) -> Void,
+        reply: @escaping (Result<PluginMessage, ModeError>) -> Void
+    ) throws(ModeError) {
+        guard api.pointee.struct_size >= UInt32(MemoryLayout<bgt_host_api>.size) else {
+            throw ModeError.failed("this bgtaskd cannot call other services (plugin ABI 1.0)")
+        }
+        guard let call = destination.withCString({ d in path.withCString { p in interface.withCString { i in
+            member.withCString { m in api.pointee.method_call_new(handle, d, p, i, m) } } } }) else {
+            throw ModeError.failed("cannot create a call to \(interface).\(member)")
+        }
+        do {
+            try build(PluginMessage(api: api, handle: call))
+        } catch {
+            api.pointee.message_free(call)
+            throw error
+        }
+        final class Box {
+            let api: UnsafePointer<bgt_host_api>
+            let reply: (Result<PluginMessage, ModeError>) -> Void
+            init(_ api: UnsafePointer<bgt_host_api>, _ reply: @escaping (Result<PluginMessage, ModeError>) -> Void) {
+                self.api = api
+                self.reply = reply
+            }
+        }
+        let box = Unmanaged.passRetained(Box(api, reply))
+        let result = api.pointee.method_call_send(handle, call, UInt64(max(timeout, 0) * 1_000_000), { userdata, message, name, text in
+            let box = Unmanaged<Box>.fromOpaque(userdata!).takeRetainedValue()
+            if let message {
+                box.reply(.success(PluginMessage(api: box.api, handle: message)))
+            } else {
+                box.reply(.failure(ModeError(
+                    name: name.map { String(cString: $0) } ?? "org.freedesktop.DBus.Error.Failed",
+                    message: text.map { String(cString: $0) } ?? "the call failed")))
+            }
+        }, box.toOpaque())
+        if result < 0 {
+            box.release()
+            throw ModeError.failed(lastError)
+        }
+    }
+
     // MARK: Apps and wakes
 
     /// What the daemon knows about an app; nil when it has no desktop entry.
@@ -106,7 +151,8 @@ public final class PluginHost {
             state: info.state.map { String(cString: $0) },
             refreshStatus: info.refresh_status.map { String(cString: $0) } ?? "available",
             modes: (info.modes.map { String(cString: $0) } ?? "").split(separator: ";").map(String.init),
-            name: info.name.map { String(cString: $0) })
+            name: info.name.map { String(cString: $0) },
+            icon: info.struct_size >= UInt32(MemoryLayout<bgt_app_info>.size) ? info.icon.map { String(cString: $0) } : nil)
     }
 
     /// Every app whose desktop entry declares `mode`.

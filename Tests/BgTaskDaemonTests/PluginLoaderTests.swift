@@ -1,5 +1,6 @@
 @testable import BgTaskDaemon
 import BgTaskCore
+import BgTaskPluginABI
 import BgTaskTestKit
 import Foundation
 import Logging
@@ -42,7 +43,7 @@ import Testing
     @Test func wrongMajorIsRefused() throws {
         let dir = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo", major: "2"))])
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        #expect(refusal(dir + "/libbgtaskd-mode-demo.so") == .incompatibleABI(major: 2, minor: 0))
+        #expect(refusal(dir + "/libbgtaskd-mode-demo.so") == .incompatibleABI(major: 2, minor: UInt16(BGTASKD_PLUGIN_ABI_MINOR)))
         #expect(loader.candidates(in: [dir]).isEmpty)
     }
 
@@ -50,8 +51,8 @@ import Testing
         let dir = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo", minor: "BGTASKD_PLUGIN_ABI_MINOR + 1"))])
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let refused = refusal(dir + "/libbgtaskd-mode-demo.so")
-        #expect(refused == .incompatibleABI(major: 1, minor: 1))
-        #expect(refused?.description.contains("this bgtaskd speaks 1.0") == true)
+        #expect(refused == .incompatibleABI(major: 1, minor: UInt16(BGTASKD_PLUGIN_ABI_MINOR + 1)))
+        #expect(refused?.description.contains("this bgtaskd speaks 1.\(BGTASKD_PLUGIN_ABI_MINOR))") == true)
     }
 
     @Test func missingEntrySymbolIsNotAPlugin() throws {
@@ -144,6 +145,7 @@ final class RecordingPluginDelegate: PluginHostDelegate {
     func configValue(_ key: String) -> String? { Configuration().value(of: key) }
     func export(_ interface: BusInterface, for host: PluginHost) throws(BusError) { exported.append(interface) }
     func newSignal(interface: String, member: String) -> OpaquePointer? { nil }
+    var busHandle: OpaquePointer? { nil }
     func appInfo(_ app: AppID) -> PluginAppInfo { PluginAppInfo() }
     func apps(declaring mode: String) -> [AppID] { [] }
     func wake(_ app: AppID, reason: String, plugin: String, budget: Duration) throws(CoreError) -> String {

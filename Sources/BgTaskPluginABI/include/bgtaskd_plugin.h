@@ -1,5 +1,6 @@
 /*
- * bgtaskd mode plugin ABI, version 1.0.
+ * bgtaskd mode plugin ABI, version 1.1 (1.1 adds method calls to other
+ * services, the icon in bgt_app_info and BGT_EVENT_APP_WOKEN).
  *
  * A mode plugin (fetch, remote-notification, location) is a shared library
  * named libbgtaskd-mode-<name>.so that exports one symbol:
@@ -35,7 +36,7 @@ extern "C" {
 #endif
 
 #define BGTASKD_PLUGIN_ABI_MAJOR 1
-#define BGTASKD_PLUGIN_ABI_MINOR 0
+#define BGTASKD_PLUGIN_ABI_MINOR 1
 #define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 1
 /* The symbol every plugin exports. */
 #define BGTASKD_PLUGIN_ENTRY_SYMBOL "bgtaskd_plugin_entry"
@@ -98,6 +99,8 @@ typedef struct bgt_app_info {
     const char *refresh_status; /* "available", "denied", "restricted" */
     const char *modes;          /* the declared modes, ';'-separated, as in the desktop entry */
     const char *name;           /* the entry's Name, NULL if none */
+    /* 1.1 */
+    const char *icon;           /* the entry's Icon, NULL if none */
 } bgt_app_info;
 
 /* Events the host sends a plugin (bgt_plugin_descriptor.event). */
@@ -124,6 +127,9 @@ enum {
     BGT_EVENT_REFRESH_CHANGED = 9,
     /* Launching app_id for a token failed (reason says why); its tokens are dropped. */
     BGT_EVENT_LAUNCH_FAILED = 10,
+    /* 1.1: another plugin's wake was delivered to app_id at connection (reason:
+     * that plugin's mode). Events waiting for the app may ride along now. */
+    BGT_EVENT_APP_WOKEN = 11,
 };
 
 typedef struct bgt_event {
@@ -141,6 +147,9 @@ typedef struct bgt_event {
 typedef void (*bgt_record_fn)(void *userdata, const char *key, const void *data, size_t size);
 /* Called for each app by list_apps. */
 typedef void (*bgt_app_fn)(void *userdata, const char *app_id);
+/* 1.1: called once with the answer to method_call_send: the reply, or NULL
+ * and the error's name and message (valid during the call only). */
+typedef void (*bgt_reply_fn)(void *userdata, bgt_message *reply, const char *error_name, const char *error_message);
 /* Called for each foreground interval by usage_history (CLOCK_REALTIME µs; end 0 = still open). */
 typedef void (*bgt_usage_fn)(void *userdata, uint64_t start_usec, uint64_t end_usec);
 
@@ -222,6 +231,16 @@ typedef struct bgt_host_api {
     /* Why the last host call of this plugin that failed did so ("not launching
      * org.example.App for another 60 s: …"); valid until the next host call. */
     const char *(*last_error)(bgt_host *host);
+
+    /* 1.1: calls a method of another service on the daemon's bus (for example
+     * org.freedesktop.Notifications.Notify). Write the arguments into the
+     * message from method_call_new, then send it: method_call_send takes
+     * ownership and calls reply exactly once, from the loop, never from inside
+     * method_call_send. timeout_usec 0 means the default (25 s). */
+    bgt_message *(*method_call_new)(bgt_host *host, const char *destination, const char *path,
+                                    const char *interface, const char *member);
+    int (*method_call_send)(bgt_host *host, bgt_message *call, uint64_t timeout_usec, bgt_reply_fn reply,
+                            void *userdata);
 } bgt_host_api;
 
 /* The plugin's functions. */
