@@ -1,80 +1,113 @@
-import HeapModule
-
-/// Pending deadlines, at most one per target, ordered by time.
+/// Pending deadlines, at most one per target, ordered by time (ties in the
+/// order they were scheduled).
 ///
-/// Rescheduling or cancelling a target does not search the heap: the target's
-/// current entry is remembered by generation, older entries become stale and
-/// are dropped when they reach the top, and the heap is rebuilt when stale
-/// entries outnumber live ones. The shell arms one timer, for ``earliest``, so
-/// nothing polls.
+/// An indexed binary heap: each target's position is known, so rescheduling
+/// or cancelling a target moves or removes its entry in O(log n), and the
+/// heap never holds stale entries to skip or compact. The shell arms one
+/// timer, for ``earliest()``, so nothing polls.
 public struct DeadlineQueue<Target: Hashable & Sendable, Time: Comparable & Sendable>: Sendable {
-    private struct Entry: Comparable, Sendable {
+    private struct Entry: Sendable {
         var at: Time
-        var generation: UInt64
+        var order: UInt64
         var target: Target
-
-        static func < (lhs: Entry, rhs: Entry) -> Bool {
-            (lhs.at, lhs.generation) < (rhs.at, rhs.generation)
-        }
-
-        static func == (lhs: Entry, rhs: Entry) -> Bool {
-            lhs.at == rhs.at && lhs.generation == rhs.generation
-        }
     }
 
-    private var heap = Heap<Entry>()
-    private var current: [Target: (at: Time, generation: UInt64)] = [:]
-    private var lastGeneration: UInt64 = 0
+    private var heap: [Entry] = []
+    private var positions: [Target: Int] = [:]
+    private var lastOrder: UInt64 = 0
 
     public init() {}
 
     /// Targets with a pending deadline.
-    public var count: Int { current.count }
+    public var count: Int { heap.count }
 
     /// When `target` is due, if it is scheduled.
     public func deadline(of target: Target) -> Time? {
-        current[target]?.at
+        positions[target].map { heap[$0].at }
     }
 
     /// Schedules `target` at `at`, replacing its earlier deadline.
     public mutating func schedule(_ target: Target, at: Time) {
-        if current[target]?.at == at { return }
-        lastGeneration += 1
-        current[target] = (at, lastGeneration)
-        heap.insert(Entry(at: at, generation: lastGeneration, target: target))
-        compactIfNeeded()
+        if let index = positions[target] {
+            if heap[index].at == at { return }
+            lastOrder += 1
+            heap[index].at = at
+            heap[index].order = lastOrder
+            restore(index)
+        } else {
+            lastOrder += 1
+            heap.append(Entry(at: at, order: lastOrder, target: target))
+            positions[target] = heap.count - 1
+            siftUp(heap.count - 1)
+        }
     }
 
     /// Removes `target`'s deadline, if any.
     public mutating func cancel(_ target: Target) {
-        current[target] = nil
+        guard let index = positions[target] else { return }
+        remove(at: index)
     }
 
     /// The earliest pending deadline.
-    public mutating func earliest() -> Time? {
-        dropStaleTop()
-        return heap.min?.at
+    public func earliest() -> Time? {
+        heap.first?.at
     }
 
     /// Removes and returns the earliest target due at or before `now`.
     public mutating func popDue(at now: Time) -> Target? {
-        dropStaleTop()
-        guard let top = heap.min, top.at <= now else { return nil }
-        heap.removeMin()
-        current[top.target] = nil
-        return top.target
+        guard let first = heap.first, first.at <= now else { return nil }
+        remove(at: 0)
+        return first.target
     }
 
-    private func isLive(_ entry: Entry) -> Bool {
-        current[entry.target]?.generation == entry.generation
+    // MARK: Heap
+
+    private func before(_ a: Int, _ b: Int) -> Bool {
+        (heap[a].at, heap[a].order) < (heap[b].at, heap[b].order)
     }
 
-    private mutating func dropStaleTop() {
-        while let top = heap.min, !isLive(top) { heap.removeMin() }
+    private mutating func swapAt(_ a: Int, _ b: Int) {
+        heap.swapAt(a, b)
+        positions[heap[a].target] = a
+        positions[heap[b].target] = b
     }
 
-    private mutating func compactIfNeeded() {
-        guard heap.count > 64, heap.count > 2 * current.count else { return }
-        heap = Heap(heap.unordered.filter(isLive))
+    private mutating func remove(at index: Int) {
+        positions[heap[index].target] = nil
+        let last = heap.count - 1
+        if index != last {
+            heap[index] = heap[last]
+            positions[heap[index].target] = index
+        }
+        heap.removeLast()
+        if index < heap.count { restore(index) }
+    }
+
+    /// Moves the entry at `index` up or down to where it belongs.
+    private mutating func restore(_ index: Int) {
+        if index > 0 && before(index, (index - 1) / 2) { siftUp(index) } else { siftDown(index) }
+    }
+
+    private mutating func siftUp(_ start: Int) {
+        var index = start
+        while index > 0 {
+            let parent = (index - 1) / 2
+            guard before(index, parent) else { return }
+            swapAt(index, parent)
+            index = parent
+        }
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var index = start
+        while true {
+            let left = 2 * index + 1
+            guard left < heap.count else { return }
+            var smallest = left
+            if left + 1 < heap.count && before(left + 1, left) { smallest = left + 1 }
+            guard before(smallest, index) else { return }
+            swapAt(index, smallest)
+            index = smallest
+        }
     }
 }
