@@ -6,7 +6,7 @@ import Foundation
 // Implementation notes
 //
 // The fetch mode (DESIGN §5) keeps one FetchRecord per app that ever set an
-// interval, in the daemon's database ("apps" collection, JSON), and a
+// interval, in the daemon's database ("apps" collection, FetchRecord+Storage), and a
 // FetchSchedule built from them. It asks the host for a wake opportunity at
 // the schedule's next wake; then it wakes every due app that is eligible —
 // known, declaring `fetch`, Background App Refresh available, not in the
@@ -28,6 +28,9 @@ final class FetchMode: ModePlugin {
     private let wakeBudget: Double
     /// Tokens handed out and not yet finished: whose and when.
     private var tokens: [String: (app: String, at: UInt64)] = [:]
+    /// Apps whose record changed only in bookkeeping (the time of a fetch wake)
+    /// and still has to be written.
+    private var unsaved: Set<String> = []
 
     init(host: PluginHost) throws {
         self.host = host
@@ -43,10 +46,9 @@ final class FetchMode: ModePlugin {
             .method("SimulateFetch", in: [("app_id", "s")]),
             .signal("PerformFetch", [("token", "s")]),
         ]))
-        let decoder = JSONDecoder()
         for (app, data) in try host.records(collection: "apps") {
             do {
-                schedule.set(app, try decoder.decode(FetchRecord.self, from: Data(data)))
+                schedule.set(app, try FetchRecord(storageBytes: data))
             } catch {
                 host.log(.warning, "ignoring the unreadable fetch record of \(app): \(error)")
             }
@@ -54,6 +56,10 @@ final class FetchMode: ModePlugin {
         reviewHolds()
         host.log(.info, "\(schedule.records.count) apps registered for background fetch")
         armNextWake()
+    }
+
+    func stop() {
+        saveUnsaved()
     }
 
     // MARK: Calls
@@ -153,6 +159,7 @@ final class FetchMode: ModePlugin {
             } catch {
                 host.log(.warning, "cannot send PerformFetch: \(error)")
             }
+            saveUnsaved()
         case .tokenExpired(let app, let token):
             guard let (_, at) = tokens.removeValue(forKey: token) else { return }
             host.log(.notice, "\(app) did not complete its fetch within \(wakeBudget) s: offence counted")
@@ -169,6 +176,7 @@ final class FetchMode: ModePlugin {
         case .appCheckedIn, .tokenCompleted, .appWoken:
             break
         }
+        saveUnsaved()
         armNextWake()
     }
 
@@ -198,13 +206,29 @@ final class FetchMode: ModePlugin {
     }
 
     /// Asks the host to wake the app with a fetch token, and notes the fetch.
+    /// The note is bookkeeping, not an outcome: it is written once PerformFetch
+    /// is out, so the wake does not wait for the disk.
     private func wake(_ app: String) throws {
         let now = host.realtimeMicroseconds
         let token = try host.wake(app, reason: "fetch", budget: wakeBudget)
         tokens[token] = (app, now)
         var record = schedule.records[app] ?? FetchRecord(interval: .never, registeredAt: now)
         record.lastFetchAt = now
-        try save(app, record)
+        reschedule(app, record)
+        unsaved.insert(app)
+    }
+
+    /// Writes records whose bookkeeping changed.
+    private func saveUnsaved() {
+        for app in unsaved {
+            guard let record = schedule.records[app] else { continue }
+            do {
+                try host.put(record.storageBytes(), collection: "apps", key: app)
+            } catch {
+                host.log(.warning, "cannot store the fetch record of \(app): \(error)")
+            }
+        }
+        unsaved.removeAll()
     }
 
     /// Why an app should not be fetched now, or nil if it may be.
@@ -240,8 +264,12 @@ final class FetchMode: ModePlugin {
 
     /// Writes the record (on disk when this returns) and reschedules the app.
     private func save(_ app: String, _ record: FetchRecord) throws {
-        let data = try JSONEncoder().encode(record)
-        try host.put(Array(data), collection: "apps", key: app)
+        reschedule(app, record)
+        try host.put(record.storageBytes(), collection: "apps", key: app)
+    }
+
+    /// Puts the record in the schedule, keeping a hold.
+    private func reschedule(_ app: String, _ record: FetchRecord) {
         let held = schedule.isHeld(app)
         schedule.set(app, record)
         if held { schedule.hold(app) }

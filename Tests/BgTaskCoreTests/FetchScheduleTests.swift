@@ -94,3 +94,40 @@ import Testing
         #expect(throws: CoreError.self) { try FetchResult(parsing: "NewData") }
     }
 }
+
+@Suite struct FetchRecordStorageTests {
+    @Test(arguments: [FetchInterval.never, .minimum, .custom(1234.5)])
+    func roundTrip(_ interval: FetchInterval) throws {
+        var record = FetchRecord(interval: interval, registeredAt: 1_700_000_000_000_001)
+        record.lastFetchAt = 1_700_000_123_000_000
+        for (i, result) in [FetchResult.newData, nil, .noData, .failed].enumerated() {
+            record.record(.init(at: 1_700_000_000_000_000 + UInt64(i), result: result))
+        }
+        #expect(try FetchRecord(storageBytes: record.storageBytes()) == record)
+        var fresh = FetchRecord(interval: interval, registeredAt: 7)
+        fresh.lastFetchAt = nil
+        #expect(try FetchRecord(storageBytes: fresh.storageBytes()) == fresh)
+    }
+
+    @Test func recordsWrittenAsJSONByEarlierBuildsStillLoad() throws {
+        let record = FetchRecord(interval: .custom(900), registeredAt: 42)
+        let json = Array(try JSONEncoder().encode(record))
+        #expect(try FetchRecord(storageBytes: json) == record)
+    }
+
+    @Test func truncatedOrUnknownRecordsAreErrorsNotTraps() {
+        let bytes = FetchRecord(interval: .minimum, registeredAt: 1).storageBytes()
+        for length in 0..<bytes.count {
+            #expect(throws: CoreError.self) { try FetchRecord(storageBytes: Array(bytes.prefix(length))) }
+        }
+        #expect(throws: CoreError.self) { try FetchRecord(storageBytes: [9] + bytes.dropFirst()) }
+    }
+
+    @Test func fullHistoryIsCompact() {
+        var record = FetchRecord(interval: .minimum, registeredAt: 1)
+        for i in 0..<FetchRecord.historyLimit { record.record(.init(at: UInt64(i), result: .newData)) }
+        #expect(record.storageBytes().count == 33 + 9 * FetchRecord.historyLimit)
+    }
+}
+
+import Foundation
