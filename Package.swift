@@ -19,7 +19,6 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
-        .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
     ],
     targets: [
@@ -43,7 +42,6 @@ let package = Package(
         // an injected clock. The daemon links it; so do the fetch plugin and the simulator.
         .target(
             name: "BgTaskCore",
-            dependencies: [.product(name: "HeapModule", package: "swift-collections")],
             swiftSettings: swiftSettings
         ),
         // The versioned C ABI between the daemon and its mode plugins (header only).
@@ -94,7 +92,7 @@ let package = Package(
         .executableTarget(
             name: "bgtaskd-bench",
             dependencies: [
-                "BgTaskProtocol", "SDBus", "CBgTaskShim",
+                "BgTaskCore", "BgTaskProtocol", "SDBus", "CBgTaskShim",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings

@@ -27,13 +27,6 @@ struct PairCommand: ParsableCommand {
     @Option(help: "Target: the largest acceptable pair / (2 × echo) ratio.")
     var maxRatio = 1.2
 
-    /// One `callbench` line: `echo n=5000 median_us=55.1 p90_us=… p99_us=… max_us=… per_s=…`.
-    struct Run {
-        var median: Double
-        var p99: Double
-        var line: String
-    }
-
     func validate() throws {
         guard rounds >= 1 else { throw ValidationError("--rounds must be at least 1") }
     }
@@ -46,11 +39,11 @@ struct PairCommand: ParsableCommand {
         say("pair: \(rounds) rounds of callbench echo \(echoCalls) / callbench tasks \(pairs), alternating order")
         for round in 1...rounds {
             let echoFirst = round % 2 == 1
-            var echo: Run?
-            var tasks: Run?
+            var echo: Callbench.Run?
+            var tasks: Callbench.Run?
             let before = CPUTimes.now()
             for kind in echoFirst ? ["echo", "tasks"] : ["tasks", "echo"] {
-                let result = try callbench(kind, kind == "echo" ? echoCalls : pairs)
+                let result = try Callbench.run(callbench, kind, kind == "echo" ? echoCalls : pairs)
                 if kind == "echo" { echo = result } else { tasks = result }
             }
             let load = CPUTimes.now()?.summary(since: before) ?? ""
@@ -68,19 +61,5 @@ struct PairCommand: ParsableCommand {
         Figure.atMost("pair", "Begin+End pair / 2 Echo calls (median of \(rounds) rounds)",
                       value: ratio, limit: maxRatio, unit: "x", decimals: 3,
                       machine: CPUTimes.brief(since: runStart)).report()
-    }
-
-    private func callbench(_ kind: String, _ count: Int) throws -> Run {
-        let (status, output) = try ChildProcess.run(callbench, [kind, String(count)])
-        guard status == 0, let line = output.split(separator: "\n").first(where: { $0.hasPrefix(kind + " ") }) else {
-            throw ValidationError("callbench \(kind) \(count) failed (status \(status)): \(output)")
-        }
-        func value(_ key: String) -> Double? {
-            line.split(separator: " ").first { $0.hasPrefix(key + "=") }.flatMap { Double($0.dropFirst(key.count + 1)) }
-        }
-        guard let median = value("median_us"), let p99 = value("p99_us") else {
-            throw ValidationError("cannot read callbench's line: \(line)")
-        }
-        return Run(median: median, p99: p99, line: String(line))
     }
 }

@@ -29,6 +29,15 @@ struct ProcStatus {
     /// Peak resident memory (VmHWM) in MiB.
     var peakResidentMiB: Double? { kilobytes("VmHWM").map { Double($0) / 1024 } }
 
+    /// CPU time used so far, user + system, in seconds (/proc/PID/stat; clock-tick resolution, 10 ms).
+    var cpuSeconds: Double? {
+        guard let text = Self.read("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }
+        // Fields after the command name start with the state (field 3); utime and stime are fields 14 and 15.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     /// Voluntary and non-voluntary context switches of every thread, from
     /// /proc/PID/task/*/status. A thread that is never scheduled adds nothing.
     func threadSwitches() -> [ThreadSwitches] {

@@ -1,0 +1,159 @@
+import ArgumentParser
+import BgTaskProtocol
+import Glibc
+import SDBus
+
+/// Figure: `SimulateFetch` → `PerformFetch` reaching an app that is already
+/// running, against one Echo round trip of the C baseline.
+///
+/// One connection plays the app: it checked in with an app id whose desktop
+/// entry declares `fetch`, is in the background and listens for
+/// `PerformFetch` with a match rule, as the SDK does. A second connection of
+/// the same process plays the trusted tool. Each sample is the time from
+/// sending `SimulateFetch(app)` on the tool's connection to the moment the
+/// app's connection dispatches the `PerformFetch` signal (CLOCK_MONOTONIC, one
+/// process); the app then answers `CompleteFetch(token, "noData")`, so no
+/// tokens pile up, and the next sample starts. Both connections are polled
+/// together, the app's first, so neither waits for the other.
+///
+/// Like `pair`, this runs interleaved with the baseline's `callbench echo`
+/// for several rounds in alternating order; each round gives
+/// fetch_median / echo_median and the figure is the median of the rounds'
+/// ratios. The `SimulateFetch` reply, the `CompleteFetch` round trip and the
+/// CPU time the daemon spends per wake (against the baseline's per Echo, both
+/// from /proc/PID/stat) are printed too: they show what the fetch plugin's
+/// calls cost. The untimed warm-up fills the app's fetch history to the 64
+/// outcomes the plugin keeps, its steady state.
+struct FetchLatencyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fetch-latency",
+        abstract: "SimulateFetch → PerformFetch at a running app, against one Echo call of the C baseline (median of rounds).")
+
+    @OptionGroup var target: BusOptions
+
+    @Option(help: ArgumentHelp("The baseline's callbench binary.", valueName: "PATH"))
+    var callbench: String
+
+    @Option(help: "Interleaved rounds of `callbench echo` and of fetch wakes.")
+    var rounds = 5
+
+    @Option(help: "Echo calls per round.")
+    var echoCalls = 4000
+
+    @Option(help: "Fetch wakes timed per round.")
+    var fetches = 2000
+
+    @Option(help: "Untimed fetch wakes before the first round.")
+    var warmup = 200
+
+    @Option(help: "The app id the benchmark checks in as.")
+    var appID = "org.bgtaskd.Bench.Fetch"
+
+    @Option(help: ArgumentHelp("XDG_DATA_HOME the daemon reads desktop entries from (default: $XDG_DATA_HOME); the app's entry is written there.", valueName: "DIR"))
+    var dataHome: String?
+
+    @Option(help: "The app's state while it is woken: background, inactive or active.")
+    var appState = "background"
+
+    @Option(help: "Target: the largest acceptable fetch / echo ratio.")
+    var maxRatio = 2.0
+
+    func validate() throws {
+        guard rounds >= 1, fetches >= 10 else { throw ValidationError("need at least 1 round and 10 fetches") }
+    }
+
+    func run() throws {
+        let app = try target.connect()
+        let tool = try target.connect()
+        let daemon = try target.daemon(via: tool)
+        let home = dataHome ?? DesktopEntries.defaultDataHome
+        let wrote = try DesktopEntries.write(id: appID, modes: ["fetch"], dataHome: home)
+
+        try app.checkIn(appID)
+        // The daemon reloads desktop entries a moment after they change: wait until it knows this one.
+        let registration = try waitUntilKnown(app, wrote: wrote)
+        try app.setState(appState)
+        let probe = try FetchProbe(app: app, tool: tool, appID: appID)
+        say("fetch-latency: daemon pid \(daemon.pid); app \(appID) (\(appState), fetch policy \(registration.policy));"
+            + " \(rounds) rounds of callbench echo \(echoCalls) / \(fetches) fetch wakes, alternating order")
+
+        for _ in 0..<warmup { _ = try probe.wake() }
+
+        var ratios: [Double] = []
+        var echoMedians: [Double] = []
+        var fetchMedians: [Double] = []
+        var all: [FetchProbe.Sample] = []
+        // CPU time of the daemon per wake and of the baseline per Echo: what each service spends on its side.
+        let baseline = try? ProcStatus(pid: tool.ownerPID(of: "org.bgtaskd.Baseline"))
+        var daemonCPU = 0.0
+        var baselineCPU = 0.0
+        let runStart = CPUTimes.now()
+        for round in 1...rounds {
+            let echoFirst = round % 2 == 1
+            var echo: Callbench.Run?
+            var samples: [FetchProbe.Sample] = []
+            let before = CPUTimes.now()
+            for kind in echoFirst ? ["echo", "fetch"] : ["fetch", "echo"] {
+                if kind == "echo" {
+                    let before = baseline?.cpuSeconds ?? .nan
+                    echo = try Callbench.run(callbench, "echo", echoCalls)
+                    baselineCPU += (baseline?.cpuSeconds ?? .nan) - before
+                } else {
+                    let before = daemon.cpuSeconds ?? .nan
+                    samples.reserveCapacity(fetches)
+                    for _ in 0..<fetches { samples.append(try probe.wake()) }
+                    daemonCPU += (daemon.cpuSeconds ?? .nan) - before
+                }
+            }
+            let load = CPUTimes.now()?.summary(since: before) ?? ""
+            let signal = LatencyStats(samples.map(\.signal))
+            let reply = LatencyStats(samples.map(\.reply))
+            let complete = LatencyStats(samples.map(\.complete))
+            let ratio = signal.median / echo!.median
+            ratios.append(ratio)
+            echoMedians.append(echo!.median)
+            fetchMedians.append(signal.median)
+            all += samples
+            say("  round \(round): echo median \(format(echo!.median, 1)) µs, SimulateFetch→PerformFetch median \(format(signal.median, 1)) µs"
+                + " (p99 \(format(echo!.p99, 1)) / \(format(signal.p99, 1)) µs), ratio \(format(ratio, 3));"
+                + " SimulateFetch reply \(format(reply.median, 1)) µs, CompleteFetch \(format(complete.median, 1)) µs; \(load)")
+        }
+        let ratio = LatencyStats.median(ratios)
+        let echo = LatencyStats.median(echoMedians)
+        let signal = LatencyStats(all.map(\.signal))
+        let reply = LatencyStats(all.map(\.reply))
+        let complete = LatencyStats(all.map(\.complete))
+        say("fetch-latency: median of rounds: echo \(format(echo, 1)) µs, fetch \(format(LatencyStats.median(fetchMedians), 1)) µs,"
+            + " ratio \(format(ratio, 3)) (rounds: \(ratios.map { format($0, 3) }.joined(separator: " ")))")
+        say("  all \(signal.count) wakes: SimulateFetch→PerformFetch \(signal.summaryInMilliseconds)")
+        say("                    SimulateFetch reply    \(reply.summaryInMilliseconds)")
+        say("                    CompleteFetch call     \(complete.summaryInMilliseconds)")
+        // callbench makes 200 untimed calls before its timed ones.
+        say("  CPU time: bgtaskd \(format(daemonCPU * 1e6 / Double(rounds * fetches), 0)) µs per wake"
+            + " (SimulateFetch + PerformFetch + CompleteFetch); C baseline \(format(baselineCPU * 1e6 / Double(rounds * (echoCalls + 200)), 1)) µs per Echo")
+        say("  PerformFetch signals seen \(probe.signals); daemon VmRSS \(format(daemon.residentMiB ?? .nan, 1)) MiB")
+
+        Figure.atMost("fetch", "SimulateFetch→PerformFetch / 1 Echo call (median of \(rounds) rounds; fetch p50 \(format(LatencyStats.median(fetchMedians), 0)) µs)",
+                      value: ratio, limit: maxRatio, unit: "x", decimals: 3,
+                      machine: CPUTimes.brief(since: runStart)).report()
+    }
+
+    /// Asks for the app's fetch registration until the daemon knows its desktop entry (10 s at most).
+    private func waitUntilKnown(_ app: ManagerClient, wrote: Bool) throws -> (policy: String, seconds: Double, next: UInt64) {
+        let start = MonotonicTime.nanoseconds()
+        while true {
+            let problem: BusError
+            do {
+                return try app.fetchRegistration()
+            } catch {
+                problem = error
+            }
+            let unknown = [BgTaskErrors.unknownApplication, BgTaskErrors.modeNotDeclared].contains(problem.name)
+            if !unknown || MonotonicTime.microseconds(since: start) > 10e6 {
+                throw ValidationError("the daemon does not know \(appID) as a fetch app"
+                    + " (its desktop entry was \(wrote ? "written" : "found") in \(dataHome ?? DesktopEntries.defaultDataHome)/applications): \(problem)")
+            }
+            MonotonicTime.sleep(seconds: 0.05)
+        }
+    }
+}
