@@ -20,7 +20,11 @@ public struct FetchSchedule: Sendable {
     /// Apps due within this many seconds of the earliest are woken with it.
     public var coalesceWindow: Double
     private(set) public var records: [String: FetchRecord] = [:]
-    private var queue = DeadlineQueue<String, UInt64>()
+    /// The queue orders small integers, not app ids: its position bookkeeping
+    /// then hashes integers instead of strings on every move.
+    private var queue = DeadlineQueue<Int, UInt64>()
+    private var numbers: [String: Int] = [:]
+    private var names: [String] = []
     /// Apps held out of the schedule (refresh off, in the foreground…), until released.
     private var held: Set<String> = []
 
@@ -52,13 +56,20 @@ public struct FetchSchedule: Sendable {
     public mutating func remove(_ app: String) {
         records[app] = nil
         held.remove(app)
-        queue.cancel(app)
+        if let number = numbers[app] { queue.cancel(number) }
     }
 
     /// Keeps an app out of the schedule until ``release(_:)`` (it is not eligible now).
     public mutating func hold(_ app: String) {
         held.insert(app)
-        queue.cancel(app)
+        if let number = numbers[app] { queue.cancel(number) }
+    }
+
+    private mutating func number(of app: String) -> Int {
+        if let number = numbers[app] { return number }
+        names.append(app)
+        numbers[app] = names.count - 1
+        return names.count - 1
     }
 
     /// Puts a held app back into the schedule.
@@ -70,10 +81,11 @@ public struct FetchSchedule: Sendable {
     public func isHeld(_ app: String) -> Bool { held.contains(app) }
 
     private mutating func reschedule(_ app: String) {
+        let number = number(of: app)
         if !held.contains(app), let next = nextFetch(of: app) {
-            queue.schedule(app, at: next)
+            queue.schedule(number, at: next)
         } else {
-            queue.cancel(app)
+            queue.cancel(number)
         }
     }
 
@@ -89,7 +101,7 @@ public struct FetchSchedule: Sendable {
         guard let earliest = queue.earliest(), earliest <= now else { return [] }
         let horizon = now &+ UInt64(coalesceWindow * 1_000_000)
         var due: [String] = []
-        while let app = queue.popDue(at: horizon) { due.append(app) }
+        while let number = queue.popDue(at: horizon) { due.append(names[number]) }
         return due
     }
 }
