@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "BackgroundTasks", targets: ["BackgroundTasks"]),
         // Mode plugins: libbgtaskd-mode-<name>.so, loaded by the daemon at run time.
         .library(name: "bgtaskd-mode-fetch", type: .dynamic, targets: ["BgTaskModeFetch"]),
+        .library(name: "bgtaskd-mode-remote-notification", type: .dynamic, targets: ["BgTaskModeRemoteNotifications"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -79,6 +80,13 @@ let package = Package(
         .executableTarget(
             name: "bgtaskd-testapp",
             dependencies: ["BackgroundTasks", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings
+        ),
+        // The remote-notification mode (DESIGN §5).
+        .target(
+            name: "BgTaskModeRemoteNotifications",
+            dependencies: ["BgTaskPluginKit", "BgTaskCore", "BgTaskProtocol"],
+            path: "Plugins/RemoteNotifications",
             swiftSettings: swiftSettings
         ),
         // An example app: fetches a file or a local HTTP URL when bgtaskd wakes it.

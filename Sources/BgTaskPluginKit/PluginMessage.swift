@@ -54,6 +54,21 @@ public struct PluginMessage {
         return options
     }
 
+    /// Reads an `a{sv}` dictionary keeping each value's D-Bus signature, for
+    /// option tables that refuse wrong types (portal style).
+    public func readTypedOptions() throws(ModeError) -> [String: (signature: String, value: PluginValue)] {
+        var options: [String: (signature: String, value: PluginValue)] = [:]
+        try check(api.pointee.message_enter(handle, CChar(UInt8(ascii: "a")), "{sv}"), "expected an a{sv} argument")
+        while api.pointee.message_enter(handle, CChar(UInt8(ascii: "e")), "sv") > 0 {
+            let key = try readString()
+            let signature = try peek()?.contents ?? ""
+            options[key] = (signature, try readVariant())
+            try check(api.pointee.message_exit(handle), "malformed a{sv}")
+        }
+        try check(api.pointee.message_exit(handle), "malformed a{sv}")
+        return options
+    }
+
     /// Reads a variant's value.
     public func readVariant() throws(ModeError) -> PluginValue {
         guard let (type, contents) = try peek(), type == "v", let inner = contents else {
@@ -101,6 +116,8 @@ public struct PluginMessage {
     public func append(_ value: UInt64) throws(ModeError) { try appendBasic("t", value) }
     public func append(_ value: Int64) throws(ModeError) { try appendBasic("x", value) }
     public func append(_ value: Bool) throws(ModeError) { try appendBasic("b", Int32(value ? 1 : 0)) }
+    public func append(_ value: Int32) throws(ModeError) { try appendBasic("i", value) }
+    public func append(byte value: UInt8) throws(ModeError) { try appendBasic("y", value) }
 
     /// Writes `body` inside a container (`a`, `r`, `e`, `v`).
     public func container(_ type: Character, _ contents: String, _ body: () throws(ModeError) -> Void) throws(ModeError) {

@@ -5,9 +5,36 @@ public final class PrivateBus: @unchecked Sendable {
     public let address: String
     private let daemon: ChildProcess
 
-    /// Starts the bus and waits for its address.
-    public init() throws {
-        daemon = try ChildProcess("/usr/bin/dbus-daemon", ["--session", "--nofork", "--print-address=1"])
+    private var configFile: String?
+
+    /// Starts the bus and waits for its address. With `allowOtherUsers`, users
+    /// other than the test's may connect too (to test untrusted callers).
+    public init(allowOtherUsers: Bool = false) throws {
+        var arguments = ["--session", "--nofork", "--print-address=1"]
+        if allowOtherUsers {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-bus-\(UUID())").path
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+            let config = """
+                <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+                 "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+                <busconfig>
+                  <type>session</type>
+                  <listen>unix:dir=\(directory)</listen>
+                  <auth>EXTERNAL</auth>
+                  <policy context="default">
+                    <allow user="*"/>
+                    <allow send_destination="*" eavesdrop="true"/>
+                    <allow eavesdrop="true"/>
+                    <allow own="*"/>
+                  </policy>
+                </busconfig>
+                """
+            try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
+            configFile = directory
+            arguments = ["--config-file=\(directory)/bus.conf", "--nofork", "--print-address=1"]
+        }
+        daemon = try ChildProcess("/usr/bin/dbus-daemon", arguments)
         guard let line = daemon.waitForLine(timeout: .seconds(10), where: { $0.hasPrefix("unix:") }) else {
             throw TestKitError("dbus-daemon did not print its address: \(daemon.standardError)")
         }
@@ -19,9 +46,10 @@ public final class PrivateBus: @unchecked Sendable {
 
     public func stop() {
         daemon.stop()
+        if let configFile { try? FileManager.default.removeItem(atPath: configFile) }
     }
 
-    deinit { daemon.stop() }
+    deinit { stop() }
 }
 
 /// A failure of the test harness itself.

@@ -32,7 +32,7 @@ import Testing
 
     @Test func pluginIsLoadedAndListed() throws {
         let daemon = try daemon()
-        #expect(try daemon.property("Plugins") == #"a(ssu) 1 "fetch" "1.0.0" 1"#)
+        #expect(try daemon.property("Plugins") == #"a(ssu) 2 "fetch" "1.0.0" 1 "remote-notification" "1.0.0" 1"#)
         #expect(daemon.log.contains("loaded plugin fetch 1.0.0"))
         #expect(daemon.stop() == .status(0))
     }

@@ -1,0 +1,350 @@
+import BgTaskCore
+import BgTaskPluginKit
+import BgTaskProtocol
+import Foundation
+
+// Implementation notes
+//
+// DeliverPush validates, decides with the app's PushInbox (BgTaskCore), and
+// writes the push to the daemon's database before it replies: an
+// acknowledged push survives a crash. A push to deliver gets a wake of its
+// own (one token per push, so each is completed on its own); the host
+// launches the app if it is not running, once however many pushes wait, and
+// hands each token back when the app can take it, and the plugin sends
+// NotificationReceived. Held pushes ride along with any wake of the app: one
+// of its own, another mode's (APP_WOKEN), or a check-in (the user opened it).
+//
+// A push is removed when its app completes it and never before; a push whose
+// wake expired, failed, or died with the daemon goes back to wait. So a push
+// is delivered until it is completed, and completed exactly once. After a
+// restart, pushes that were on their way wait a few seconds for running apps
+// to check in again, then wake their apps.
+//
+// Alerts are shown with org.freedesktop.Notifications.Notify, with the app's
+// name and icon from its desktop entry, when that service exists; otherwise
+// they are logged.
+
+/// The `remote-notification` mode: pushes that wake apps, durable, rate-limited, piggybacked.
+final class RemoteNotificationsMode: ModePlugin {
+    static let name = "remote-notification"
+    static let version = "1.0.0"
+
+    private let host: PluginHost
+    private let wakeBudget: Double
+    private let silentPerHour: Double
+    private let maxPayloadBytes: Int
+    private var inboxes: [String: PushInbox] = [:]
+    /// Tokens of pushes on their way: token → (app, push id).
+    private var tokens: [String: (app: String, push: String)] = [:]
+    /// Push ids on their way, to tell which due pushes have no wake yet.
+    private var inFlight: Set<String> = []
+    private var lastSequence: UInt64 = 0
+    /// Until when pushes left due by the previous run wait for their apps to check in again.
+    private var redeliverAfter: UInt64 = 0
+
+    /// How long pushes due before a restart wait for their apps to check in again.
+    static let restartGrace: UInt64 = 5_000_000
+
+    init(host: PluginHost) throws {
+        self.host = host
+        wakeBudget = host.configNumber("RemoteNotifications.WakeBudgetSec") ?? 30
+        silentPerHour = host.configNumber("RemoteNotifications.SilentPerHour") ?? 3
+        maxPayloadBytes = Int(host.configNumber("RemoteNotifications.MaxPayloadBytes") ?? 4096)
+    }
+
+    func start() throws {
+        try host.export(PluginInterface(name: BgTaskNames.remoteNotifications, members: [
+            .method("DeliverPush", in: [("app_id", "s"), ("payload_json", "s"), ("options", "a{sv}")], out: [("push_id", "s")]),
+            .method("CompleteNotification", in: [("token", "s"), ("result", "s")]),
+            .method("ListPushes", in: [("app_id", "s")], out: [("pushes", "aa{sv}")]),
+            .signal("NotificationReceived", [("token", "s"), ("payload_json", "s")]),
+        ]))
+        let decoder = JSONDecoder()
+        for (app, data) in try host.records(collection: "apps") {
+            guard var state = try? decoder.decode(AppState.self, from: Data(data)) else { continue }
+            state.bucket.capacity = silentPerHour
+            var inbox = PushInbox(bucket: state.bucket)
+            inbox.counts = state.counts
+            inboxes[app] = inbox
+        }
+        var waiting = 0
+        for (_, data) in try host.records(collection: "pushes") {
+            guard let push = try? decoder.decode(PushRecord.self, from: Data(data)) else { continue }
+            var box = inbox(push.app)
+            box.restore(push)
+            inboxes[push.app] = box
+            lastSequence = max(lastSequence, push.sequence)
+            waiting += 1
+        }
+        if waiting > 0 {
+            redeliverAfter = host.realtimeMicroseconds + Self.restartGrace
+            host.log(.info, "\(waiting) pushes from before the restart wait for their apps")
+        }
+        armTimer()
+    }
+
+    /// The app's inbox, or a new one with a full bucket.
+    private func inbox(_ app: String) -> PushInbox {
+        inboxes[app] ?? PushInbox(bucket: TokenBucket(capacity: silentPerHour, now: host.realtimeMicroseconds))
+    }
+
+    // MARK: Calls
+
+    func handle(_ call: PluginCall) throws {
+        switch call.member {
+        case "DeliverPush": try deliverPush(call)
+        case "CompleteNotification": try completeNotification(call)
+        case "ListPushes": try listPushes(call)
+        default: throw ModeError.failed("unknown method \(call.member)")
+        }
+    }
+
+    private func deliverPush(_ call: PluginCall) throws {
+        let arguments = call.arguments
+        let app = try arguments.readString()
+        let json = try arguments.readString()
+        let options = try PushOptions(try arguments.readTypedOptions())
+        if let problem = AppID.problem(with: app) {
+            throw ModeError.invalidArgs("'\(app.prefix(300))' is not a valid desktop-file id: \(problem)")
+        }
+        let payload: PushPayload
+        do {
+            payload = try PushPayload(json: json, maximumBytes: maxPayloadBytes)
+        } catch {
+            throw error.code == .payloadTooLarge ? ModeError.bgtaskd("PayloadTooLarge", error.message) : ModeError.invalidArgs(error.message)
+        }
+        guard call.caller.isTrusted else {
+            throw ModeError.bgtaskd("NotPermitted", "only trusted callers may deliver pushes")
+        }
+        guard let info = host.appInfo(app) else {
+            throw ModeError.bgtaskd("UnknownApplication", "\(app) has no desktop entry")
+        }
+        guard info.modes.contains(Self.name) else {
+            throw ModeError.bgtaskd("ModeNotDeclared", "\(app) does not declare the remote-notification mode (X-BgTaskd-Modes)")
+        }
+
+        let now = host.realtimeMicroseconds
+        lastSequence += 1
+        var push = PushRecord(
+            id: "p\(String(now, radix: 16))-\(lastSequence)", app: app, payload: json,
+            priority: options.priority ?? (payload.alert != nil ? 10 : 5), expiration: options.expiration,
+            collapseID: options.collapseID, receivedAt: now, sequence: lastSequence,
+            hasAlert: payload.alert != nil, isSilent: payload.isSilent, state: .held)
+        var box = inbox(app)
+        let (admission, removed) = box.admit(&push, canWake: info.refreshStatus == "available", now: now)
+        inboxes[app] = box
+        for (old, reason) in removed {
+            try host.delete(collection: "pushes", key: old.id)
+            host.log(.info, "dropped push \(old.id) for \(app): \(reason)")
+        }
+        if case .drop(let reason) = admission {
+            host.log(.info, "dropped push \(push.id) for \(app): \(reason)")
+        } else {
+            try store(push)
+        }
+        try saveState(app)
+        try call.reply { (reply) throws(ModeError) in try reply.append(push.id) }
+
+        if let alert = payload.alert { show(alert, of: app, info: info) }
+        // A wake of its own carries whatever waits, as any other wake does.
+        if admission == .deliverNow { deliverWithHeld(app) }
+        armTimer()
+    }
+
+    private func completeNotification(_ call: PluginCall) throws {
+        let arguments = call.arguments
+        let token = try arguments.readString()
+        let resultText = try arguments.readString()
+        let result: FetchResult
+        do { result = try FetchResult(parsing: resultText) } catch { throw ModeError.invalidArgs(error.message) }
+        try host.complete(token: token, connection: call.caller.connection)
+        if let (app, id) = tokens.removeValue(forKey: token) {
+            inFlight.remove(id)
+            if inboxes[app]?.complete(id) != nil {
+                try host.delete(collection: "pushes", key: id)
+                try saveState(app)
+            }
+            host.log(.debug, "\(app) completed push \(id): \(result.rawValue)")
+        }
+        try call.reply()
+        armTimer()
+    }
+
+    private func listPushes(_ call: PluginCall) throws {
+        let app = try call.arguments.readString()
+        guard call.caller.isTrusted else {
+            throw ModeError.bgtaskd("NotPermitted", "only trusted callers may list pushes")
+        }
+        let pushes = inboxes.filter { app.isEmpty || $0.key == app }.sorted { $0.key < $1.key }.flatMap(\.value.pushes)
+        try call.reply { (reply) throws(ModeError) in
+            try reply.container("a", "a{sv}") { () throws(ModeError) in
+                for push in pushes {
+                    var fields: [String: PluginValue] = [
+                        "push_id": .string(push.id), "app_id": .string(push.app), "payload_json": .string(push.payload),
+                        "priority": .uint(UInt64(push.priority)), "received_usec": .uint(push.receivedAt),
+                        "state": .string(inFlight.contains(push.id) ? "delivering" : push.state.rawValue),
+                        "alert": .bool(push.hasAlert), "silent": .bool(push.isSilent),
+                    ]
+                    if let expiration = push.expiration { fields["expiration"] = .uint(expiration) }
+                    if let collapse = push.collapseID { fields["collapse_id"] = .string(collapse) }
+                    try reply.append(dictionary: fields)
+                }
+            }
+        }
+    }
+
+    // MARK: Events
+
+    func handle(_ event: PluginEvent) {
+        switch event {
+        case .tokenReady(let app, let token, let connection):
+            guard let (_, id) = tokens[token], let push = inboxes[app]?.pushes.first(where: { $0.id == id }) else { return }
+            do {
+                try host.emit("NotificationReceived", interface: BgTaskNames.remoteNotifications, to: connection) {
+                    (signal) throws(ModeError) in
+                    try signal.append(token)
+                    try signal.append(push.payload)
+                }
+            } catch {
+                host.log(.warning, "cannot send NotificationReceived: \(error)")
+            }
+        case .tokenExpired(let app, let token):
+            guard let (_, id) = tokens.removeValue(forKey: token) else { return }
+            inFlight.remove(id)
+            inboxes[app]?.counts.offences += 1
+            putBack(app, id)
+            host.log(.notice, "\(app) did not complete push \(id) within \(wakeBudget) s: offence counted; it waits for the next wake")
+        case .launchFailed(let app, let token, let reason):
+            if let token, let (_, id) = tokens.removeValue(forKey: token) {
+                inFlight.remove(id)
+                putBack(app, id)
+            }
+            host.log(.warning, "cannot wake \(app) for a push: \(reason)")
+        case .appCheckedIn(let app, _, _), .appWoken(let app, _, _):
+            // Any wake carries what waits: held pushes, and pushes left due by a restart.
+            deliverWithHeld(app)
+        case .wakeOpportunity(let now):
+            dropExpired(at: now)
+            if now >= redeliverAfter, redeliverAfter > 0 {
+                redeliverAfter = 0
+                for app in inboxes.keys { deliverDue(app) }
+            }
+        case .tokenCompleted, .appStateChanged, .appGone, .appsChanged, .refreshChanged:
+            break
+        }
+        armTimer()
+    }
+
+    // MARK: Delivery
+
+    /// Makes every held push of the app due, then delivers everything due.
+    private func deliverWithHeld(_ app: String) {
+        guard var box = inboxes[app], !box.pushes.isEmpty else { return }
+        for push in box.takeHeld() { try? store(push) }
+        inboxes[app] = box
+        deliverDue(app)
+    }
+
+    /// Wakes the app once per due push that has no wake yet.
+    private func deliverDue(_ app: String) {
+        guard let box = inboxes[app] else { return }
+        for push in box.due where !inFlight.contains(push.id) {
+            do {
+                let token = try host.wake(app, reason: Self.name, budget: wakeBudget)
+                tokens[token] = (app, push.id)
+                inFlight.insert(push.id)
+            } catch {
+                host.log(.warning, "cannot wake \(app) for push \(push.id): \(error.message); it waits for the next wake")
+                putBack(app, push.id)
+                return
+            }
+        }
+    }
+
+    /// A push whose wake did not happen waits for the next one.
+    private func putBack(_ app: String, _ id: String) {
+        inboxes[app]?.hold(id)
+        if let push = inboxes[app]?.pushes.first(where: { $0.id == id }) { try? store(push) }
+        try? saveState(app)
+    }
+
+    private func dropExpired(at now: UInt64) {
+        for app in inboxes.keys {
+            guard let expired = inboxes[app]?.dropExpired(at: now), !expired.isEmpty else { continue }
+            for push in expired {
+                try? host.delete(collection: "pushes", key: push.id)
+                host.log(.info, "dropped push \(push.id) for \(app): it expired")
+            }
+            try? saveState(app)
+        }
+    }
+
+    /// Wakes the plugin when the first held push expires, or when pushes from before a restart are due.
+    private func armTimer() {
+        var next: UInt64 = redeliverAfter
+        if let expiration = inboxes.values.compactMap(\.earliestExpiration).min() {
+            let at = expiration * 1_000_000
+            next = next == 0 ? at : min(next, at)
+        }
+        host.scheduleOpportunity(at: next)
+    }
+
+    // MARK: Alerts
+
+    private func show(_ alert: PushPayload.Alert, of app: String, info: AppInfo) {
+        let name = info.name ?? app
+        let summary = alert.title ?? name
+        let body = alert.body ?? ""
+        do {
+            try host.call("org.freedesktop.Notifications", path: "/org/freedesktop/Notifications",
+                          interface: "org.freedesktop.Notifications", member: "Notify", timeout: 10) { (call) throws(ModeError) in
+                try call.append(name)
+                try call.append(UInt32(0))
+                try call.append(info.icon ?? "")
+                try call.append(summary)
+                try call.append(body)
+                try call.container("a", "s") { () throws(ModeError) in }
+                try call.append(dictionary: ["desktop-entry": .string(app)])
+                try call.append(Int32(-1))
+            } reply: { [host] result in
+                switch result {
+                case .success: host.log(.debug, "alert of \(app) shown: \(summary)")
+                case .failure(let error):
+                    host.log(.info, "alert of \(app) (no notification service: \(error.message)): \(summary) — \(body)")
+                }
+            }
+        } catch {
+            host.log(.info, "alert of \(app) (cannot ask the notification service: \(error.message)): \(summary) — \(body)")
+        }
+    }
+
+    // MARK: Records
+
+    /// What is stored per app besides its pushes.
+    private struct AppState: Codable {
+        var bucket: TokenBucket
+        var counts: PushInbox.Counts
+    }
+
+    private func store(_ push: PushRecord) throws {
+        try host.put(Array(try JSONEncoder().encode(push)), collection: "pushes", key: push.id)
+    }
+
+    private func saveState(_ app: String) throws {
+        guard let box = inboxes[app] else { return }
+        try host.put(Array(try JSONEncoder().encode(AppState(bucket: box.bucket, counts: box.counts))), collection: "apps", key: app)
+    }
+
+    // MARK: bgtaskctl apps
+
+    func describe(app: String, into description: inout [String: PluginValue]) {
+        guard let box = inboxes[app] else { return }
+        description["pushes_held"] = .uint(UInt64(box.heldCount))
+        description["pushes_delivering"] = .uint(UInt64(box.pushes.count - box.heldCount))
+        description["pushes_received"] = .uint(UInt64(box.counts.received))
+        description["pushes_delivered"] = .uint(UInt64(box.counts.delivered))
+        description["pushes_dropped"] = .uint(UInt64(box.counts.expired + box.counts.overflowed + box.counts.collapsed))
+        description["push_offences"] = .uint(UInt64(box.counts.offences))
+        description["silent_budget"] = .double(box.bucket.available(at: host.realtimeMicroseconds))
+    }
+}

@@ -1,0 +1,239 @@
+import BgTaskTestKit
+import Foundation
+import SDBus
+import Testing
+
+/// Remote notifications through the real daemon and its plugin: bad input,
+/// delivery to a running app, the silent budget and its piggyback, collapse,
+/// expiration, alerts shown, untrusted callers, and durability across a crash.
+@Suite struct PushTests {
+    static let app = "org.example.Chat"
+    static let prefix = "org.bgtaskd.BackgroundTasks1.Error."
+
+    func daemon(_ settings: [String] = [], bus: PrivateBus? = nil) throws -> DaemonUnderTest {
+        try DaemonUnderTest(settings: settings, bus: bus, desktopEntries: [
+            DesktopEntrySpec(id: Self.app, name: "Chat", modes: ["remote-notification"], exec: "/bin/false"),
+            DesktopEntrySpec(id: "org.example.Plain", modes: ["fetch"], exec: "/bin/false"),
+        ])
+    }
+
+    /// A DeliverPush call's builder.
+    static func push(_ json: String, app: String = PushTests.app, options: [String: BusValue] = [:]) -> (Message) throws -> Void {
+        { message in
+            try message.append(app)
+            try message.append(json)
+            try message.append(value: .dictionary(key: "s", value: "v", options.sorted { $0.key < $1.key }.map {
+                .init(key: .string($0.key), value: .variant($0.value))
+            }))
+        }
+    }
+
+    /// A connection checked in as the app, listening for its pushes.
+    func app(_ daemon: DaemonUnderTest) throws -> RawClient {
+        let client = try RawClient(daemon)
+        try client.listen(for: "NotificationReceived")
+        try client.call("Manager", "CheckIn") { try $0.append(Self.app) }
+        return client
+    }
+
+    func payloads(_ client: RawClient) throws -> [String] {
+        try client.received.map { message in
+            try message.rewind()
+            _ = try message.readString()
+            return try message.readString()
+        }
+    }
+
+    func held(_ client: RawClient, app: String = PushTests.app) throws -> [[String: BusValue]] {
+        let reply = try client.call("RemoteNotifications", "ListPushes") { try $0.append(app) }
+        guard case .array(_, let pushes) = try reply.readValue() else { return [] }
+        return pushes.map { push in
+            guard case .dictionary(_, _, let entries) = push else { return [:] }
+            var fields: [String: BusValue] = [:]
+            for entry in entries { if case .string(let key) = entry.key { fields[key] = entry.value.unwrapped } }
+            return fields
+        }
+    }
+
+    @Test func badInputIsRefusedWithTheReason() throws {
+        let daemon = try daemon(["RemoteNotifications.MaxPayloadBytes=4096"])
+        let sender = try RawClient(daemon)
+        let invalid = "org.freedesktop.DBus.Error.InvalidArgs"
+        let deep = #"{"aps":{},"d":"# + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + "}"
+        let cases: [(String, String)] = [
+            ("not json", invalid), ("[1]", invalid), (#"{"x":1}"#, invalid), (#"{"aps":[]}"#, invalid),
+            (deep, invalid), (#"{"aps":{"alert":"\ud800"}}"#, invalid),
+            (#"{"aps":{},"pad":""# + String(repeating: "x", count: 5000) + #""}"#, Self.prefix + "PayloadTooLarge"),
+        ]
+        for (json, expected) in cases {
+            #expect(sender.errorName("RemoteNotifications", "DeliverPush", Self.push(json)) == expected, "\(json.prefix(40))")
+        }
+        let good = #"{"aps":{"content-available":1}}"#
+        #expect(sender.errorName("RemoteNotifications", "DeliverPush", Self.push(good, app: "org.example.Nobody")) == Self.prefix + "UnknownApplication")
+        #expect(sender.errorName("RemoteNotifications", "DeliverPush", Self.push(good, app: "org.example.Plain")) == Self.prefix + "ModeNotDeclared")
+        #expect(sender.errorName("RemoteNotifications", "DeliverPush", Self.push(good, app: "bad id")) == invalid)
+        #expect(sender.errorName("RemoteNotifications", "DeliverPush", Self.push(good, options: ["priority": .string("10")])) == invalid)
+        #expect(sender.errorName("RemoteNotifications", "DeliverPush", Self.push(good, options: ["priority": .uint32(7)])) == invalid)
+        #expect(sender.errorName("RemoteNotifications", "DeliverPush", Self.push(good, options: ["expiration": .uint32(5)])) == invalid)
+        #expect(sender.errorName("RemoteNotifications", "DeliverPush", Self.push(good, options: ["unknown": .string("dropped")])) == nil,
+                "unknown options are dropped")
+        #expect(sender.errorName("RemoteNotifications", "CompleteNotification") { try $0.append("nope"); try $0.append("newData") }
+                == Self.prefix + "NoSuchToken")
+        #expect(sender.errorName("RemoteNotifications", "CompleteNotification") { try $0.append("nope"); try $0.append("maybe") }
+                == invalid)
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func untrustedCallersMayNotDeliver() throws {
+        let bus = try PrivateBus(allowOtherUsers: true)
+        let daemon = try daemon(bus: bus)
+        let result = try CommandResult.run("/usr/sbin/runuser", [
+            "-u", "nobody", "--", "/usr/bin/gdbus", "call", "--address", bus.address, "--dest", "org.bgtaskd.BackgroundTasks1",
+            "--object-path", "/org/bgtaskd/BackgroundTasks1",
+            "--method", "org.bgtaskd.BackgroundTasks1.RemoteNotifications.DeliverPush", Self.app, #"{"aps":{"alert":"hi"}}"#, "{}",
+        ])
+        #expect(result.standardError.contains(Self.prefix + "NotPermitted"), "\(result)")
+        #expect(try held(try RawClient(daemon)).isEmpty)
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func runningAppGetsItsPushAndCompletesItOnce() throws {
+        let daemon = try daemon()
+        let app = try app(daemon)
+        let sender = try RawClient(daemon)
+        let id = try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"content-id":42}"#)).readString()
+        #expect(id.hasPrefix("p"))
+        #expect(app.waitForSignals(1))
+        #expect(try payloads(app) == [#"{"aps":{"content-available":1},"content-id":42}"#])
+        try app.received[0].rewind()
+        let token = try app.received[0].readString()
+        let stranger = try RawClient(daemon)
+        try stranger.call("Manager", "CheckIn") { try $0.append("org.example.Plain") }
+        #expect(stranger.errorName("RemoteNotifications", "CompleteNotification") { try $0.append(token); try $0.append("newData") }
+                == Self.prefix + "NoSuchToken")
+        try app.call("RemoteNotifications", "CompleteNotification") { try $0.append(token); try $0.append("newData") }
+        #expect(app.errorName("RemoteNotifications", "CompleteNotification") { try $0.append(token); try $0.append("newData") }
+                == Self.prefix + "NoSuchToken")
+        #expect(try held(sender).isEmpty, "a completed push is gone")
+        #expect(!daemon.log.contains("launched \(Self.app)"))
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func silentBudgetHoldsTheRestUntilTheNextAlert() throws {
+        let daemon = try daemon(["RemoteNotifications.SilentPerHour=2"])
+        let app = try app(daemon)
+        let sender = try RawClient(daemon)
+        for i in 1...5 {
+            try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"n":\#(i)}"#))
+        }
+        #expect(app.waitForSignals(2))
+        #expect(!app.waitForSignals(3, timeout: .milliseconds(500)), "only two silent wakes per hour")
+        let waiting = try held(sender)
+        #expect(waiting.filter { $0["state"] == .string("held") }.count == 3)
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"hello"}}"#))
+        #expect(app.waitForSignals(6), "the alert and the three held pushes")
+        let received = try payloads(app)
+        for i in 3...5 { #expect(received.contains(#"{"aps":{"content-available":1},"n":\#(i)}"#)) }
+        #expect(received.contains(#"{"aps":{"alert":"hello"}}"#))
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func collapseAndExpiration() throws {
+        let daemon = try daemon(["RemoteNotifications.SilentPerHour=0"])
+        let sender = try RawClient(daemon)
+        let silent = #"{"aps":{"content-available":1}}"#
+        let now = UInt64(Date().timeIntervalSince1970)
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(silent, options: ["collapse_id": .string("score")]))
+        let newer = try sender.call("RemoteNotifications", "DeliverPush",
+                                    Self.push(#"{"aps":{"content-available":1},"v":2}"#, options: ["collapse_id": .string("score")])).readString()
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(silent, options: ["expiration": .uint64(now - 10)]))
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(silent, options: ["expiration": .uint64(0)]))
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(silent, options: ["expiration": .uint64(now + 2)]))
+        var waiting = try held(sender)
+        #expect(waiting.count == 2, "the collapsed one and the expired ones are gone: \(waiting)")
+        #expect(waiting.contains { $0["push_id"] == .string(newer) })
+        // The last expires while held.
+        Thread.sleep(forTimeInterval: 3.5)
+        waiting = try held(sender)
+        #expect(waiting.map { $0["push_id"] } == [.string(newer)], "\(waiting)")
+        #expect(daemon.log.contains("it expired"))
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func alertIsShownByTheNotificationService() throws {
+        let daemon = try daemon()
+        let notifications = try ChildProcess("/usr/bin/python3", ["-m", "dbusmock", "--session", "-t", "notification_daemon"],
+                                             environment: daemon.environment)
+        defer { notifications.stop() }
+        let sender = try RawClient(daemon)
+        #expect(try waitUntil { try daemon.busctl(["status", "org.freedesktop.Notifications"]).succeeded })
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":{"title":"Rain","body":"at five"}}}"#))
+        var calls = ""
+        #expect(try waitUntil {
+            calls = try daemon.gdbus(["call", "--session", "--dest", "org.freedesktop.Notifications", "--object-path",
+                                      "/org/freedesktop/Notifications", "--method", "org.freedesktop.DBus.Mock.GetCalls"]).standardOutput
+            return calls.contains("Notify")
+        }, "\(calls)")
+        #expect(calls.contains("'Chat'") && calls.contains("'Rain'") && calls.contains("'at five'"), "\(calls)")
+        #expect(calls.contains("desktop-entry") && calls.contains(Self.app), "\(calls)")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// SIGKILL in the middle of a stream of 500 pushes, then a restart: every
+    /// acknowledged push is completed exactly once, none is lost.
+    @Test func everyAcknowledgedPushSurvivesACrashAndIsCompletedOnce() throws {
+        let daemon = try daemon(["RemoteNotifications.SilentPerHour=1000000"])
+        var app = try app(daemon)
+        var sender = try RawClient(daemon)
+        var acknowledged: [Int: String] = [:]
+        var completed: [Int: Int] = [:]
+        var handled = 0
+
+        func serve() {
+            while (try? app.bus.processPending()) == true {}
+            while handled < app.received.count {
+                let message = app.received[handled]
+                handled += 1
+                guard (try? message.rewind()) != nil, let token = try? message.readString(), let json = try? message.readString(),
+                      let n = Int(json.split(separator: ":").last?.dropLast() ?? "") else { continue }
+                if app.errorName("RemoteNotifications", "CompleteNotification", { try $0.append(token); try $0.append("newData") }) == nil {
+                    completed[n, default: 0] += 1
+                }
+            }
+        }
+
+        for n in 0..<500 {
+            if n == 250 {
+                #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
+                sender = try RawClient(daemon)
+                app = try self.app(daemon)  // checks in with the new daemon
+                handled = 0
+            }
+            if let id = try? sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"n":\#(n)}"#)).readString() {
+                acknowledged[n] = id
+            }
+            serve()
+        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while Set(completed.keys).isSuperset(of: acknowledged.keys) == false && ContinuousClock.now < deadline {
+            _ = try? app.bus.wait(timeout: 50_000)
+            serve()
+        }
+        #expect(acknowledged.count >= 495, "almost every push is acknowledged: \(acknowledged.count)")
+        let lost = acknowledged.keys.filter { completed[$0] == nil }.sorted()
+        #expect(lost.isEmpty, "acknowledged but never delivered: \(lost.prefix(10))")
+        let twice = completed.filter { $0.value > 1 }.keys.sorted()
+        #expect(twice.isEmpty, "completed more than once: \(twice.prefix(10))")
+        #expect(try held(sender).isEmpty, "nothing is left behind")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    func waitUntil(_ condition: () throws -> Bool) throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if try condition() { return true }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return try condition()
+    }
+}
