@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .executable(name: "bgtaskd", targets: ["bgtaskd"]),
         .executable(name: "bgtaskctl", targets: ["bgtaskctl"]),
+        .executable(name: "bgtaskd-sim", targets: ["bgtaskd-sim"]),
         .library(name: "BackgroundTasks", targets: ["BackgroundTasks"]),
         // Mode plugins: libbgtaskd-mode-<name>.so, loaded by the daemon at run time.
         .library(name: "bgtaskd-mode-fetch", type: .dynamic, targets: ["BgTaskModeFetch"]),
@@ -96,6 +97,17 @@ let package = Package(
             path: "Examples/FetchExample",
             swiftSettings: swiftSettings
         ),
+        // The fetch-scheduling simulator: replays traces through the core's planners.
+        .target(
+            name: "BgTaskSimulator",
+            dependencies: ["BgTaskCore"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "bgtaskd-sim",
+            dependencies: ["BgTaskSimulator", "BgTaskCore", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings
+        ),
         // Benchmarks that print the figures the issues name (run in release mode).
         .executableTarget(
             name: "bgtaskd-bench",
@@ -110,6 +122,11 @@ let package = Package(
         .testTarget(
             name: "BgTaskCoreTests",
             dependencies: ["BgTaskCore", "BgTaskTestKit"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BgTaskSimulatorTests",
+            dependencies: ["BgTaskSimulator", "BgTaskCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
