@@ -1,7 +1,6 @@
 public import Foundation
 import BgTaskProtocol
 import SDBus
-import Synchronization
 
 // Background fetch: the interval, the registration, and the fetch handler.
 //
@@ -10,21 +9,11 @@ import Synchronization
 // launched app gets its waiting events right after CheckIn, usually before it
 // has installed its handler). The dispatcher hands tokens over on the SDK's
 // thread, one at a time. Each token gets a completion that sends
-// CompleteFetch once; later calls of it do nothing. Tokens still queued when
-// the daemon leaves the bus are dropped: they were the old daemon's.
-
-/// Lets a fetch completion through once.
-private final class CompletionLatch: Sendable {
-    private let used = Mutex(false)
-
-    /// True the first time only.
-    func claim() -> Bool {
-        used.withLock { used in
-            defer { used = true }
-            return !used
-        }
-    }
-}
+// CompleteFetch once; later calls of it do nothing (CompletionLatch). Tokens
+// still queued when the daemon leaves the bus are dropped: they were the old
+// daemon's. The subscription itself outlives a daemon restart (it is a match
+// rule on the bus, not on the daemon), so fetches of a restarted daemon reach
+// the same handler once the SDK has checked in again.
 
 extension BackgroundTaskManager {
     /// Asks to be fetched "as often as the system thinks useful", as iOS's

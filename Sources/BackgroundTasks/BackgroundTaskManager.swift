@@ -24,6 +24,17 @@ import Synchronization
 ///
 /// All methods may be called from any thread or task. The manager runs a
 /// thread of its own for the bus; expiration handlers and observers run on it.
+///
+/// The manager survives restarts of the daemon. When a new process takes
+/// the daemon's bus name (bgtaskd crashed and was restarted, or was
+/// upgraded), the SDK checks in again with the same app id, tells the new
+/// daemon the app's state again if the app is not active, and carries on:
+/// fetches, pushes and task warnings of the new daemon reach the same
+/// handlers, and the app does nothing. What lived only in the old daemon is
+/// gone: its background tasks (their expiration handlers are dropped, and
+/// the ids start again) and the wakes it had handed out (completing them
+/// answers `.noSuchToken`; the new daemon delivers pushes that were not
+/// completed again). ``onReconnect`` says when it happened.
 public final class BackgroundTaskManager: Sendable {
     /// What ``backgroundTimeRemaining`` answers while the app is not in the
     /// background: `Double.greatestFiniteMagnitude`, as iOS's
@@ -70,6 +81,8 @@ public final class BackgroundTaskManager: Sendable {
     let connection: BusConnection
     /// `PerformFetch` tokens waiting for, and going to, the fetch handler.
     let fetchDispatcher: FetchDispatcher
+    /// `NotificationReceived` signals waiting for, and going to, the notification handler.
+    let notificationDispatcher: NotificationDispatcher
 
     /// The app's handlers, read on the SDK's thread when signals arrive.
     struct Callbacks {
@@ -78,16 +91,43 @@ public final class BackgroundTaskManager: Sendable {
         var onTaskExpired: (@Sendable (BackgroundTaskIdentifier) -> Void)?
         var onPerformFetch: (@Sendable (String) -> Void)?
         var onFetchCompleted: (@Sendable (String, FetchResult, BackgroundTasksError?) -> Void)?
+        var onNotificationReceived: (@Sendable (String, RemoteNotification) -> Void)?
+        var onNotificationCompleted: (@Sendable (String, FetchResult, BackgroundTasksError?) -> Void)?
+        var onReconnect: (@Sendable (LaunchInfo?, BackgroundTasksError?) -> Void)?
     }
 
     let callbacks = Mutex(Callbacks())
 
-    private init(connection: BusConnection, launch: LaunchInfo?, fetchDispatcher: FetchDispatcher) {
+    /// What the SDK tells a restarted daemon again (see `+Restart`).
+    struct Session {
+        /// The app id this connection checked in as; nil before any check-in.
+        var appID: String?
+        /// The state the app last set, or was launched in; nil for the
+        /// daemon's default (`active`).
+        var state: ApplicationState?
+        /// Bumped whenever the daemon's name changes hands, so that a
+        /// re-check-in that answers after the next change is ignored.
+        var ownerGeneration = 0
+    }
+
+    let session = Mutex(Session())
+
+    private init(
+        connection: BusConnection, launch: LaunchInfo?, appID: String?,
+        fetchDispatcher: FetchDispatcher, notificationDispatcher: NotificationDispatcher
+    ) {
         self.connection = connection
         self.launch = launch
         self.fetchDispatcher = fetchDispatcher
+        self.notificationDispatcher = notificationDispatcher
         uniqueName = connection.uniqueName
+        session.withLock { session in
+            session.appID = launch == nil ? nil : appID
+            // A launched app starts in the background (DESIGN §4).
+            if let launch, launch.reason != .user { session.state = .background }
+        }
         subscribeToTaskSignals()
+        subscribeToDaemonRestarts()
     }
 
     deinit {
@@ -107,8 +147,12 @@ public final class BackgroundTaskManager: Sendable {
     /// environment when it is set, which it is when bgtaskd launched the
     /// process for a background event: such an app checks in without doing
     /// anything, and receives its waiting events right after. Install the
-    /// fetch handler (`setFetchHandler`) soon after connecting; events that
-    /// arrive before it is installed are kept for it.
+    /// fetch and notification handlers (`setFetchHandler`,
+    /// `setNotificationHandler`) soon after connecting; events that arrive
+    /// before they are installed are kept for them.
+    ///
+    /// Once checked in, the manager checks in again by itself, with the same
+    /// id, whenever the daemon restarts (see ``onReconnect``).
     ///
     /// Connecting does not need the daemon to be running; calls made while it
     /// is not fail with ``BackgroundTasksError/Code/daemonUnavailable`` within
@@ -129,13 +173,17 @@ public final class BackgroundTaskManager: Sendable {
     ///   again when it throws.
     public static func connect(bus: BusAddress = .session, appID: String? = nil) async throws -> BackgroundTaskManager {
         let connection = try await BusConnection.open(bus)
-        // Listen for PerformFetch before checking in: the daemon sends the
-        // waiting events right after the CheckIn reply, and the SDK's thread
-        // takes jobs in order, so the subscription is in place by then.
-        let fetchDispatcher = FetchDispatcher()
+        // Listen for PerformFetch and NotificationReceived before checking in:
+        // the daemon sends the waiting events right after the CheckIn reply,
+        // and the SDK's thread takes jobs in order, so the subscriptions are
+        // in place by then.
+        let fetchDispatcher = FetchDispatcher(maxQueued: 64)
         subscribeToFetchSignals(on: connection, dispatcher: fetchDispatcher)
+        let notificationDispatcher = NotificationDispatcher(maxQueued: 1000)
+        subscribeToNotificationSignals(on: connection, dispatcher: notificationDispatcher)
+        let appID = appID ?? LaunchEnvironment.appID
         var launch: LaunchInfo?
-        if let appID = appID ?? LaunchEnvironment.appID {
+        if let appID {
             do {
                 launch = try await checkIn(appID: appID, on: connection)
             } catch {
@@ -143,12 +191,15 @@ public final class BackgroundTaskManager: Sendable {
                 throw error
             }
         }
-        return BackgroundTaskManager(connection: connection, launch: launch, fetchDispatcher: fetchDispatcher)
+        return BackgroundTaskManager(
+            connection: connection, launch: launch, appID: appID,
+            fetchDispatcher: fetchDispatcher, notificationDispatcher: notificationDispatcher)
     }
 
     /// Binds this connection to an app (`CheckIn`) and returns what the daemon
     /// knows of the launch. Checking in again with the same id is harmless;
-    /// the connection cannot move to another app.
+    /// the connection cannot move to another app. From then on the SDK
+    /// checks in again by itself after a daemon restart (``onReconnect``).
     ///
     /// ```swift
     /// let launch = try await manager.checkIn(appID: "org.example.Weather")
@@ -158,10 +209,15 @@ public final class BackgroundTaskManager: Sendable {
     /// - Throws: ``BackgroundTasksError``: `.invalidArgument` for a malformed
     ///   id, `.notPermitted` for an id that is not the caller's.
     public func checkIn(appID: String) async throws -> LaunchInfo {
-        try await Self.checkIn(appID: appID, on: connection)
+        let launch = try await Self.checkIn(appID: appID, on: connection)
+        session.withLock { session in
+            session.appID = appID
+            if launch.reason != .user, session.state == nil { session.state = .background }
+        }
+        return launch
     }
 
-    private static func checkIn(appID: String, on connection: BusConnection) async throws(BackgroundTasksError) -> LaunchInfo {
+    static func checkIn(appID: String, on connection: BusConnection) async throws(BackgroundTasksError) -> LaunchInfo {
         try await connection.call(
             "CheckIn", arguments: { (call) throws(BusError) in try call.append(appID) },
             decode: { (reply) throws(BusError) in LaunchInfo(launchDictionary: try reply.readOptions()) })
@@ -184,7 +240,8 @@ public final class BackgroundTaskManager: Sendable {
     /// Tells the daemon where the app stands. Switching to `.background`
     /// starts the app's background clock (``backgroundTimeRemaining`` then
     /// counts down for all its open tasks); `.active` pauses it, and gives the
-    /// budget back once no task is open.
+    /// budget back once no task is open. The SDK remembers the state and
+    /// tells a restarted daemon again (``onReconnect``).
     ///
     /// ```swift
     /// // Last window closed:
@@ -197,7 +254,10 @@ public final class BackgroundTaskManager: Sendable {
     public func setApplicationState(_ state: ApplicationState) async throws {
         try await connection.call(
             "SetApplicationState", arguments: { (call) throws(BusError) in try call.append(state.rawValue) },
-            decode: { (_) throws(BusError) in })
+            decode: { [self] (_) throws(BusError) in
+                // Recorded on the SDK's thread as the daemon took it, for a restarted daemon.
+                session.withLock { $0.state = state }
+            })
     }
 
     /// The app's background time left, in seconds:

@@ -30,7 +30,10 @@ import Synchronization
 // daemon's name, learnt with GetNameOwner at connect and followed through
 // NameOwnerChanged. (The match rules cannot say sender='org.bgtaskd…': on
 // dbus-daemon sd-bus compares a rule's sender with the message's unique name,
-// so such a rule never matches locally.)
+// so such a rule never matches locally.) The match rules belong to the bus,
+// not to the daemon, so they outlive a daemon restart: the bus announces the
+// new owner (NameOwnerChanged) before that owner can send anything, and its
+// signals are dispatched from then on, to the same handlers.
 
 /// The bus connection behind one ``BackgroundTaskManager``: a thread running
 /// an sd-event loop, the bus on it, a generic "call a method, decode the
@@ -51,6 +54,9 @@ final class BusConnection: @unchecked Sendable {
         static let manager = Target(destination: BgTaskNames.busName, path: BgTaskNames.objectPath, interface: BgTaskNames.manager)
         /// The fetch mode's interface (present when the daemon loaded its fetch plugin).
         static let fetch = Target(destination: BgTaskNames.busName, path: BgTaskNames.objectPath, interface: BgTaskNames.fetch)
+        /// The remote-notification mode's interface (present when the daemon loaded that plugin).
+        static let remoteNotifications = Target(
+            destination: BgTaskNames.busName, path: BgTaskNames.objectPath, interface: BgTaskNames.remoteNotifications)
         /// The bus itself.
         static let busDriver = Target(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus")
@@ -254,8 +260,27 @@ final class BusConnection: @unchecked Sendable {
         arguments: @escaping @Sendable (Message) throws(BusError) -> Void = { (_) throws(BusError) in },
         completion: @escaping @Sendable (Result<Void, BackgroundTasksError>) -> Void
     ) {
+        callInBackground(member, on: target, arguments: arguments, decode: { (_) throws(BusError) in }, completion: completion)
+    }
+
+    /// As the other `callInBackground`, with the reply decoded by `decode`
+    /// (on the loop thread) before `completion` gets it.
+    func callInBackground<Value: Sendable>(
+        _ member: String, on target: Target = .manager,
+        arguments: @escaping @Sendable (Message) throws(BusError) -> Void = { (_) throws(BusError) in },
+        decode: @escaping @Sendable (Message) throws(BusError) -> Value,
+        completion: @escaping @Sendable (Result<Value, BackgroundTasksError>) -> Void
+    ) {
         let posted = submit {
-            self.issue(target, member, arguments: arguments) { result in completion(result.map { _ in }) }
+            self.issue(target, member, arguments: arguments) { result in
+                completion(result.flatMap { (reply) -> Result<Value, BackgroundTasksError> in
+                    do throws(BusError) {
+                        return .success(try decode(reply))
+                    } catch {
+                        return .failure(BackgroundTasksError(badReplyTo: member, error))
+                    }
+                })
+            }
         }
         if !posted { completion(.failure(.closed)) }
     }

@@ -1,5 +1,6 @@
 /// What a background fetch found, as iOS's `UIBackgroundFetchResult`: the
-/// value an app passes to the completion of its fetch handler.
+/// value an app passes to the completion of its fetch handler, and of its
+/// notification handler (iOS uses the same type for both).
 ///
 /// The daemon records it and learns from it: apps that keep answering
 /// ``noData`` are woken less often, apps that find ``newData`` keep their

@@ -1,0 +1,101 @@
+import BgTaskProtocol
+import SDBus
+
+// Daemon restarts: checking in again.
+//
+// The daemon's state about this connection (its app id, its state, its tasks
+// and the wakes handed to it) lives in the daemon process; a restarted daemon
+// knows none of it. The bus tells the SDK when the daemon's name changes
+// hands (NameOwnerChanged, followed by BusConnection), and on every new owner
+// the SDK, on its own thread:
+//   - drops what belonged to the old daemon: queued PerformFetch and
+//     NotificationReceived events (+Fetch, +RemoteNotifications) and the
+//     expiration handlers of its tasks (+Tasks), as the observers registered
+//     earlier do before this one runs;
+//   - checks in again with the app id it checked in with (calls the app
+//     issued to the old daemon fail with .daemonUnavailable; one issued at
+//     the very moment the new daemon appears may reach it just before the
+//     CheckIn, as from a connection that has not checked in yet);
+//   - tells the daemon the app's state again when it is not `active` (a
+//     connection starts active in a daemon that did not launch it);
+//   - calls onReconnect.
+// The match rules for the signals belong to the bus and stay in place, so
+// the new daemon's signals reach the same handlers: the events it sends right
+// after the CheckIn reply (held and undelivered pushes, due fetches) arrive
+// as they do for an app it launched.
+
+extension BackgroundTaskManager {
+    /// Called whenever the SDK has checked in again after the daemon
+    /// restarted (a new process took `org.bgtaskd.BackgroundTasks1`): with
+    /// what the new daemon's `CheckIn` answered and nil, or with nil and the
+    /// error it answered. A manager that never checked in gets (nil, nil).
+    /// Runs on the SDK's thread: keep it short.
+    ///
+    /// Nothing needs doing in it: the handlers stay installed, the fetch
+    /// interval is kept by the daemon, and the app's state is sent again.
+    /// Background tasks of the old daemon are gone, though (their
+    /// expiration handlers will not run): an app that needs more time begins
+    /// a new task.
+    ///
+    /// ```swift
+    /// manager.onReconnect = { launch, error in
+    ///     if let error { log("bgtaskd restarted; checking in failed: \(error)") }
+    ///     else { log("bgtaskd restarted; \(launch?.pending ?? 0) event(s) waiting") }
+    /// }
+    /// ```
+    public var onReconnect: (@Sendable (_ launch: LaunchInfo?, _ error: BackgroundTasksError?) -> Void)? {
+        get { callbacks.withLock { $0.onReconnect } }
+        set { callbacks.withLock { $0.onReconnect = newValue } }
+    }
+
+    /// Follows the daemon's bus name (held weakly: the connection must not
+    /// keep the manager alive). Registered after the other owner observers,
+    /// so it runs after they dropped the old daemon's state.
+    func subscribeToDaemonRestarts() {
+        connection.observeServiceOwner { [weak self] owner in
+            guard let self else { return }
+            let generation = session.withLock { session in
+                session.ownerGeneration += 1
+                return session.ownerGeneration
+            }
+            if owner != nil { restoreSession(generation: generation) }
+        }
+    }
+
+    /// Checks in again and restores the app's state (SDK thread).
+    private func restoreSession(generation: Int) {
+        let (appID, state) = session.withLock { ($0.appID, $0.state) }
+        guard let appID else {
+            restoreState(state)
+            reportReconnect(generation: generation, nil, nil)
+            return
+        }
+        connection.callInBackground(
+            "CheckIn", arguments: { (call) throws(BusError) in try call.append(appID) },
+            decode: { (reply) throws(BusError) in LaunchInfo(launchDictionary: try reply.readOptions()) },
+            completion: { [weak self] result in
+                guard let self else { return }
+                switch result {
+                case .success(let launch):
+                    restoreState(state)
+                    reportReconnect(generation: generation, launch, nil)
+                case .failure(let error):
+                    reportReconnect(generation: generation, nil, error)
+                }
+            })
+    }
+
+    /// Sends the app's state again unless it is the daemon's default.
+    private func restoreState(_ state: ApplicationState?) {
+        guard let state, state != .active else { return }
+        connection.callInBackground(
+            "SetApplicationState", arguments: { (call) throws(BusError) in try call.append(state.rawValue) },
+            completion: { _ in })
+    }
+
+    private func reportReconnect(generation: Int, _ launch: LaunchInfo?, _ error: BackgroundTasksError?) {
+        // Another owner came meanwhile: its own re-check-in reports.
+        guard session.withLock({ $0.ownerGeneration == generation }) else { return }
+        callbacks.withLock { $0.onReconnect }?(launch, error)
+    }
+}
