@@ -19,10 +19,11 @@ struct BgTaskCtl: ParsableCommand {
             cannot be reached or the daemon answers with an error (printed as \
             'bgtaskctl: <message> (<D-Bus error name>)'); 64 for a usage error.
             """,
-        // New subcommands (push, pushes …) go here, each in a file of its own
-        // conforming to ClientCommand (groups: a ParsableCommand listing them).
+        // New subcommands go here, each in a file of its own conforming to
+        // ClientCommand (groups: a ParsableCommand listing them).
         subcommands: [
             StatusCommand.self, TasksCommand.self, AppsCommand.self, FetchCommand.self, RefreshCommand.self,
+            PushCommand.self, PushesCommand.self,
         ]
     )
 

@@ -12,16 +12,21 @@ enum WallClockTime {
     /// `in 42s`, `in 14m`, `in 2h 5m`, `in 3d 4h`, `now`, `3m ago`.
     static func relative(_ seconds: TimeInterval) -> String {
         guard seconds.isFinite else { return "never" }
-        let whole = Int(seconds.magnitude.rounded())
-        if whole == 0 { return "now" }
-        let span: String
-        switch whole {
-        case ..<60: span = "\(whole)s"
-        case ..<3600: span = "\(whole / 60)m"
-        case ..<86400: span = whole % 3600 / 60 == 0 ? "\(whole / 3600)h" : "\(whole / 3600)h \(whole % 3600 / 60)m"
-        default: span = whole % 86400 / 3600 == 0 ? "\(whole / 86400)d" : "\(whole / 86400)d \(whole % 86400 / 3600)h"
-        }
+        if Int(seconds.magnitude.rounded()) == 0 { return "now" }
+        let span = span(seconds)
         return seconds > 0 ? "in \(span)" : "\(span) ago"
+    }
+
+    /// A duration without direction: `0s`, `42s`, `14m`, `2h 5m`, `3d 4h`.
+    static func span(_ seconds: TimeInterval) -> String {
+        guard seconds.isFinite else { return "∞" }
+        let whole = Int(seconds.magnitude.rounded())
+        switch whole {
+        case ..<60: return "\(whole)s"
+        case ..<3600: return "\(whole / 60)m"
+        case ..<86400: return whole % 3600 / 60 == 0 ? "\(whole / 3600)h" : "\(whole / 3600)h \(whole % 3600 / 60)m"
+        default: return whole % 86400 / 3600 == 0 ? "\(whole / 86400)d" : "\(whole / 86400)d \(whole % 86400 / 3600)h"
+        }
     }
 
     /// The local time of day for today, with the date otherwise.
