@@ -3,14 +3,14 @@ import Synchronization
 
 /// Decides when an app that bgtaskd launched in the background leaves.
 ///
-/// On iOS such an app is suspended once it has called the fetch completion
-/// handler. Here the app exits instead: `stay` seconds after its last fetch
-/// was completed (and the daemon took the answer), unless another fetch
-/// began meanwhile. An app started by the user does not use this; it runs
-/// until it is told to stop.
+/// On iOS such an app is suspended once it has called the completion
+/// handler of the fetch or push it was woken for. Here the app exits
+/// instead: `stay` seconds after its last fetch or push was completed (and
+/// the daemon took the answer), unless another one began meanwhile. An app
+/// started by the user does not use this; it runs until it is told to stop.
 final class BackgroundLifetime: Sendable {
     private struct State {
-        /// Fetches handed to the app and not yet answered by the daemon.
+        /// Fetches and pushes handed to the app and not yet answered by the daemon.
         var inFlight = 0
         /// Bumped at every change, so that an older exit timer knows it is stale.
         var generation = 0
@@ -28,16 +28,17 @@ final class BackgroundLifetime: Sendable {
         self.onExit = onExit
     }
 
-    /// A fetch began: do not exit while it runs.
-    func fetchStarted() {
+    /// A fetch or a push began: do not exit while it runs.
+    func wakeStarted() {
         state.withLock { state in
             state.inFlight += 1
             state.generation += 1
         }
     }
 
-    /// A fetch is over (the daemon answered CompleteFetch, or it failed).
-    func fetchFinished() {
+    /// A fetch or a push is over (the daemon answered CompleteFetch or
+    /// CompleteNotification, or the call failed).
+    func wakeFinished() {
         let idle = state.withLock { state -> Int? in
             state.inFlight = max(0, state.inFlight - 1)
             state.generation += 1
@@ -46,8 +47,8 @@ final class BackgroundLifetime: Sendable {
         if let idle { exitLater(ifStill: idle) }
     }
 
-    /// Nothing to do right now (no fetch was waiting at check-in): leave
-    /// after `stay` seconds unless a fetch arrives first.
+    /// Nothing to do right now (no event was waiting at check-in): leave
+    /// after `stay` seconds unless a fetch or a push arrives first.
     func idle() {
         let generation = state.withLock { state -> Int? in
             state.inFlight == 0 ? state.generation : nil

@@ -7,6 +7,7 @@ import Glibc
 ///
 ///     {"event":"ready","reason":"fetch","pending":1}
 ///     {"event":"fetched","result":"newData","bytes":123}
+///     {"event":"push","json":"{\"aps\":{\"alert\":\"Hi\"}}","alert":"Hi","title":null,"content_available":false}
 ///
 /// Lines are written with write(2) at once, not through stdio: standard
 /// output is usually a pipe or a journal here, which stdio would buffer until
@@ -18,6 +19,7 @@ enum EventLog {
         case int(Int)
         case double(Double)
         case bool(Bool)
+        case null
     }
 
     /// Prints `{"event":"<event>", <fields>…}` as one line.
@@ -65,6 +67,7 @@ enum EventLog {
         case .int(let number): String(number)
         case .double(let number): number.isFinite ? "\(number)" : "null"  // JSON has no inf
         case .bool(let flag): flag ? "true" : "false"
+        case .null: "null"
         }
     }
 

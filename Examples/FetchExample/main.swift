@@ -1,15 +1,19 @@
 // bgtaskd-example-fetch: a small app that keeps a local copy of something
 // (a file, or a page on a local web server) up to date with bgtaskd's
-// background fetch, the way an iOS app uses Background App Refresh.
+// background fetch, the way an iOS app uses Background App Refresh, and
+// refreshes it at once when a push says there is something new.
 //
 // What it shows, step by step (see `run()` below):
 //   1. Connect to bgtaskd and check in (the SDK does it with --app-id, or
 //      with BGTASKD_APP_ID when bgtaskd launched the app).
-//   2. Install the fetch handler right away: a launched app's fetch arrives
-//      just after checking in, and the SDK keeps it until a handler is set.
+//   2. Install the fetch and notification handlers right away: a launched
+//      app's fetch or push arrives just after checking in, and the SDK keeps
+//      it until a handler is set.
 //   3. Ask for a fetch interval (SetMinimumFetchInterval).
-//   4. On every fetch: download, compare with the cache, answer newData,
-//      noData or failed through the completion.
+//   4. On every fetch, and on every push that says content-available:
+//      download, compare with the cache, answer newData, noData or failed
+//      through the completion. An alert-only push is just logged (bgtaskd
+//      has shown it to the user already).
 //   5. When launched in the background, exit once the fetch is answered;
 //      when started by the user, say it is in the background (it has no
 //      window) so that bgtaskd fetches it at its interval, and stay until
@@ -22,10 +26,11 @@
 //   Type=Application
 //   Name=Fetch Demo
 //   Exec=/path/to/bgtaskd-example-fetch --app-id org.example.FetchDemo --source file:///tmp/news.txt --cache /tmp/news.cache
-//   X-BgTaskd-Modes=fetch;
+//   X-BgTaskd-Modes=fetch;remote-notification;
 //
-// then `bgtaskctl fetch simulate org.example.FetchDemo` launches it in the
-// background, and `bgtaskctl apps` shows what the last fetch found.
+// then `bgtaskctl fetch simulate org.example.FetchDemo` (or `bgtaskctl push
+// org.example.FetchDemo -n`) launches it in the background, and `bgtaskctl
+// apps` shows what the last fetch found.
 
 import ArgumentParser
 import BackgroundTasks
@@ -60,7 +65,11 @@ struct FetchExample: AsyncParsableCommand {
             new copy, and completes the fetch with newData when the content changed, \
             noData when it is the same, and failed when it could not be read or written.
 
-            The app's desktop entry must declare the mode: X-BgTaskd-Modes=fetch;
+            A push (NotificationReceived) with aps.content-available refreshes the cache the \
+            same way and completes the push with the result; a push without it only logs \
+            its alert and completes with noData.
+
+            The app's desktop entry must declare the modes: X-BgTaskd-Modes=fetch;remote-notification;
 
             Lifetime: launched by bgtaskd for a background event (CheckIn says reason \
             fetch, remote-notification or location), the app exits --stay seconds after \
@@ -74,8 +83,9 @@ struct FetchExample: AsyncParsableCommand {
               registered  policy, interval, next_usec, refresh  (interval set; refresh status)
               state       state                         (started by the user: "background")
               fetching                                  (a fetch began)
+              push        json, alert, title, content_available  (a push arrived)
               fetched     result, bytes                 (the fetch's own outcome)
-              completed   result                        (bgtaskd recorded the result)
+              completed   result, [of]                  (bgtaskd recorded the result; of: push for a push)
               error       stage, [name], message        (stage: connect, register, state, fetch, complete)
               exit        reason                        (done, or the signal)
             """)
@@ -140,11 +150,9 @@ struct FetchExample: AsyncParsableCommand {
 
         // 2. The fetch handler, before anything else: fetches that wait for a
         //    launched app arrive right after the check-in.
-        manager.setFetchHandler { completion in
-            lifetime.fetchStarted()
-            EventLog.emit("fetching")
-            // The handler runs on the SDK's thread: do the work in a task and
-            // return at once; the completion may be called from anywhere.
+        // Handlers run on the SDK's thread: do the work in a task and return
+        // at once; the completion may be called from anywhere.
+        let refresh: @Sendable (_ completion: @escaping @Sendable (FetchResult) -> Void) -> Void = { completion in
             Task {
                 do {
                     let outcome = try await fetcher.fetch()
@@ -156,6 +164,11 @@ struct FetchExample: AsyncParsableCommand {
                 }
             }
         }
+        manager.setFetchHandler { completion in
+            lifetime.wakeStarted()
+            EventLog.emit("fetching")
+            refresh(completion)
+        }
         // The daemon has (or refused) the answer: now a background app may go.
         manager.onFetchCompleted = { _, result, error in
             if let error {
@@ -163,7 +176,29 @@ struct FetchExample: AsyncParsableCommand {
             } else {
                 EventLog.emit("completed", ["result": .string(result.rawValue)])
             }
-            if inBackground { lifetime.fetchFinished() }
+            if inBackground { lifetime.wakeFinished() }
+        }
+
+        //    The notification handler: a push that says there is new content
+        //    refreshes like a fetch; an alert alone was shown by bgtaskd.
+        manager.setNotificationHandler { notification, completion in
+            lifetime.wakeStarted()
+            EventLog.emit("push", [
+                "json": .string(notification.json),
+                "alert": notification.alert?.body.map { .string($0) } ?? .null,
+                "title": notification.alert?.title.map { .string($0) } ?? .null,
+                "content_available": .bool(notification.contentAvailable),
+            ])
+            guard notification.contentAvailable else { return completion(.noData) }
+            refresh(completion)
+        }
+        manager.onNotificationCompleted = { _, result, error in
+            if let error {
+                EventLog.error("complete", error)
+            } else {
+                EventLog.emit("completed", ["result": .string(result.rawValue), "of": .string("push")])
+            }
+            if inBackground { lifetime.wakeFinished() }
         }
         EventLog.emit("ready", [
             "app_id": .string(appID ?? ProcessInfo.processInfo.environment["BGTASKD_APP_ID"] ?? ""),

@@ -22,6 +22,17 @@ enum FetchAnswer: String, CaseIterable, ExpressibleByArgument {
     var result: FetchResult? { FetchResult(rawValue: rawValue) }
 }
 
+/// What the app answers a push with (`--push-result`).
+enum PushAnswer: String, CaseIterable, ExpressibleByArgument {
+    case newData, noData, failed
+    /// Never call the completion: the wake runs out, the app is terminated,
+    /// and the daemon holds the push for a later wake.
+    case never
+
+    /// The result to complete with; nil for ``never``.
+    var result: FetchResult? { FetchResult(rawValue: rawValue) }
+}
+
 /// `bgtaskd-testapp`: an app built on the BackgroundTasks SDK that the
 /// integration tests start, drive with flags, read through JSON lines and kill.
 @main
@@ -31,7 +42,8 @@ struct TestApp: AsyncParsableCommand {
         abstract: "A scriptable bgtaskd client: begins background tasks through the BackgroundTasks SDK and reports what happens.",
         discussion: """
             Connects (checking in as --app-id, else as BGTASKD_APP_ID when set, as the SDK \
-            does), installs a fetch handler if --fetch-result is given, sets the fetch \
+            does), installs a fetch handler if --fetch-result is given and a notification \
+            handler if --push-result is given, sets the fetch \
             interval if --fetch-interval is given, begins --tasks tasks named --name, \
             switches to the background if asked, ends the tasks after --end-after seconds if \
             given, then stays alive for --hold seconds. Everything goes through the SDK.
@@ -48,6 +60,10 @@ struct TestApp: AsyncParsableCommand {
               fetch_registered  policy, seconds, next_usec (after --fetch-interval)
               perform_fetch     token (a PerformFetch handed to the fetch handler)
               fetch_completed   result (the daemon accepted CompleteFetch)
+              notification      token, json (a NotificationReceived handed to the notification handler)
+              notification_completed  result (the daemon accepted CompleteNotification)
+              rechecked_in      reason, pending (the daemon restarted; the SDK checked in again)
+              recheck_failed    name, message (the daemon restarted; checking in again failed)
               begun      task_id, seconds_remaining (the app's background time)
               state      state ("background")
               expiring   task_id, seconds_left (the daemon's TaskExpiring)
@@ -72,6 +88,9 @@ struct TestApp: AsyncParsableCommand {
 
     @Option(name: .customLong("fetch-handler-delay"), help: ArgumentHelp("Install the --fetch-result handler only this many seconds after \"ready\" (PerformFetch signals that arrive meanwhile wait in the SDK).", valueName: "SECONDS"))
     var fetchHandlerDelay: Double?
+
+    @Option(name: .customLong("push-result"), help: ArgumentHelp("Install a notification handler that completes every pushed notification at once with this result; 'never' never completes (the wake runs out and the daemon terminates the app). Without it no handler is installed and NotificationReceived signals wait in the SDK.", valueName: "newData|noData|failed|never"))
+    var pushResult: PushAnswer?
 
     @Option(name: .customLong("fetch-interval"), help: ArgumentHelp("Call SetMinimumFetchInterval with these seconds (0: minimum, inf: never) and print the registration.", valueName: "SECONDS"))
     var fetchInterval: Double?
@@ -123,6 +142,18 @@ struct TestApp: AsyncParsableCommand {
             EventLog.emit("ready", ["unique_name": .string(manager.uniqueName), "pid": .int(Int(getpid()))])
         }
 
+        // Installed before any handler: the SDK checks in again by itself when the daemon restarts.
+        manager.onReconnect = { launch, error in
+            if let error {
+                EventLog.emit("recheck_failed", ["name": .string(error.name), "message": .string(error.message)])
+            } else {
+                let launch = launch ?? LaunchInfo()
+                EventLog.emit("rechecked_in", [
+                    "reason": .string(launch.reason.rawValue), "pending": .int(Int(launch.pending)),
+                ])
+            }
+        }
+        if let pushResult { Self.installNotificationHandler(pushResult, on: manager) }
         if let fetchResult {
             if let fetchHandlerDelay {
                 Task {
@@ -199,6 +230,21 @@ struct TestApp: AsyncParsableCommand {
             EventLog.emit("fetch_completed", ["result": .string(result.rawValue)])
         }
         manager.setFetchHandler { completion in
+            if let result = answer.result { completion(result) }
+        }
+    }
+
+    /// Reports every push handed over, and answers it with `answer` at once
+    /// (or never).
+    private static func installNotificationHandler(_ answer: PushAnswer, on manager: BackgroundTaskManager) {
+        manager.onNotificationReceived = { token, notification in
+            EventLog.emit("notification", ["token": .string(token), "json": .string(notification.json)])
+        }
+        manager.onNotificationCompleted = { _, result, error in
+            if let error { EventLog.fail(error) }
+            EventLog.emit("notification_completed", ["result": .string(result.rawValue)])
+        }
+        manager.setNotificationHandler { _, completion in
             if let result = answer.result { completion(result) }
         }
     }

@@ -36,6 +36,38 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    @Test func pushLaunchesTheExampleAppWhichRefreshesAndCompletes() throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-example-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        try "headline: rain\n".write(toFile: scratch + "/source", atomically: true, encoding: .utf8)
+        let example = BinaryLocator.path(of: "bgtaskd-example-fetch")
+        let daemon = try DaemonUnderTest(desktopEntries: [
+            DesktopEntrySpec(id: "org.example.NewsDemo", modes: ["fetch", "remote-notification"],
+                             exec: "\(example) --source file://\(scratch)/source --cache \(scratch)/cache"),
+        ])
+
+        // Delivered as a push server would, with bgtaskctl: the app is not running, so it is launched.
+        let sent = try daemon.bgtaskctl(["push", "org.example.NewsDemo", "-n", "-d", "story=17", "--json"])
+        #expect(sent.succeeded, "\(sent)")
+        let reply = try JSONSerialization.jsonObject(with: Data(sent.standardOutput.utf8)) as? [String: Any]
+        let pushID = try #require(reply?["push_id"] as? String, "\(sent)")
+        #expect(reply?["payload"] as? String == #"{"aps":{"content-available":1},"story":17}"#, "\(sent)")
+
+        #expect(daemon.process.waitForStandardError(containing: "launched org.example.NewsDemo for remote-notification", timeout: .seconds(20)),
+                "\(daemon.log)")
+        #expect(daemon.process.waitForStandardError(containing: "exited: exited with code 0", timeout: .seconds(20)), "\(daemon.log)")
+        #expect(try String(contentsOfFile: scratch + "/cache", encoding: .utf8) == "headline: rain\n",
+                "the push made the app refresh its copy")
+        // Completed: the daemon holds nothing more for it, and says what came of it.
+        let held = try daemon.bgtaskctl(["pushes", "org.example.NewsDemo", "--json"])
+        #expect(held.succeeded && !held.standardOutput.contains(pushID), "\(held)")
+        let admin = try RawClient(daemon)
+        let demo = try admin.applications().first { $0["app_id"] == .string("org.example.NewsDemo") }
+        #expect(demo?["pushes_delivered"] == .uint64(1), "\(String(describing: demo))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func runningSDKAppReceivesPerformFetch() throws {
         let daemon = try DaemonUnderTest(desktopEntries: [
             DesktopEntrySpec(id: "org.example.Weather", modes: ["fetch"], exec: "/bin/false"),
