@@ -1,45 +1,210 @@
-/// bgtaskd's fetch planner. (First cut: each app at its interval with the
-/// one-minute coalescing of ``FetchSchedule``; the learning policy replaces it.)
+import Foundation
+
+// Implementation notes
+//
+// Each app gets one planned fetch time, kept in a DeadlineQueue; the machine
+// wakes at the earliest and every app whose plan is near (its pull-in) and
+// whose floor has passed rides along: one wake instead of several.
+//
+// The plan of an app, re-made whenever something about it changes:
+//   - Its floor: the last fetch plus its interval (doubled per unredeemed
+//     offence, up to 8×). Nothing is ever planned before it.
+//   - No habit yet (UsageHabit has seen under two days with opens): at the
+//     floor, as the interval promises.
+//   - A habit: the app is "hot" from `lead` before a slot of the day in which
+//     it is usually opened (chance ≥ `hotThreshold`) to the slot's end. The
+//     plan is the first moment at or after the floor in a hot run the app has
+//     not been brought up to date in yet (an open or a fetch in that run
+//     already did it), spaced by the noData back-off within the run, when
+//     new content is likely enough by then (ContentRate). Failing that
+//     within a day: a fallback, `fallbackSpacing` (× the back-off) after the
+//     app was last up to date, so that an unusual open is not served
+//     hopelessly stale.
+//   - noData back-off: after k noData answers in a row the spacing is
+//     multiplied by 2^(k−1), up to 8×; newData resets it.
+// Times are rounded up to a five-minute grid so that plans of different apps
+// fall on the same instants. Opens are learned as local time of day; weekdays
+// and weekends apart; old days decay so that a moved habit takes over in
+// about two days.
+
+/// bgtaskd's fetch planner: learns when each app is opened and how often it
+/// has news, fetches shortly before likely opens, backs off apps that keep
+/// answering noData or miss their budget, and coalesces fetches of different
+/// apps into as few wakes as it can. Deterministic; times are realtime µs.
 public struct AdaptivePlanner: FetchPlanner, Sendable {
+    /// What the planner knows about one app.
+    public struct AppState: Sendable, Equatable {
+        /// Interval, fetch history and offences (persisted by the fetch mode).
+        public var record: FetchRecord
+        /// When the user opens it.
+        public var habit = UsageHabit()
+        /// How often it has news.
+        public var content = ContentRate()
+        /// noData answers in a row.
+        public var noDataStreak = 0
+        /// When it was last brought up to date: a fetch that answered, or
+        /// the end of an open (realtime µs).
+        public var upToDateAt: UInt64?
+        /// When the user last closed it (realtime µs).
+        public var closedAt: UInt64?
+        public var isOpen = false
+        public var isEligible = true
+        /// The current plan and why.
+        var planned: UInt64?
+        var reasons: [FetchPlanReason] = []
+        var pullIn: UInt64 = 0
+        /// The plan before it joined other apps' wakes (it waits at most `pullIn` past it).
+        var ownPlan: UInt64?
+        /// Apps it was last woken with (for the explanation).
+        var coalescedWith = 0
+
+        public init(record: FetchRecord) {
+            self.record = record
+        }
+    }
+
     public let floor: Double
-    private var schedule: FetchSchedule
-    private var open: Set<String> = []
-    private var ineligible: Set<String> = []
+    /// Seconds added to realtime to get local time (the machine's UTC offset).
+    public var utcOffset: Int
+
+    /// Plans are rounded up to this grid (seconds).
+    public var grid: UInt64 = 60
+    /// Fetching starts this long before a usual open (seconds).
+    public var lead: UInt64 = 600
+    /// Opens wander: a usual open counts this long either side of its slot (seconds).
+    public var margin: UInt64 = 1800
+    /// …and this much further on a kind of day (weekday, weekend) seen little.
+    public var unfamiliarMargin: UInt64 = 5400
+    /// A slot counts as a usual open from this chance of an open in it on.
+    public var hotThreshold = 0.05
+    /// Away from usual opens an app is fetched once news is this likely…
+    public var fallbackNewsChance = 0.25
+    /// …but at least this often (seconds).
+    public var fallbackCeiling: Double = 4 * 3600
+    /// A hot run is skipped when new content by then is less likely than this.
+    public var contentThreshold = 0.01
+    /// How far ahead a pre-open plan, and any other plan, may be pulled into an earlier wake (seconds).
+    public var preOpenPullIn: UInt64 = 0
+    public var otherPullIn: UInt64 = 600
+
+    private(set) public var apps: [String: AppState] = [:]
+    private var queue = DeadlineQueue<Int, UInt64>()
+    /// How many apps are planned at each instant: a plan that may wait joins a wake already planned.
+    private var plannedAt: [UInt64: Set<Int>] = [:]
+    private var numbers: [String: Int] = [:]
+    private var names: [String] = []
     private var sleeping = false
 
     public init(floor: Double, utcOffset: Int = 0) {
         self.floor = floor
-        schedule = FetchSchedule(floor: floor)
+        self.utcOffset = utcOffset
     }
 
+    // MARK: Persistence
+
+    /// Puts back what a previous run knew about an app (its record and learned habits).
+    public mutating func restore(_ app: String, record: FetchRecord, learned: AppLearning?, at now: UInt64) {
+        var state = apps[app] ?? AppState(record: record)
+        state.record = record
+        if let learned {
+            state.habit = learned.habit
+            state.content = learned.content
+            state.noDataStreak = learned.noDataStreak
+            state.upToDateAt = learned.upToDateAt
+        }
+        apps[app] = state
+        replan(app, at: now)
+    }
+
+    /// What the planner learned about an app, to persist.
+    public func learning(of app: String) -> AppLearning? {
+        apps[app].map { AppLearning(habit: $0.habit, content: $0.content, noDataStreak: $0.noDataStreak, upToDateAt: $0.upToDateAt) }
+    }
+
+    /// The interval in force for an app (its floored interval, doubled per
+    /// unredeemed offence); nil for never or an unknown app.
+    public func effectiveInterval(of app: String) -> Double? {
+        apps[app].flatMap { interval(of: $0) }
+    }
+
+    /// The earliest the app may next be fetched (its floor: the interval
+    /// after its last fetch); nil for never or an unknown app. The plan may
+    /// be later.
+    public func earliestFetch(of app: String) -> UInt64? {
+        apps[app].flatMap { floorTime(of: $0) }
+    }
+
+    /// Whether the app is open in the foreground, as last told.
+    public func isOpen(_ app: String) -> Bool { apps[app]?.isOpen ?? false }
+
+    /// A wake of the app that could not happen (its launch failed): it
+    /// counts as a fetch for the interval, so the app is not retried at once.
+    public mutating func skipped(_ app: String, at now: UInt64) {
+        guard apps[app] != nil else { return }
+        apps[app]!.record.lastFetchAt = now
+        replan(app, at: now)
+    }
+
+    /// Forgets an app altogether.
+    public mutating func remove(_ app: String) {
+        if let number = numbers[app] { unplan(number, apps[app]?.planned) }
+        apps[app] = nil
+        if let number = numbers[app] { queue.cancel(number) }
+    }
+
+    // MARK: FetchPlanner
+
     public mutating func register(_ app: String, interval: FetchInterval, at now: UInt64) {
-        if interval == .never { return schedule.remove(app) }
-        var record = schedule.records[app] ?? FetchRecord(interval: interval, registeredAt: now)
-        record.interval = interval
-        schedule.set(app, record)
+        var state = apps[app] ?? AppState(record: FetchRecord(interval: interval, registeredAt: now))
+        state.record.interval = interval
+        apps[app] = state
+        replan(app, at: now)
     }
 
     public mutating func opened(_ app: String, at now: UInt64) {
-        open.insert(app)
-        schedule.hold(app)
+        guard var state = apps[app] else { return }
+        state.isOpen = true
+        state.habit.recordOpen(atLocal: local(now))
+        apps[app] = state
+        replan(app, at: now)
     }
 
     public mutating func closed(_ app: String, at now: UInt64) {
-        open.remove(app)
-        if !ineligible.contains(app) { schedule.release(app) }
+        guard var state = apps[app] else { return }
+        state.isOpen = false
+        // It refreshed itself in the foreground.
+        state.upToDateAt = now
+        state.closedAt = now
+        apps[app] = state
+        replan(app, at: now)
     }
 
     public mutating func fetched(_ app: String, result: FetchResult?, at now: UInt64) {
-        guard var record = schedule.records[app] else { return }
-        record.lastFetchAt = now
-        record.record(.init(at: now, result: result))
-        schedule.set(app, record)
-        if open.contains(app) || ineligible.contains(app) { schedule.hold(app) }
+        guard var state = apps[app] else { return }
+        let covered = state.upToDateAt.map { now > $0 ? Double(now - $0) / 1e6 : 0 }
+            ?? Double(now > state.record.registeredAt ? now - state.record.registeredAt : 0) / 1e6
+        state.record.lastFetchAt = now
+        state.record.record(.init(at: now, result: result))
+        switch result {
+        case .newData:
+            state.noDataStreak = 0
+            state.content.record(gap: covered, newData: true, at: now)
+            state.upToDateAt = now
+        case .noData:
+            state.noDataStreak += 1
+            state.content.record(gap: covered, newData: false, at: now)
+            state.upToDateAt = now
+        case .failed, nil:
+            break
+        }
+        apps[app] = state
+        replan(app, at: now)
     }
 
     public mutating func setEligible(_ app: String, _ eligible: Bool, at now: UInt64) {
-        if eligible { ineligible.remove(app) } else { ineligible.insert(app) }
-        if eligible && !open.contains(app) { schedule.release(app) } else { schedule.hold(app) }
+        guard apps[app] != nil else { return }
+        apps[app]!.isEligible = eligible
+        replan(app, at: now)
     }
 
     public mutating func setSleeping(_ sleeping: Bool, at now: UInt64) {
@@ -47,16 +212,210 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     }
 
     public mutating func nextWake() -> UInt64? {
-        sleeping ? nil : schedule.nextWake()
+        sleeping ? nil : queue.earliest()
     }
 
     public mutating func appsToFetch(at now: UInt64) -> [String] {
-        sleeping ? [] : schedule.takeDue(at: now)
+        guard !sleeping, let earliest = queue.earliest(), earliest <= now else { return [] }
+        var due: [String] = []
+        var later: [(Int, UInt64)] = []
+        while let number = queue.popDue(at: now &+ max(preOpenPullIn, otherPullIn) * 1_000_000) {
+            let app = names[number]
+            guard let state = apps[app], let planned = state.planned else { continue }
+            // Pulled in only if its own pull-in allows and its floor has passed.
+            if planned <= now || (planned - now <= state.pullIn && floorTime(of: state).map { $0 <= now } == true) {
+                due.append(app)
+            } else {
+                later.append((number, planned))
+            }
+        }
+        for (number, planned) in later { queue.schedule(number, at: planned) }
+        for app in due {
+            unplan(numbers[app]!, apps[app]!.planned)
+            apps[app]!.planned = nil
+            apps[app]!.coalescedWith = due.count - 1
+        }
+        return due
     }
 
     public func plan(for app: String, at now: UInt64) -> FetchPlan? {
-        guard let record = schedule.records[app] else { return nil }
-        guard let interval = schedule.effectiveInterval(of: record) else { return FetchPlan(next: nil, reasons: [.never]) }
-        return FetchPlan(next: schedule.isHeld(app) ? nil : schedule.nextFetch(of: app), reasons: [.atInterval(seconds: interval)])
+        guard let state = apps[app] else { return nil }
+        var reasons = state.reasons
+        if state.coalescedWith > 0 { reasons.append(.coalesced(withApps: state.coalescedWith)) }
+        return FetchPlan(next: state.planned, reasons: reasons)
+    }
+
+    // MARK: Planning
+
+    private func local(_ realtime: UInt64) -> Int { Int(realtime / 1_000_000) + utcOffset }
+
+    private func interval(of state: AppState) -> Double? {
+        guard let base = state.record.interval.effectiveSeconds(floor: floor) else { return nil }
+        return base * Double(1 << min(state.record.offences, 3))
+    }
+
+    /// The earliest a fetch may happen: the interval after the last fetch (or registration).
+    private func floorTime(of state: AppState) -> UInt64? {
+        guard let interval = interval(of: state) else { return nil }
+        return (state.record.lastFetchAt ?? state.record.registeredAt) &+ UInt64(min(interval, 1e12) * 1_000_000)
+    }
+
+    /// Away from usual opens: the time by which news is `fallbackNewsChance`
+    /// likely, between the interval and `fallbackCeiling`. Apps that keep
+    /// answering noData have a lower rate, so they are fetched less; newData
+    /// brings them back.
+    private func fallbackSpacing(_ state: AppState, interval: Double) -> Double {
+        let perSecond = state.content.rate / 3600
+        let spacing = -log(1 - fallbackNewsChance) / max(perSecond, 1e-9)
+        return min(max(spacing, interval), max(fallbackCeiling, interval))
+    }
+
+    private mutating func number(of app: String) -> Int {
+        if let number = numbers[app] { return number }
+        names.append(app)
+        numbers[app] = names.count - 1
+        return names.count - 1
+    }
+
+    private func roundUp(_ time: UInt64) -> UInt64 {
+        let step = grid * 1_000_000
+        return (time + step - 1) / step * step
+    }
+
+    /// Whether an open is usual between `margin` before `realtime` and
+    /// `lead` + `margin` after it: opens wander around their habit. On a kind
+    /// of day seen little (the first weekend) habits are borrowed from the
+    /// other kind, and wander further.
+    private func isHot(_ habit: UsageHabit, at realtime: UInt64) -> Bool {
+        let t = local(realtime)
+        let slot = UsageHabit.slotMinutes * 60
+        let wander = Int(margin) + (habit.observedDays(likeLocal: t) < 1.5 ? Int(unfamiliarMargin) : 0)
+        var s = t - wander
+        while s <= t + Int(lead) + wander {
+            if habit.probability(atLocal: s) >= hotThreshold { return true }
+            s += slot
+        }
+        return false
+    }
+
+    private mutating func replan(_ app: String, at now: UInt64) {
+        guard var state = apps[app] else { return }
+        let number = number(of: app)
+        var (planned, reasons, pullIn) = makePlan(state, at: now)
+        state.ownPlan = planned
+        let step = grid * 1_000_000
+        unplan(number, state.planned)
+        // A plan that may wait a little joins the first wake already planned
+        // within that while: the machine wakes once for both.
+        if var time = planned, pullIn > 0 {
+            let end = time &+ pullIn * 1_000_000
+            while time <= end {
+                if plannedAt[time] != nil {
+                    planned = time
+                    break
+                }
+                time &+= step
+            }
+        }
+        state.planned = planned
+        state.reasons = reasons
+        state.pullIn = pullIn * 1_000_000
+        apps[app] = state
+        guard let planned else { return queue.cancel(number) }
+        plannedAt[planned, default: []].insert(number)
+        queue.schedule(number, at: planned)
+        // Plans just before this one that may wait join it.
+        var time = planned
+        while time >= step, planned - (time - step) <= otherPullIn * 1_000_000 {
+            time -= step
+            guard let others = plannedAt[time] else { continue }
+            for other in others {
+                let name = names[other]
+                guard let other_ = apps[name], other_.pullIn > 0, let own = other_.ownPlan,
+                      planned >= own, planned - own <= other_.pullIn else { continue }
+                plannedAt[time]!.remove(other)
+                plannedAt[planned]!.insert(other)
+                apps[name]!.planned = planned
+                queue.schedule(other, at: planned)
+            }
+            if plannedAt[time]?.isEmpty == true { plannedAt[time] = nil }
+        }
+    }
+
+    private mutating func unplan(_ number: Int, _ time: UInt64?) {
+        guard let time, var set = plannedAt[time] else { return }
+        set.remove(number)
+        plannedAt[time] = set.isEmpty ? nil : set
+    }
+
+    private func makePlan(_ state: AppState, at now: UInt64) -> (UInt64?, [FetchPlanReason], UInt64) {
+        guard let floorTime = floorTime(of: state), let interval = interval(of: state) else { return (nil, [.never], 0) }
+        var limits: [FetchPlanReason] = []
+        if state.record.offences > 0 { limits.append(.offences(count: state.record.offences)) }
+        if state.noDataStreak > 1 { limits.append(.noDataStreak(count: state.noDataStreak)) }
+        if state.isOpen { return (nil, [.inForeground], 0) }
+        if !state.isEligible { return (nil, [.notEligible], 0) }
+        let earliest = max(floorTime, now)
+
+        guard state.habit.hasLearned else {
+            // Learning: at the interval, as promised.
+            let base = state.record.lastFetchAt ?? state.record.registeredAt
+            let at = max(earliest, base &+ UInt64(interval * 1_000_000))
+            return (roundUp(at), [.atInterval(seconds: interval)] + limits, otherPullIn)
+        }
+
+        // The fallback, away from usual opens: when news has become likely enough.
+        let upToDate = state.upToDateAt ?? state.record.registeredAt
+        let spacing = fallbackSpacing(state, interval: interval)
+        let fallback = max(earliest, upToDate &+ UInt64(spacing * 1_000_000))
+        let step = grid * 1_000_000
+        var t = roundUp(earliest)
+        let horizon = min(fallback, t &+ 36 * 3600 * 1_000_000)
+        // Within a run of likely opens the app is fetched at its interval (t starts at its floor).
+        let coarse = UInt64(UsageHabit.slotMinutes * 60) * 1_000_000
+        var wasHot = true
+        while t < horizon {
+            guard isHot(state.habit, at: t) else {
+                // Runs are wider than a slot: step by slots until one starts, then back to its first moment.
+                t += coarse
+                wasHot = false
+                continue
+            }
+            if !wasHot {
+                while t >= step, t - step >= roundUp(earliest), isHot(state.habit, at: t - step) { t -= step }
+                wasHot = true
+            }
+            // The user has just seen it: the open it was due for is behind it.
+            if let closed = state.closedAt, t < closed &+ (margin + 900) * 1_000_000 {
+                t += step
+                continue
+            }
+            let gap = Double(t > upToDate ? t - upToDate : 0) / 1e6 + Double(lead + margin)
+            if state.content.probability(within: gap) >= contentThreshold {
+                var reasons: [FetchPlanReason] = [.usuallyOpenedAt(secondsIntoDay: usualOpen(state.habit, from: t)), .contentLikely]
+                if t == roundUp(floorTime) && floorTime > now { reasons.append(.intervalFloor(seconds: interval)) }
+                return (t, reasons + limits, preOpenPullIn)
+            }
+            // Little chance of news by then: skip this run.
+            while t < horizon && isHot(state.habit, at: t) { t += step }
+        }
+        var reasons: [FetchPlanReason] = [.noUsualOpenSoon(atLatestEvery: spacing)]
+        if fallback == floorTime && floorTime > now { reasons.append(.intervalFloor(seconds: interval)) }
+        return (roundUp(fallback), reasons + limits, otherPullIn)
+    }
+
+    /// Seconds into the local day of the most likely slot of the run starting at `t`.
+    private func usualOpen(_ habit: UsageHabit, from t: UInt64) -> Int {
+        var best = (p: -1.0, at: local(t) + Int(lead))
+        var s = local(t)
+        let slot = UsageHabit.slotMinutes * 60
+        for _ in 0..<8 {
+            let p = habit.probability(atLocal: s)
+            if p > best.p { best = (p, s) }
+            if p < hotThreshold && best.p >= hotThreshold { break }
+            s += slot
+        }
+        let into = ((best.at % 86_400) + 86_400) % 86_400
+        return into / slot * slot
     }
 }

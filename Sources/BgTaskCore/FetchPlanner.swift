@@ -57,6 +57,8 @@ public enum FetchPlanReason: Sendable, Equatable, CustomStringConvertible {
     case usuallyOpenedAt(secondsIntoDay: Int)
     /// No habit learned yet: the app is fetched at its interval.
     case atInterval(seconds: Double)
+    /// No usual open is near: fetched at the latest this many seconds after it was last up to date.
+    case noUsualOpenSoon(atLatestEvery: Double)
     /// The last `count` fetches found nothing new: fetched less often.
     case noDataStreak(count: Int)
     /// New content is likely (the app usually has some by then).
@@ -79,6 +81,7 @@ public enum FetchPlanReason: Sendable, Equatable, CustomStringConvertible {
         case .usuallyOpenedAt(let seconds):
             "usually opened at " + Self.clock(seconds)
         case .atInterval(let seconds): "no habit learned yet: every \(Self.duration(seconds))"
+        case .noUsualOpenSoon(let seconds): "no usual open soon: at the latest every \(Self.duration(seconds))"
         case .noDataStreak(let count): "last \(count) fetch\(count == 1 ? "" : "es") noData"
         case .contentLikely: "new content is likely by then"
         case .offences(let count): "\(count) unanswered wake\(count == 1 ? "" : "s")"
