@@ -1,0 +1,27 @@
+import BgTaskCore
+
+/// The fetch policies `bgtaskd-sim` compares (DESIGN §8).
+public enum SimulationPolicy: String, Sendable, CaseIterable {
+    /// bgtaskd's own ``BgTaskCore/AdaptivePlanner``, as the daemon runs it.
+    case adaptive
+    /// ``NaivePlanner``: every app at its interval, no learning, no coalescing.
+    case naive
+    /// ``OraclePlanner``: knows the trace, fetches right before the opens that need it.
+    case oracle
+
+    /// Simulates `trace` under this policy.
+    public func run(_ trace: Trace, floor: Double) -> SimulationResult {
+        let simulator = Simulator(trace: trace, floor: floor)
+        switch self {
+        case .adaptive:
+            var planner = AdaptivePlanner(floor: floor, utcOffset: 0)
+            return simulator.run(&planner)
+        case .naive:
+            var planner = NaivePlanner(floor: floor)
+            return simulator.run(&planner)
+        case .oracle:
+            var planner = OraclePlanner(trace: trace, floor: floor)
+            return simulator.run(&planner)
+        }
+    }
+}

@@ -1,0 +1,89 @@
+/// One line of a trace: something that happened at `t` seconds after the
+/// trace start (DESIGN §8).
+public struct TraceEvent: Sendable, Equatable {
+    /// What happened.
+    public enum Kind: Sendable, Equatable {
+        /// The app registered a fetch interval in seconds, as `SetMinimumFetchInterval`
+        /// (0 is "minimum", from 1e300 up "never").
+        case register(app: String, interval: Double)
+        /// The user opened the app: it refreshes itself in the foreground until it is closed.
+        case open(app: String)
+        /// The user closed the app.
+        case close(app: String)
+        /// New content appeared on the app's server.
+        case content(app: String)
+        /// The machine went to sleep: nothing runs in the background until it wakes.
+        case sleep
+        /// The machine woke up.
+        case wake
+        /// A push for the app; a silent one wakes it in the background to fetch.
+        case push(app: String, silent: Bool)
+    }
+
+    /// Seconds from the trace start.
+    public var t: Double
+    public var kind: Kind
+
+    public init(t: Double, _ kind: Kind) {
+        self.t = t
+        self.kind = kind
+    }
+
+    /// The app the event is about, nil for the machine's sleep and wake.
+    public var app: String? {
+        switch kind {
+        case .register(let app, _), .open(let app), .close(let app), .content(let app), .push(let app, _): app
+        case .sleep, .wake: nil
+        }
+    }
+
+    /// The `kind` field's spelling.
+    public var kindName: String {
+        switch kind {
+        case .register: "register"
+        case .open: "open"
+        case .close: "close"
+        case .content: "content"
+        case .sleep: "sleep"
+        case .wake: "wake"
+        case .push: "push"
+        }
+    }
+
+    /// The event as one JSON Lines line (no newline), fields in the order of DESIGN §8.
+    public var jsonLine: String {
+        var line = "{\"t\":" + Self.number(t) + ",\"kind\":\"" + kindName + "\""
+        if let app { line += ",\"app\":" + Self.quoted(app) }
+        switch kind {
+        case .register(_, let interval): line += ",\"interval\":" + Self.number(interval)
+        case .push(_, let silent): line += ",\"silent\":" + (silent ? "true" : "false")
+        default: break
+        }
+        return line + "}"
+    }
+
+    /// Whole numbers without a fraction, others in Swift's shortest round-trip form
+    /// (so writing and reading a trace gives back the same `t`).
+    static func number(_ value: Double) -> String {
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        return "\(value)"
+    }
+
+    static func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,19 @@
+import ArgumentParser
+
+/// `bgtaskd-sim`: replays traces through bgtaskd's fetch planner in virtual
+/// time (DESIGN §8), makes synthetic traces, and prints issue 5's figures.
+@main
+struct BgTaskdSim: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bgtaskd-sim",
+        abstract: "Simulate bgtaskd's background-fetch scheduling over a trace, in virtual time.",
+        discussion: """
+            With no subcommand, `run` simulates a trace: bgtaskd-sim --trace FILE [--policy adaptive|naive|oracle] \
+            [--floor SECONDS] [--json].
+
+            \(RunCommand.traceFormat)
+            """,
+        subcommands: [RunCommand.self, GenerateCommand.self, FiguresCommand.self],
+        defaultSubcommand: RunCommand.self
+    )
+}

@@ -1,0 +1,99 @@
+import ArgumentParser
+import BgTaskSimulator
+import Foundation
+
+/// Prints issue 5's figures with PASS/FAIL; exits 1 if any fails.
+struct FiguresCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "figures",
+        abstract: "Run the three policies on the default generated trace and check issue 5's figures.",
+        discussion: """
+            The trace: `generate --apps 30 --days 14 --shift 0:7:4 --app-content 0:24` (app 0's opens move \
+            4 h later from 0-based day 7, the 8th day, on; it gets 24 content items a day). Checks: adaptive wake_events ≤ 40 % and fetch_wakes ≤ 50 % of \
+            naive's; adaptive mean and p90 staleness ≤ naive's (and their distance from oracle's); the \
+            shifted app's mean staleness per day back within 20 % (+ 60 s) of its level on days 1…6 \
+            no later than 3 days after the shift day (back on day d: the days from d on average within); no rule violations; one adaptive simulation < 5 s (build with -c release). \
+            Exits 0 when all pass, 1 otherwise.
+            """
+    )
+
+    @Option(help: "PRNG seed of the trace.") var seed: UInt64 = 1
+    @Option(help: "Number of apps.") var apps = 30
+    @Option(help: "Number of days.") var days = 14
+    @Option(help: "Fetch.MinimumIntervalSec, seconds.") var floor = 900.0
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func validate() throws {
+        guard apps > 0, days >= 2 else { throw ValidationError("--apps must be > 0 and --days ≥ 2") }
+        guard floor.isFinite, floor >= 0 else { throw ValidationError("--floor must be a number of seconds ≥ 0") }
+    }
+
+    func run() throws {
+        let figures = Figures(seed: seed, apps: apps, days: days, floor: floor)
+        let report = figures.run()
+        if json {
+            print(Self.json(report, figures))
+        } else {
+            print(Self.text(report, figures))
+        }
+        if !report.passed { throw ExitCode(1) }
+    }
+
+    static let order: [SimulationPolicy] = [.adaptive, .naive, .oracle]
+
+    static func text(_ report: Figures.Report, _ figures: Figures) -> String {
+        let g = figures.generator
+        var out = "bgtaskd-sim figures: seed \(g.seed), \(g.apps) apps, \(g.days) days, floor \(RunCommand.number(figures.floor)) s, "
+            + "\(report.events) events\n\n"
+        func cell(_ text: String, _ width: Int) -> String { String(repeating: " ", count: max(0, width - text.count)) + text }
+        out += "policy".padding(toLength: 10, withPad: " ", startingAt: 0)
+            + ["fetch_wakes", "wake_events", "nodata", "mean_stale_s", "p90_stale_s", "opens", "violations"].map { cell($0, 13) }.joined() + "\n"
+        for policy in order {
+            let m = report.metrics[policy]!
+            out += policy.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0)
+                + ["\(m.fetchWakes)", "\(m.wakeEvents)", "\(m.nodataFetches)", String(format: "%.1f", m.meanStalenessS),
+                   String(format: "%.1f", m.p90StalenessS), "\(m.opens)", "\(m.ruleViolations)"].map { cell($0, 13) }.joined() + "\n"
+        }
+        out += "\n\(report.shiftedApp): mean staleness per day, s (shift from day \(figures.shift.fromDay); - = no opens)\n"
+        out += "day       " + (0..<g.days).map { cell("\($0)", 7) }.joined() + "\n"
+        for policy in order {
+            out += policy.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0)
+                + report.dailyStaleness[policy]!.map { cell($0.map { String(Int($0.rounded())) } ?? "-", 7) }.joined() + "\n"
+        }
+        out += "\n"
+        for check in report.checks {
+            out += (check.passed ? "PASS  " : "FAIL  ") + check.name + ": " + check.detail + "\n"
+        }
+        out += "\n" + (report.passed ? "all figures pass" : "\(report.checks.filter { !$0.passed }.count) of \(report.checks.count) figures fail")
+        return out
+    }
+
+    static func json(_ report: Figures.Report, _ figures: Figures) -> String {
+        func string(_ text: String) -> String {
+            let data = try? JSONSerialization.data(withJSONObject: [text], options: [])
+            return data.map { String(decoding: $0.dropFirst().dropLast(), as: UTF8.self) } ?? "\"\""
+        }
+        func number(_ value: Double) -> String { value.isFinite ? RunCommand.number((value * 1000).rounded() / 1000) : "null" }
+        let g = figures.generator
+        var parts: [String] = [
+            "\"seed\":\(g.seed)", "\"apps\":\(g.apps)", "\"days\":\(g.days)", "\"floor\":\(number(figures.floor))",
+            "\"events\":\(report.events)",
+        ]
+        parts.append("\"policies\":{" + order.map { policy in
+            let m = report.metrics[policy]!
+            return "\"\(policy.rawValue)\":" + m.json.dropLast() + ",\"rule_violations\":\(m.ruleViolations)}"
+        }.joined(separator: ",") + "}")
+        let daily = order.map { policy in
+            "\"\(policy.rawValue)\":[" + report.dailyStaleness[policy]!.map { $0.map(number) ?? "null" }.joined(separator: ",") + "]"
+        }.joined(separator: ",")
+        parts.append("\"shift\":{\"app\":\(string(report.shiftedApp)),\"app_index\":\(figures.shift.app),\"from_day\":\(figures.shift.fromDay),"
+            + "\"hours\":\(number(figures.shift.hours)),\"pre_shift_level_s\":\(report.preShiftLevel.map(number) ?? "null"),"
+            + "\"recovery_day\":\(report.recoveryDay.map(String.init) ?? "null"),\"daily_mean_staleness_s\":{\(daily)}}")
+        parts.append("\"checks\":[" + report.checks.map {
+            "{\"name\":\(string($0.name)),\"pass\":\($0.passed),\"detail\":\(string($0.detail))}"
+        }.joined(separator: ",") + "]")
+        parts.append("\"simulation_s\":\(number(report.simulationSeconds))")
+        parts.append("\"pass\":\(report.passed)")
+        return "{" + parts.joined(separator: ",") + "}"
+    }
+}
