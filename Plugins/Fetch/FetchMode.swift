@@ -6,25 +6,27 @@ import Foundation
 // Implementation notes
 //
 // The fetch mode (DESIGN §5) keeps one FetchRecord per app that ever set an
-// interval, in the daemon's database ("apps" collection, FetchRecord+Storage), and a
-// FetchSchedule built from them. It asks the host for a wake opportunity at
-// the schedule's next wake; then it wakes every due app that is eligible —
-// known, declaring `fetch`, Background App Refresh available, not in the
-// foreground — and holds the others out of the schedule until what kept
-// them out changes (refresh settings, desktop entries, the app's state).
+// interval, in the daemon's database ("apps" collection, FetchRecord+Storage),
+// and what the planner learned about it ("learning": its usage habit and
+// content rate), and plans with the core's AdaptivePlanner — the same code
+// bgtaskd-sim runs. It asks the host for a wake opportunity at the planner's
+// next wake; then it wakes the apps the planner picks. The planner hears when
+// an app comes to the foreground and leaves it (opens it learns from), and
+// holds apps that are not eligible — unknown, not declaring `fetch`,
+// Background App Refresh not available — until that changes.
 //
 // A wake's token is delivered as PerformFetch once the host says the app can
 // take it; CompleteFetch records the result; a token that expires records an
 // offence (the host terminates the app). Every outcome is written before the
 // reply, so a restart forgets nothing.
 
-/// The `fetch` mode: background fetch at the apps' intervals.
+/// The `fetch` mode: background fetch planned from the apps' intervals and habits.
 final class FetchMode: ModePlugin {
     static let name = "fetch"
     static let version = "1.0.0"
 
     private let host: PluginHost
-    private var schedule: FetchSchedule
+    private var planner: AdaptivePlanner
     private let wakeBudget: Double
     /// Tokens handed out and not yet finished: whose and when.
     private var tokens: [String: (app: String, at: UInt64)] = [:]
@@ -34,7 +36,7 @@ final class FetchMode: ModePlugin {
 
     init(host: PluginHost) throws {
         self.host = host
-        schedule = FetchSchedule(floor: host.configNumber("Fetch.MinimumIntervalSec") ?? 900)
+        planner = AdaptivePlanner(floor: host.configNumber("Fetch.MinimumIntervalSec") ?? 900, utcOffset: Self.localUTCOffset())
         wakeBudget = host.configNumber("Fetch.WakeBudgetSec") ?? 30
     }
 
@@ -46,15 +48,24 @@ final class FetchMode: ModePlugin {
             .method("SimulateFetch", in: [("app_id", "s")]),
             .signal("PerformFetch", [("token", "s")]),
         ]))
+        var learned: [String: AppLearning] = [:]
+        for (app, data) in try host.records(collection: "learning") {
+            do {
+                learned[app] = try JSONDecoder().decode(AppLearning.self, from: Data(data))
+            } catch {
+                host.log(.warning, "ignoring what was learned about \(app) (unreadable): \(error)")
+            }
+        }
+        let now = host.realtimeMicroseconds
         for (app, data) in try host.records(collection: "apps") {
             do {
-                schedule.set(app, try FetchRecord(storageBytes: data))
+                planner.restore(app, record: try FetchRecord(storageBytes: data), learned: learned[app], at: now)
             } catch {
                 host.log(.warning, "ignoring the unreadable fetch record of \(app): \(error)")
             }
         }
-        reviewHolds()
-        host.log(.info, "\(schedule.records.count) apps registered for background fetch")
+        reviewApps()
+        host.log(.info, "\(planner.apps.count) apps registered for background fetch (\(learned.count) with usage learned)")
         armNextWake()
     }
 
@@ -79,12 +90,12 @@ final class FetchMode: ModePlugin {
         let interval: FetchInterval
         do { interval = try FetchInterval(seconds: seconds) } catch { throw ModeError.invalidArgs(error.message) }
         let app = try declaringApp(call.caller.appID)
-        var record = schedule.records[app] ?? FetchRecord(interval: interval, registeredAt: host.realtimeMicroseconds)
-        if record.interval != interval {
-            record.interval = interval
-            record.registeredAt = host.realtimeMicroseconds
+        let now = host.realtimeMicroseconds
+        if planner.apps[app]?.record.interval != interval {
+            planner.register(app, interval: interval, at: now)
+            review(app)
         }
-        try save(app, record)
+        try save(app)
         try call.reply()
         host.log(.info, "\(app) asked for fetch interval \(interval.policyName) (\(seconds) s)")
         armNextWake()
@@ -92,9 +103,10 @@ final class FetchMode: ModePlugin {
 
     private func getFetchRegistration(_ call: PluginCall) throws {
         let app = try declaringApp(call.caller.appID)
-        let record = schedule.records[app]
-        let interval = record.map { schedule.effectiveInterval(of: $0) ?? .infinity } ?? .infinity
-        let next = schedule.isHeld(app) ? 0 : (schedule.nextFetch(of: app) ?? 0)
+        let record = planner.apps[app]?.record
+        let interval = planner.effectiveInterval(of: app) ?? .infinity
+        // The earliest moment allowed; `bgtaskctl apps` shows the plan, which may be later.
+        let next = planner.earliestFetch(of: app) ?? 0
         try call.reply { (reply) throws(ModeError) in
             try reply.append(record?.interval.policyName ?? "never")
             try reply.append(interval)
@@ -110,7 +122,7 @@ final class FetchMode: ModePlugin {
         do { result = try FetchResult(parsing: resultText) } catch { throw ModeError.invalidArgs(error.message) }
         try host.complete(token: token, connection: call.caller.connection)
         if let (app, at) = tokens.removeValue(forKey: token) {
-            try record(FetchRecord.Outcome(at: at, result: result), for: app)
+            try record(result, for: app, at: at)
             host.log(.info, "\(app) completed its fetch: \(result.rawValue)")
         }
         try call.reply()
@@ -163,16 +175,16 @@ final class FetchMode: ModePlugin {
         case .tokenExpired(let app, let token):
             guard let (_, at) = tokens.removeValue(forKey: token) else { return }
             host.log(.notice, "\(app) did not complete its fetch within \(wakeBudget) s: offence counted")
-            try? record(FetchRecord.Outcome(at: at, result: nil), for: app)
+            try? record(nil, for: app, at: at)
         case .launchFailed(let app, let token, let reason):
             if let token { tokens[token] = nil }
             host.log(.warning, "cannot wake \(app) to fetch: \(reason)")
         case .wakeOpportunity:
             wakeDueApps()
         case .appStateChanged(let app, _), .appGone(let app):
-            if schedule.isHeld(app) { reviewHold(app) }
+            review(app)
         case .appsChanged, .refreshChanged:
-            reviewHolds()
+            reviewApps()
         case .appCheckedIn, .tokenCompleted, .appWoken:
             break
         }
@@ -182,13 +194,13 @@ final class FetchMode: ModePlugin {
 
     // MARK: Scheduling
 
-    /// Wakes every app that is due, with those due within the coalescing window.
+    /// Wakes the apps the planner picks now (it coalesces those due soon).
     private func wakeDueApps() {
-        let due = schedule.takeDue(at: host.realtimeMicroseconds)
+        let due = planner.appsToFetch(at: host.realtimeMicroseconds)
         for app in due {
             if let reason = ineligibility(of: app) {
                 host.log(.debug, "not fetching \(app) now: \(reason)")
-                schedule.hold(app)
+                review(app)
                 continue
             }
             do {
@@ -196,10 +208,8 @@ final class FetchMode: ModePlugin {
             } catch {
                 host.log(.warning, "cannot wake \(app) to fetch: \(error)")
                 // Back in line at its next interval: the host holds broken launches back.
-                if var record = schedule.records[app] {
-                    record.lastFetchAt = host.realtimeMicroseconds
-                    try? save(app, record)
-                }
+                planner.skipped(app, at: host.realtimeMicroseconds)
+                try? save(app)
             }
         }
         if !due.isEmpty { host.log(.info, "fetch wake for \(due.count) app(s): \(due.joined(separator: ", "))") }
@@ -212,16 +222,16 @@ final class FetchMode: ModePlugin {
         let now = host.realtimeMicroseconds
         let token = try host.wake(app, reason: "fetch", budget: wakeBudget)
         tokens[token] = (app, now)
-        var record = schedule.records[app] ?? FetchRecord(interval: .never, registeredAt: now)
-        record.lastFetchAt = now
-        reschedule(app, record)
+        // Counts for the interval from now; the outcome comes with CompleteFetch.
+        known(app, at: now)
+        planner.skipped(app, at: now)
         unsaved.insert(app)
     }
 
     /// Writes records whose bookkeeping changed.
     private func saveUnsaved() {
         for app in unsaved {
-            guard let record = schedule.records[app] else { continue }
+            guard let record = planner.apps[app]?.record else { continue }
             do {
                 try host.put(record.storageBytes(), collection: "apps", key: app)
             } catch {
@@ -236,53 +246,91 @@ final class FetchMode: ModePlugin {
         guard let info = host.appInfo(app) else { return "it has no desktop entry" }
         guard info.modes.contains("fetch") else { return "it does not declare the fetch mode" }
         guard info.refreshStatus == "available" else { return "Background App Refresh is \(info.refreshStatus)" }
-        if info.running, info.state == "active" || info.state == "inactive" { return "it is in the foreground" }
+        if isForeground(app) { return "it is in the foreground" }
         return nil
     }
 
-    private func reviewHold(_ app: String) {
-        if ineligibility(of: app) == nil { schedule.release(app) }
+    private func isForeground(_ app: String) -> Bool {
+        guard let info = host.appInfo(app) else { return false }
+        return info.running && (info.state == "active" || info.state == "inactive")
     }
 
-    private func reviewHolds() {
-        for app in schedule.records.keys {
-            if ineligibility(of: app) == nil { schedule.release(app) } else { schedule.hold(app) }
+    /// Tells the planner whether the app may be fetched, and when the user
+    /// opened or left it (what it learns habits from).
+    private func review(_ app: String) {
+        guard planner.apps[app] != nil else { return }
+        let now = host.realtimeMicroseconds
+        let foreground = isForeground(app)
+        if foreground != planner.isOpen(app) {
+            if foreground { planner.opened(app, at: now) } else { planner.closed(app, at: now) }
+            saveLearning(app)
         }
+        let info = host.appInfo(app)
+        let eligible = info.map { $0.modes.contains("fetch") && $0.refreshStatus == "available" } ?? false
+        if eligible != planner.apps[app]?.isEligible { planner.setEligible(app, eligible, at: now) }
+    }
+
+    private func reviewApps() {
+        for app in planner.apps.keys { review(app) }
     }
 
     private func armNextWake() {
-        host.scheduleOpportunity(at: schedule.nextWake() ?? 0)
+        host.scheduleOpportunity(at: planner.nextWake() ?? 0)
+    }
+
+    /// Seconds east of UTC of the local time zone now (what habits are learned in).
+    private static func localUTCOffset() -> Int {
+        var now = time(nil)
+        var parts = tm()
+        guard localtime_r(&now, &parts) != nil else { return 0 }
+        return parts.tm_gmtoff
     }
 
     // MARK: Records
 
-    private func record(_ outcome: FetchRecord.Outcome, for app: String) throws {
-        var record = schedule.records[app] ?? FetchRecord(interval: .never, registeredAt: outcome.at)
-        record.record(outcome)
-        try save(app, record)
+    /// A fetch wake's outcome (nil: unanswered), at the time of the wake.
+    private func record(_ result: FetchResult?, for app: String, at: UInt64) throws {
+        known(app, at: at)
+        planner.fetched(app, result: result, at: at)
+        try save(app)
+        saveLearning(app)
     }
 
-    /// Writes the record (on disk when this returns) and reschedules the app.
-    private func save(_ app: String, _ record: FetchRecord) throws {
-        reschedule(app, record)
+    /// An app woken without an interval (SimulateFetch) gets a record
+    /// (interval never), so that its outcomes and offences are kept.
+    private func known(_ app: String, at now: UInt64) {
+        if planner.apps[app] == nil {
+            planner.register(app, interval: .never, at: now)
+            review(app)
+        }
+    }
+
+    /// Writes the app's record (on disk when this returns).
+    private func save(_ app: String) throws {
+        guard let record = planner.apps[app]?.record else { return }
         try host.put(record.storageBytes(), collection: "apps", key: app)
     }
 
-    /// Puts the record in the schedule, keeping a hold.
-    private func reschedule(_ app: String, _ record: FetchRecord) {
-        let held = schedule.isHeld(app)
-        schedule.set(app, record)
-        if held { schedule.hold(app) }
+    /// Writes what the planner learned about the app; a failure only costs learning.
+    private func saveLearning(_ app: String) {
+        guard let learned = planner.learning(of: app) else { return }
+        do {
+            try host.put(Array(try JSONEncoder().encode(learned)), collection: "learning", key: app)
+        } catch {
+            host.log(.warning, "cannot store what was learned about \(app): \(error)")
+        }
     }
 
     // MARK: bgtaskctl apps
 
     func describe(app: String, into description: inout [String: PluginValue]) {
-        guard let record = schedule.records[app] else { return }
+        guard let record = planner.apps[app]?.record else { return }
         description["fetch_policy"] = .string(record.interval.policyName)
-        if let interval = schedule.effectiveInterval(of: record) { description["fetch_interval"] = .double(interval) }
-        if let next = schedule.nextFetch(of: app), !schedule.isHeld(app) { description["fetch_next_usec"] = .uint(next) }
-        if let held = ineligibility(of: app), schedule.isHeld(app) { description["fetch_held"] = .string(held) }
+        if let interval = planner.effectiveInterval(of: app) { description["fetch_interval"] = .double(interval) }
+        let plan = planner.plan(for: app, at: host.realtimeMicroseconds)
+        if let next = plan?.next { description["fetch_next_usec"] = .uint(next) }
+        if let plan, !plan.reasons.isEmpty { description["fetch_plan"] = .string(plan.explanation) }
+        if let held = ineligibility(of: app), plan?.next == nil { description["fetch_held"] = .string(held) }
         if let last = record.history.last {
             // A wake the app did not answer in time shows as such, not as its earlier answer.
             description["fetch_last_result"] = .string(last.result?.rawValue ?? "missed")

@@ -24,6 +24,8 @@ struct ApplicationInfo {
     var fetchInterval: Double? { if case .double(let v)? = fields["fetch_interval"] { v } else { nil } }
     var fetchNextMicroseconds: UInt64? { uint("fetch_next_usec") }
     var fetchHeld: String? { string("fetch_held") }
+    /// Why the next fetch is planned when it is ("usually opened at 08:10; new content is likely by then").
+    var fetchPlan: String? { string("fetch_plan") }
     var fetchLastResult: String? { string("fetch_last_result") }
     var fetchLastMicroseconds: UInt64? { uint("fetch_last_usec") }
     var fetchOffences: UInt64? { uint("fetch_offences") }

@@ -15,7 +15,10 @@ struct AppsCommand: ClientCommand {
             connection is checked in as it (active, inactive, background), 'launching' \
             while the daemon starts it, else 'not running'. NEXT FETCH is when the next \
             background fetch is planned, in local time and from now; 'never' when the \
-            app did not ask for fetch, 'held' while it is out of the schedule. LAST \
+            app did not ask for fetch, 'held' while it is out of the schedule. WHY is the \
+            planner's reason for that time: the time of day the app is usually opened, \
+            its interval while no habit is learned yet, noData answers or unanswered wakes \
+            that make it fetched less, other apps it is woken with. LAST \
             FETCH is what the last completed fetch found and when it began. NOTES say \
             why a launch failed (launch_error), why the entry's command cannot run \
             (exec_problem), why fetch is held (fetch_held), and fetches that were not \
@@ -24,7 +27,7 @@ struct AppsCommand: ClientCommand {
             --json prints {"applications": [...]}, one object per app with the keys the \
             daemon sent (app_id, name, modes, refresh_status, refresh_reason, running, \
             launching, state, exec_problem, launch_error, and the plugins' keys such as \
-            fetch_policy, fetch_interval, fetch_next_usec, fetch_held, fetch_last_result, \
+            fetch_policy, fetch_interval, fetch_next_usec, fetch_plan, fetch_held, fetch_last_result, \
             fetch_last_usec, fetch_offences). Times ending in _usec are CLOCK_REALTIME \
             microseconds. Keys may be added; ignore the ones you do not know.
             """)
@@ -51,12 +54,12 @@ struct AppsCommand: ClientCommand {
         let now = Date()
         var table = TextTable([
             .init("APP", maxWidth: 48), .init("MODES", maxWidth: 40), .init("REFRESH"), .init("STATE"),
-            .init("NEXT FETCH"), .init("LAST FETCH"), .init("NOTES", maxWidth: 100),
+            .init("NEXT FETCH"), .init("WHY", maxWidth: 72), .init("LAST FETCH"), .init("NOTES", maxWidth: 100),
         ])
         for app in apps {
             table.append([
                 app.appID, app.modes.isEmpty ? "-" : app.modes.joined(separator: ","), app.refreshStatus ?? "?",
-                Self.state(of: app), Self.nextFetch(of: app, now: now), Self.lastFetch(of: app, now: now),
+                Self.state(of: app), Self.nextFetch(of: app, now: now), app.fetchPlan ?? "-", Self.lastFetch(of: app, now: now),
                 Self.notes(for: app).joined(separator: "; "),
             ])
         }
