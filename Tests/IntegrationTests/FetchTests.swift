@@ -151,6 +151,24 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    @Test func thePlanIsExplainedAndWhatIsLearnedSurvivesACrash() throws {
+        let daemon = try daemon()
+        do {
+            // Registered while in the foreground, then to the background: an open the planner learns from.
+            let app = try client(daemon)
+            try app.call("Fetch", "SetMinimumFetchInterval") { try $0.append(0.0) }
+            try app.call("Manager", "SetApplicationState") { try $0.append("background") }
+            let apps = try daemon.bgtaskctl(["apps", "--json"])
+            #expect(apps.succeeded && apps.standardOutput.contains(#""fetch_plan""#), "\(apps)")
+            #expect(apps.standardOutput.contains("no habit learned yet: every 15 min"), "\(apps)")
+            let table = try daemon.bgtaskctl(["apps"])
+            #expect(table.standardOutput.contains("WHY") && table.standardOutput.contains("no habit learned yet"), "\(table)")
+        }
+        #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
+        #expect(daemon.process.waitForStandardError(containing: "(1 with usage learned)"), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// Polls `condition` for up to 10 s.
     func waitFor(_ condition: () throws -> Bool) throws -> Bool {
         let deadline = ContinuousClock.now + .seconds(10)
