@@ -41,6 +41,13 @@ final class RemoteNotificationsMode: ModePlugin {
     private var lastSequence: UInt64 = 0
     /// Until when pushes left due by the previous run wait for their apps to check in again.
     private var redeliverAfter: UInt64 = 0
+    /// No later than the earliest expiration (Unix seconds) of any held push; 0: none.
+    /// Lowered as pushes are held, computed exactly only when the timer fires (see ``armTimer()``).
+    private var expirationBound: UInt64 = 0
+    /// What the opportunity timer was last armed for (realtime µs; 0: disarmed; nil: unknown, arm it again).
+    private var armedAt: UInt64?
+    /// How records are written (by hand, or with JSONEncoder if that would differ).
+    private let json = RecordJSON()
 
     /// How long pushes due before a restart wait for their apps to check in again.
     static let restartGrace: UInt64 = 5_000_000
@@ -61,7 +68,7 @@ final class RemoteNotificationsMode: ModePlugin {
         ]))
         let decoder = JSONDecoder()
         for (app, data) in try host.records(collection: "apps") {
-            guard var state = try? decoder.decode(AppState.self, from: Data(data)) else { continue }
+            guard var state = try? decoder.decode(AppRecord.self, from: Data(data)) else { continue }
             state.bucket.capacity = silentPerHour
             var inbox = PushInbox(bucket: state.bucket)
             inbox.counts = state.counts
@@ -76,9 +83,13 @@ final class RemoteNotificationsMode: ModePlugin {
             lastSequence = max(lastSequence, push.sequence)
             waiting += 1
         }
+        expirationBound = exactExpirationBound()
         if waiting > 0 {
             redeliverAfter = host.realtimeMicroseconds + Self.restartGrace
             host.log(.info, "\(waiting) pushes from before the restart wait for their apps")
+        }
+        if let problem = json.problem {
+            host.log(.warning, "records are written with JSONEncoder (slower): the hand-written form would differ: \(problem)")
         }
         armTimer()
     }
@@ -130,7 +141,8 @@ final class RemoteNotificationsMode: ModePlugin {
             priority: options.priority ?? (payload.alert != nil ? 10 : 5), expiration: options.expiration,
             collapseID: options.collapseID, receivedAt: now, sequence: lastSequence,
             hasAlert: payload.alert != nil, isSilent: payload.isSilent, state: .held)
-        var box = inbox(app)
+        // Taken out of the dictionary while it changes, so that its pushes are not copied on append.
+        var box = inboxes.removeValue(forKey: app) ?? inbox(app)
         let (admission, removed) = box.admit(&push, canWake: info.refreshStatus == "available", now: now)
         inboxes[app] = box
         for (old, reason) in removed {
@@ -141,6 +153,7 @@ final class RemoteNotificationsMode: ModePlugin {
             host.log(.info, "dropped push \(push.id) for \(app): \(reason)")
         } else {
             try store(push)
+            if push.state == .held { lowerExpirationBound(push.expiration) }
         }
         try saveState(app)
         try call.reply { (reply) throws(ModeError) in try reply.append(push.id) }
@@ -225,6 +238,9 @@ final class RemoteNotificationsMode: ModePlugin {
             deliverWithHeld(app)
         case .wakeOpportunity(let now):
             dropExpired(at: now)
+            expirationBound = exactExpirationBound()
+            // The timer may be what fired (it is one-shot): arm it again whatever it was.
+            armedAt = nil
             if now >= redeliverAfter, redeliverAfter > 0 {
                 redeliverAfter = 0
                 for app in inboxes.keys { deliverDue(app) }
@@ -239,9 +255,10 @@ final class RemoteNotificationsMode: ModePlugin {
 
     /// Makes every held push of the app due, then delivers everything due.
     private func deliverWithHeld(_ app: String) {
-        guard var box = inboxes[app], !box.pushes.isEmpty else { return }
-        for push in box.takeHeld() { try? store(push) }
+        guard inboxes[app]?.pushes.isEmpty == false, var box = inboxes.removeValue(forKey: app) else { return }
+        let taken = box.takeHeld()
         inboxes[app] = box
+        for push in taken { try? store(push) }
         deliverDue(app)
     }
 
@@ -264,7 +281,10 @@ final class RemoteNotificationsMode: ModePlugin {
     /// A push whose wake did not happen waits for the next one.
     private func putBack(_ app: String, _ id: String) {
         inboxes[app]?.hold(id)
-        if let push = inboxes[app]?.pushes.first(where: { $0.id == id }) { try? store(push) }
+        if let push = inboxes[app]?.pushes.first(where: { $0.id == id }) {
+            try? store(push)
+            lowerExpirationBound(push.expiration)
+        }
         try? saveState(app)
     }
 
@@ -280,13 +300,41 @@ final class RemoteNotificationsMode: ModePlugin {
     }
 
     /// Wakes the plugin when the first held push expires, or when pushes from before a restart are due.
+    ///
+    /// Called after every call and event, so it must not scan the held pushes:
+    /// at thousands of pushes a second to apps holding hundreds each, a scan
+    /// per `DeliverPush` was most of the daemon's time. It uses
+    /// `expirationBound` instead, which is never later than the first
+    /// expiration: a bound left early by a push that was delivered or
+    /// completed since only costs one wake that drops nothing and computes
+    /// the bound exactly again.
     private func armTimer() {
         var next: UInt64 = redeliverAfter
-        if let expiration = inboxes.values.compactMap(\.earliestExpiration).min() {
-            let at = expiration * 1_000_000
+        if expirationBound > 0 {
+            let at = expirationBound * 1_000_000
             next = next == 0 ? at : min(next, at)
         }
+        guard next != armedAt else { return }
+        armedAt = next
         host.scheduleOpportunity(at: next)
+    }
+
+    /// A push with this expiration is held now: the timer must fire by then.
+    private func lowerExpirationBound(_ expiration: UInt64?) {
+        guard let expiration, expiration > 0 else { return }
+        expirationBound = expirationBound == 0 ? expiration : min(expirationBound, expiration)
+    }
+
+    /// The earliest expiration of any held push (0: none), by one pass over them all.
+    private func exactExpirationBound() -> UInt64 {
+        var earliest: UInt64 = 0
+        for box in inboxes.values {
+            for index in box.pushes.indices where box.pushes[index].state == .held {
+                guard let expiration = box.pushes[index].expiration, expiration > 0 else { continue }
+                earliest = earliest == 0 ? expiration : min(earliest, expiration)
+            }
+        }
+        return earliest
     }
 
     // MARK: Alerts
@@ -320,19 +368,14 @@ final class RemoteNotificationsMode: ModePlugin {
 
     // MARK: Records
 
-    /// What is stored per app besides its pushes.
-    private struct AppState: Codable {
-        var bucket: TokenBucket
-        var counts: PushInbox.Counts
-    }
-
     private func store(_ push: PushRecord) throws {
-        try host.put(Array(try JSONEncoder().encode(push)), collection: "pushes", key: push.id)
+        try host.put(try json.encode(push), collection: "pushes", key: push.id)
     }
 
+    /// The app's bucket and counters (``AppRecord``).
     private func saveState(_ app: String) throws {
         guard let box = inboxes[app] else { return }
-        try host.put(Array(try JSONEncoder().encode(AppState(bucket: box.bucket, counts: box.counts))), collection: "apps", key: app)
+        try host.put(try json.encode(AppRecord(bucket: box.bucket, counts: box.counts)), collection: "apps", key: app)
     }
 
     // MARK: bgtaskctl apps

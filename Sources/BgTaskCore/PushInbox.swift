@@ -43,7 +43,12 @@ public struct PushInbox: Sendable, Equatable {
         self.bucket = bucket
     }
 
-    public var heldCount: Int { pushes.lazy.filter { $0.state == .held }.count }
+    public var heldCount: Int {
+        // By index: no copy of each push (with its payload) per count.
+        var count = 0
+        for index in pushes.indices where pushes[index].state == .held { count += 1 }
+        return count
+    }
 
     /// Puts a push that was stored earlier back (after a restart), in order.
     public mutating func restore(_ push: PushRecord) {
