@@ -6,7 +6,7 @@
 /// the machine was while the figure was measured (see ``CPUTimes``).
 struct Figure {
     /// Short key: `pair`, `hold-rss`, `hold-p99`, `expiry-p99`, `idle`, `fetch`,
-    /// `scheduler-p99`, `startup-rss`, `startup-time` ….
+    /// `push`, `push-rate`, `scheduler-p99`, `startup-rss`, `startup-time` ….
     var id: String
     /// What was measured, for people.
     var what: String
@@ -28,6 +28,16 @@ struct Figure {
         return Figure(
             id: id, what: what, value: format(value, decimals) + suffix,
             target: "<= " + format(limit, decimals) + suffix, passed: value <= limit, machine: machine)
+    }
+
+    /// A figure that passes when `value >= limit`.
+    static func atLeast(
+        _ id: String, _ what: String, value: Double, limit: Double, unit: String, decimals: Int = 2, machine: String = ""
+    ) -> Figure {
+        let suffix = unit.isEmpty ? "" : " " + unit
+        return Figure(
+            id: id, what: what, value: format(value, decimals) + suffix,
+            target: ">= " + format(limit, decimals) + suffix, passed: value >= limit, machine: machine)
     }
 
     /// A figure printed for information, with no target (RESULT `info`; it never fails the run).
