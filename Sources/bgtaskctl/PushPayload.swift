@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import Foundation
 
 /// The APNs-style payload `bgtaskctl push` sends, built from its options the
@@ -27,15 +28,15 @@ struct PushPayload {
     var json: String {
         var aps: [String] = []
         if let alertTitle {
-            var fields = ["\"title\":" + Self.quoted(alertTitle)]
-            if let alertBody { fields.append("\"body\":" + Self.quoted(alertBody)) }
+            var fields = ["\"title\":" + JSONText.quoted(alertTitle)]
+            if let alertBody { fields.append("\"body\":" + JSONText.quoted(alertBody)) }
             aps.append("\"alert\":{" + fields.joined(separator: ",") + "}")
         } else if let alertBody {
-            aps.append("\"alert\":" + Self.quoted(alertBody))
+            aps.append("\"alert\":" + JSONText.quoted(alertBody))
         }
         if contentAvailable { aps.append("\"content-available\":1") }
         var members = ["\"aps\":{" + aps.joined(separator: ",") + "}"]
-        for item in data { members.append(Self.quoted(item.key) + ":" + item.json) }
+        for item in data { members.append(JSONText.quoted(item.key) + ":" + item.json) }
         return "{" + members.joined(separator: ",") + "}"
     }
 
@@ -98,7 +99,7 @@ struct PushPayload {
 
     /// VALUE as JSON text: itself when it is valid JSON, else a JSON string.
     static func jsonText(for value: String) -> String {
-        isJSON(value) ? value.trimmingCharacters(in: .whitespacesAndNewlines) : quoted(value)
+        isJSON(value) ? value.trimmingCharacters(in: .whitespacesAndNewlines) : JSONText.quoted(value)
     }
 
     /// Whether `text` is one valid JSON value (strict: no NaN, no trailing commas).
@@ -119,25 +120,6 @@ struct PushPayload {
             if (try? container.decode([AnyJSON].self)) != nil { return }
             _ = try container.decode([String: AnyJSON].self)
         }
-    }
-
-    /// `text` as a JSON string literal.
-    static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }
 
