@@ -100,7 +100,7 @@ let package = Package(
         // The fetch-scheduling simulator: replays traces through the core's planners.
         .target(
             name: "BgTaskSimulator",
-            dependencies: ["BgTaskCore"],
+            dependencies: ["BgTaskCore", "BgTaskProtocol"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -1,3 +1,5 @@
+import BgTaskProtocol
+
 /// One line of a trace: something that happened at `t` seconds after the
 /// trace start (DESIGN §8).
 public struct TraceEvent: Sendable, Equatable {
@@ -53,7 +55,7 @@ public struct TraceEvent: Sendable, Equatable {
     /// The event as one JSON Lines line (no newline), fields in the order of DESIGN §8.
     public var jsonLine: String {
         var line = "{\"t\":" + Self.number(t) + ",\"kind\":\"" + kindName + "\""
-        if let app { line += ",\"app\":" + Self.quoted(app) }
+        if let app { line += ",\"app\":" + JSONText.quoted(app) }
         switch kind {
         case .register(_, let interval): line += ",\"interval\":" + Self.number(interval)
         case .push(_, let silent): line += ",\"silent\":" + (silent ? "true" : "false")
@@ -67,23 +69,5 @@ public struct TraceEvent: Sendable, Equatable {
     static func number(_ value: Double) -> String {
         if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
         return "\(value)"
-    }
-
-    static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }
