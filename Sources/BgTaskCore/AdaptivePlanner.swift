@@ -3,29 +3,28 @@ import Foundation
 // Implementation notes
 //
 // Each app gets one planned fetch time, kept in a DeadlineQueue; the machine
-// wakes at the earliest and every app whose plan is near (its pull-in) and
-// whose floor has passed rides along: one wake instead of several.
-//
-// The plan of an app, re-made whenever something about it changes:
+// wakes at the earliest. The plan of an app is re-made whenever something
+// about it changes:
 //   - Its floor: the last fetch plus its interval (doubled per unredeemed
 //     offence, up to 8×). Nothing is ever planned before it.
 //   - No habit yet (UsageHabit has seen under two days with opens): at the
 //     floor, as the interval promises.
-//   - A habit: the app is "hot" from `lead` before a slot of the day in which
-//     it is usually opened (chance ≥ `hotThreshold`) to the slot's end. The
-//     plan is the first moment at or after the floor in a hot run the app has
-//     not been brought up to date in yet (an open or a fetch in that run
-//     already did it), spaced by the noData back-off within the run, when
-//     new content is likely enough by then (ContentRate). Failing that
-//     within a day: a fallback, `fallbackSpacing` (× the back-off) after the
-//     app was last up to date, so that an unusual open is not served
-//     hopelessly stale.
-//   - noData back-off: after k noData answers in a row the spacing is
-//     multiplied by 2^(k−1), up to 8×; newData resets it.
-// Times are rounded up to a five-minute grid so that plans of different apps
-// fall on the same instants. Opens are learned as local time of day; weekdays
-// and weekends apart; old days decay so that a moved habit takes over in
-// about two days.
+//   - A habit: the app is "hot" from `lead` + `margin` before a slot in which
+//     it is opened with a chance ≥ `hotThreshold` until `margin` after it
+//     (opens wander; on a kind of day seen little, `unfamiliarMargin` more).
+//     While hot it is fetched at its floor, except in the quarter-hour after
+//     the user closed it, and skipped when news by the open is unlikely
+//     (ContentRate below `contentThreshold`).
+//   - Away from hot runs: once news has become `fallbackNewsChance` likely
+//     since it was last up to date (at most `fallbackCeiling` apart). The
+//     content rate falls with noData answers and rises with newData: that is
+//     the back-off and the recovery.
+// Coalescing: plans that may wait (not the pre-open ones) join the first wake
+// already planned within `otherPullIn`, and plans just before a new one move
+// to it, at most `otherPullIn` past their own time; at a wake, such plans
+// whose floor has passed ride along. Plans are rounded up to a `grid`.
+// Opens are learned as local time of day, weekdays and weekends apart; old
+// days decay, so a moved habit takes over in about two days.
 
 /// bgtaskd's fetch planner: learns when each app is opened and how often it
 /// has news, fetches shortly before likely opens, backs off apps that keep
