@@ -7,7 +7,9 @@ import Foundation
 //
 // DeliverPush validates, decides with the app's PushInbox (BgTaskCore), and
 // writes the push to the daemon's database before it replies: an
-// acknowledged push survives a crash. A push to deliver gets a wake of its
+// acknowledged push survives a crash. The host commits all the writes of one
+// call (the push, the app's bucket, held pushes made due) at once and only
+// then sends the reply and any NotificationReceived the call set off. A push to deliver gets a wake of its
 // own (one token per push, so each is completed on its own); the host
 // launches the app if it is not running, once however many pushes wait, and
 // hands each token back when the app can take it, and the plugin sends

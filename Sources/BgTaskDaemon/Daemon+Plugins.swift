@@ -283,6 +283,16 @@ extension Daemon: PluginHostDelegate {
         }
     }
 
+    func transaction(_ body: () -> Void) -> String? {
+        do {
+            try store.group(body)
+            return nil
+        } catch {
+            logger.error("cannot commit a plugin's writes: \(error)")
+            return error.message
+        }
+    }
+
     func records(plugin: String, collection: String) -> [(key: String, data: [UInt8])]? {
         do {
             return try store.records(plugin: plugin, collection: collection)

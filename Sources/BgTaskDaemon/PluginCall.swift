@@ -14,10 +14,13 @@ final class PluginCall {
     let caller: UnsafeMutablePointer<bgt_caller> = .allocate(capacity: 1)
     private var strings: [UnsafeMutablePointer<CChar>] = []
     private(set) var replied = false
+    /// The host whose outbox holds the reply while the call's writes commit.
+    private(set) weak var host: PluginHost?
 
-    init(message: Message, identity: CallerIdentity, appID: AppID?, plugin: String) {
+    init(message: Message, identity: CallerIdentity, appID: AppID?, host: PluginHost) {
         self.message = message
-        self.plugin = plugin
+        self.plugin = host.name
+        self.host = host
         caller.initialize(to: bgt_caller())
         caller.pointee.connection = UnsafePointer(keep(identity.connection.uniqueName))
         caller.pointee.app_id = appID.map { UnsafePointer(keep($0.rawValue)) }

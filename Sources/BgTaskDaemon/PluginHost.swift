@@ -142,11 +142,16 @@ final class PluginHost {
                 throw BusError.failed("the \(self?.name ?? "mode") plugin is not running")
             }
             let appID: AppID? = if case .app(let id) = daemon.engine.app(of: identity.connection) { id } else { identity.appID }
-            let call = PluginCall(message: message, identity: identity, appID: appID, plugin: self.name)
-            interface.withCString { i in
-                member.withCString { m in
-                    self.descriptor.pointee.handle_call!(context, i, m, call.handle)
+            let call = PluginCall(message: message, identity: identity, appID: appID, host: self)
+            self.batch {
+                interface.withCString { i in
+                    member.withCString { m in
+                        self.descriptor.pointee.handle_call!(context, i, m, call.handle)
+                    }
                 }
+                // What the call set off (a wake of a running app is ready at once)
+                // goes out with its reply, in the same commit.
+                self.deliverQueued()
             }
             // If the plugin neither answered nor kept the call, it is answered Failed when `call` goes.
             self.scheduleFlush()
@@ -175,9 +180,34 @@ final class PluginHost {
     /// Delivers queued events now.
     func flush() {
         flushScheduled = false
+        guard !queued.isEmpty else { return }
+        batch { deliverQueued() }
+    }
+
+    private func deliverQueued() {
         while !queued.isEmpty, let context {
             let event = queued.removeFirst()
             event.withCEvent { descriptor.pointee.event!(context, $0) }
+        }
+    }
+
+    /// Set while ``batch(_:)`` runs: what the plugin sends waits there for the commit.
+    private(set) var outbox: PluginOutbox?
+
+    /// Runs `body` (one call, or the queued events) with every write the
+    /// plugin makes in one transaction, and holds back what it sends until
+    /// that transaction has committed: one commit per call however many
+    /// records it writes, and still nothing is promised before it is on disk.
+    func batch(_ body: () -> Void) {
+        guard outbox == nil else { return body() }
+        let outbox = PluginOutbox()
+        self.outbox = outbox
+        let failure = delegate.transaction(body)
+        self.outbox = nil
+        if let failure {
+            outbox.fail(failure, plugin: name, logger: logger)
+        } else {
+            outbox.send(logger: logger)
         }
     }
 

@@ -73,6 +73,10 @@ enum PluginHostAPI {
             defer { sd_bus_message_unref(message) }
             guard let connection else { return host.fail(EINVAL, "no destination given") }
             var r = sd_bus_message_set_destination(message, connection)
+            if r >= 0, let outbox = host.outbox {
+                outbox.signal(message)
+                return 0
+            }
             if r >= 0 { r = sd_bus_send(nil, message, nil) }
             return r < 0 ? host.fail(-r, "cannot send the signal: \(String(cString: strerror(-r)))") : 0
         }
@@ -101,12 +105,17 @@ enum PluginHostAPI {
             defer { sd_bus_message_unref(reply) }
             guard call.markReplied() else { return -EALREADY }
             guard call.message.expectsReply else { return 0 }
+            if let outbox = call.host?.outbox {
+                outbox.reply(reply, to: call)
+                return 0
+            }
             return min(sd_bus_send(nil, reply, nil), 0)
         }
         api.reply_error = { call, name, message in
             guard let call = PluginCall.from(call), let name = PluginHostAPI.string(name) else { return -EINVAL }
             guard call.markReplied() else { return -EALREADY }
-            call.message.replyError(BusError(name: name, message: PluginHostAPI.string(message) ?? name))
+            let error = BusError(name: name, message: PluginHostAPI.string(message) ?? name)
+            if let outbox = call.host?.outbox { outbox.error(error, to: call) } else { call.message.replyError(error) }
             return 0
         }
         api.call_retain = { call in

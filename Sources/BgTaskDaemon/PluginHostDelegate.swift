@@ -23,6 +23,8 @@ protocol PluginHostDelegate: AnyObject {
     func putRecord(plugin: String, collection: String, key: String, data: [UInt8]) -> Bool
     func deleteRecord(plugin: String, collection: String, key: String) -> Bool
     func records(plugin: String, collection: String) -> [(key: String, data: [UInt8])]?
+    /// Runs `body` with its writes in one transaction; returns why the commit failed, or nil.
+    func transaction(_ body: () -> Void) -> String?
     /// Asks for a wake opportunity event for `host` at `realtimeMicroseconds` (0 cancels).
     func scheduleOpportunity(for host: PluginHost, at realtimeMicroseconds: UInt64)
 }

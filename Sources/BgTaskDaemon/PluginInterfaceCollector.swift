@@ -43,6 +43,10 @@ final class PluginInterfaceCollector: PluginHostDelegate {
     func usage(of app: AppID, since: UInt64) -> [(start: UInt64, end: UInt64)] { [] }
     func putRecord(plugin: String, collection: String, key: String, data: [UInt8]) -> Bool { true }
     func deleteRecord(plugin: String, collection: String, key: String) -> Bool { true }
+    func transaction(_ body: () -> Void) -> String? {
+        body()
+        return nil
+    }
     func records(plugin: String, collection: String) -> [(key: String, data: [UInt8])]? { [] }
     func scheduleOpportunity(for host: PluginHost, at realtimeMicroseconds: UInt64) {}
 }

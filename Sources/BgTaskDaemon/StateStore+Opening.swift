@@ -111,6 +111,8 @@ extension StateStore {
         configuration.label = "bgtaskd.state"
         configuration.busyMode = .timeout(busyTimeout)
         configuration.foreignKeysEnabled = true
+        // StateStore.group(_:) begins its transaction in one access and commits it in a later one.
+        configuration.allowsUnsafeTransactions = true
         // Per connection. WAL itself is switched on after the checks, below:
         // GRDB's `journalMode = .wal` would write to the file before them.
         configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }

@@ -12,8 +12,8 @@ public import Logging
 /// - **Synchronous and loop-confined.** The daemon is single-threaded and its
 ///   writes are small, so every call runs on the caller's thread and every
 ///   write is committed before the call returns (unless it runs inside
-///   ``transaction(_:)``, which commits once at its end: group commit for
-///   high-rate writers). Use a store from one thread only.
+///   ``transaction(_:)`` or ``group(_:)``, which commit once at their end:
+///   group commit for high-rate writers). Use a store from one thread only.
 /// - **Durability.** The database is in WAL mode with `synchronous=NORMAL`: a
 ///   commit is one `write(2)` to the `-wal` file, with no `fsync`. A process
 ///   crash — SIGKILL at any moment, included — loses nothing committed,
@@ -254,6 +254,54 @@ public final class StateStore {
         }
     }
 
+    /// Runs `body` as a group commit: its writes join one transaction, begun
+    /// by the first of them and committed when `body` returns. A body that
+    /// writes nothing costs nothing (no `BEGIN`, no `COMMIT`). Nested groups
+    /// join the outer one; ``transaction(_:)`` inside a group is a savepoint.
+    ///
+    /// Unlike ``transaction(_:)`` the body cannot fail as a whole: each write
+    /// reports its own error. This is what the plugin host wraps around a call
+    /// or a batch of events, holding back replies until the commit.
+    ///
+    /// - Throws: the commit's error; the group's writes are then rolled back.
+    public func group(_ body: () -> Void) throws(StoreError) {
+        guard groupState == .none else { return body() }
+        groupState = .pending
+        defer { groupState = .none }
+        body()
+        switch groupState {
+        case .none, .pending:
+            return
+        case .broken(let error):
+            try? openQueue().unsafeReentrantWrite { db in if !db.isInsideTransaction { return }; try db.execute(sql: "ROLLBACK") }
+            throw error
+        case .begun:
+            do {
+                try openQueue().unsafeReentrantWrite { db in try db.cachedStatement(sql: "COMMIT").execute() }
+            } catch {
+                try? openQueue().unsafeReentrantWrite { db in if db.isInsideTransaction { try db.execute(sql: "ROLLBACK") } }
+                throw Self.failure(error, path: path, doing: "commit a group of writes")
+            }
+        }
+    }
+
+    /// Where ``group(_:)`` is: outside, inside before any write, inside its
+    /// transaction, or inside after SQLite rolled that transaction back (a
+    /// full disk, an I/O error), when nothing more may be written.
+    private enum GroupState: Equatable {
+        case none, pending, begun
+        case broken(StoreError)
+
+        static func == (a: GroupState, b: GroupState) -> Bool {
+            switch (a, b) {
+            case (.none, .none), (.pending, .pending), (.begun, .begun), (.broken, .broken): true
+            default: false
+            }
+        }
+    }
+
+    private var groupState = GroupState.none
+
     // MARK: Helpers
 
     /// Runs `body`, which writes with one statement: SQLite makes a statement
@@ -265,7 +313,28 @@ public final class StateStore {
     private func write(_ what: @autoclosure () -> String, _ body: (Database) throws -> Void) throws(StoreError) {
         let queue = try openQueue()
         do {
-            try queue.unsafeReentrantWrite(body)
+            try queue.unsafeReentrantWrite { db in
+                switch groupState {
+                case .none:
+                    break
+                case .pending:
+                    try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
+                    groupState = .begun
+                case .begun:
+                    // SQLite rolls a transaction back by itself on some errors; what
+                    // the group wrote before is gone, so nothing after may be kept.
+                    guard db.isInsideTransaction else {
+                        let error = StoreError(
+                            .transactionAborted, path: path,
+                            message: "\(path): a group of writes was rolled back by SQLite after an error")
+                        groupState = .broken(error)
+                        throw error
+                    }
+                case .broken(let error):
+                    throw error
+                }
+                try body(db)
+            }
         } catch let error as StoreError {
             throw error
         } catch {

@@ -203,7 +203,9 @@ public final class PluginHost {
 
     // MARK: Durable records
 
-    /// Stores a record; it is on disk when this returns.
+    /// Stores a record. Inside a call or an event it is committed with the
+    /// others of that call or event, before any reply or signal sent
+    /// meanwhile goes out; at other times it is on disk when this returns.
     public func put(_ data: [UInt8], collection: String, key: String) throws(ModeError) {
         let result = collection.withCString { c in
             key.withCString { k in data.withUnsafeBytes { api.pointee.record_put(handle, c, k, $0.baseAddress, $0.count) } }

@@ -158,5 +158,9 @@ final class RecordingPluginDelegate: PluginHostDelegate {
     func putRecord(plugin: String, collection: String, key: String, data: [UInt8]) -> Bool { true }
     func deleteRecord(plugin: String, collection: String, key: String) -> Bool { true }
     func records(plugin: String, collection: String) -> [(key: String, data: [UInt8])]? { [] }
+    func transaction(_ body: () -> Void) -> String? {
+        body()
+        return nil
+    }
     func scheduleOpportunity(for host: PluginHost, at realtimeMicroseconds: UInt64) {}
 }

@@ -251,6 +251,47 @@ import Glibc
         #expect(try store.records(plugin: "fetch", collection: "results").map(\.key) == ["outer"])
     }
 
+    @Test func aGroupCommitsOnceAtItsEnd() throws {
+        let store = try open()
+        let observer = try open()
+        try store.group {
+            try? store.putRecord(plugin: "remote-notification", collection: "pushes", key: "p1", data: [1])
+            try? store.putRecord(plugin: "remote-notification", collection: "apps", key: "org.example.News", data: [2])
+            // Visible to the group itself, not yet to another connection: nothing is committed.
+            #expect((try? store.records(plugin: "remote-notification", collection: "pushes").map(\.key)) == ["p1"])
+            #expect((try? observer.records(plugin: "remote-notification", collection: "pushes").count) == 0)
+        }
+        #expect(try observer.records(plugin: "remote-notification", collection: "pushes").map(\.key) == ["p1"])
+        #expect(try observer.records(plugin: "remote-notification", collection: "apps").map(\.key) == ["org.example.News"])
+    }
+
+    @Test func aFailedTransactionInsideAGroupRollsBackOnlyItself() throws {
+        let store = try open()
+        try store.group {
+            try? store.putRecord(plugin: "fetch", collection: "results", key: "kept", data: [1])
+            #expect(throws: StoreError.self) {
+                try store.transaction {
+                    try store.putRecord(plugin: "fetch", collection: "results", key: "undone", data: [2])
+                    throw Interrupted()
+                }
+            }
+            try? store.putRecord(plugin: "fetch", collection: "results", key: "after", data: [3])
+        }
+        store.close()
+        #expect(try open().records(plugin: "fetch", collection: "results").map(\.key) == ["after", "kept"])
+    }
+
+    @Test func aGroupWithoutWritesLeavesTheDatabaseFreeForOthers() throws {
+        let store = try open()
+        let other = try open()
+        try store.group {
+            _ = try? store.records(plugin: "fetch", collection: "results")
+            // Had the group begun a write transaction, this would wait for the busy timeout and fail.
+            #expect(throws: Never.self) { try other.putRecord(plugin: "fetch", collection: "results", key: "k", data: [1]) }
+        }
+        #expect(try store.records(plugin: "fetch", collection: "results").map(\.key) == ["k"])
+    }
+
     // MARK: Files
 
     @Test func createsAPrivateDirectoryAndDatabase() throws {

@@ -222,8 +222,12 @@ typedef struct bgt_host_api {
     int (*usage_history)(bgt_host *host, const char *app_id, uint64_t since_usec, bgt_usage_fn each,
                          void *userdata);
 
-    /* Durable records of this plugin, in the daemon's database. Writes are
-     * on disk (survive a crash of the daemon) when they return. */
+    /* Durable records of this plugin, in the daemon's database. Writes made
+     * while the host runs handle_call or event are committed together when
+     * that returns (group commit), and the replies and signals the plugin sent
+     * meanwhile go out only after that commit (as Failed errors, and no
+     * signals, if it fails): nobody hears of a write before it is on disk.
+     * Writes made at any other time are on disk when they return. */
     int (*record_put)(bgt_host *host, const char *collection, const char *key, const void *data, size_t size);
     int (*record_delete)(bgt_host *host, const char *collection, const char *key);
     int (*record_list)(bgt_host *host, const char *collection, bgt_record_fn each, void *userdata);

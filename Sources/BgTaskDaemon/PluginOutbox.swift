@@ -1,0 +1,86 @@
+import CSystemd
+import Glibc
+import Logging
+import SDBus
+
+/// What a plugin sends while its writes are not yet committed: replies,
+/// errors and signals wait here, in order, until the transaction that holds
+/// the call's (or the events') writes has committed (see
+/// ``PluginHost/batch(_:)``).
+///
+/// This is group commit with the promise kept: a plugin may write several
+/// records per call and they reach the disk in one commit, and still nobody
+/// hears of a write (a `push_id` in a reply, a `NotificationReceived`) before
+/// it is on disk. If the commit fails, the replies become `Failed` errors and
+/// the signals are dropped: nothing was kept, so nothing may be promised.
+final class PluginOutbox {
+    private enum Pending {
+        case reply(PluginCall, OpaquePointer)
+        case error(PluginCall, BusError)
+        case signal(OpaquePointer)
+    }
+
+    private var pending: [Pending] = []
+
+    deinit {
+        for item in pending {
+            switch item {
+            case .reply(_, let message), .signal(let message): sd_bus_message_unref(message)
+            case .error: break
+            }
+        }
+    }
+
+    /// Keeps a method return (the outbox takes over the caller's reference).
+    func reply(_ message: OpaquePointer, to call: PluginCall) {
+        pending.append(.reply(call, sd_bus_message_ref(message)))
+    }
+
+    func error(_ error: BusError, to call: PluginCall) {
+        pending.append(.error(call, error))
+    }
+
+    /// Keeps a signal whose destination is already set.
+    func signal(_ message: OpaquePointer) {
+        pending.append(.signal(sd_bus_message_ref(message)))
+    }
+
+    /// The writes are on disk: sends everything, in the order the plugin sent it.
+    func send(logger: Logger) {
+        let items = pending
+        pending = []
+        for item in items {
+            switch item {
+            case .reply(let call, let message):
+                if call.message.expectsReply { _ = sd_bus_send(nil, message, nil) }
+                sd_bus_message_unref(message)
+            case .error(let call, let error):
+                call.message.replyError(error)
+            case .signal(let message):
+                let r = sd_bus_send(nil, message, nil)
+                if r < 0 { logger.warning("cannot send a plugin's signal: \(String(cString: strerror(-r)))") }
+                sd_bus_message_unref(message)
+            }
+        }
+    }
+
+    /// The writes were rolled back: every reply becomes an error that says so; signals are dropped.
+    func fail(_ reason: String, plugin: String, logger: Logger) {
+        let items = pending
+        pending = []
+        var dropped = 0
+        for item in items {
+            switch item {
+            case .reply(let call, let message):
+                sd_bus_message_unref(message)
+                call.message.replyError(.failed("the \(plugin) plugin's state could not be saved: \(reason)"))
+            case .error(let call, let error):
+                call.message.replyError(error)
+            case .signal(let message):
+                sd_bus_message_unref(message)
+                dropped += 1
+            }
+        }
+        if dropped > 0 { logger.error("dropped \(dropped) signals of the \(plugin) plugin: its state could not be saved: \(reason)") }
+    }
+}
