@@ -328,7 +328,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         while time >= step, planned - (time - step) <= otherPullIn * 1_000_000 {
             time -= step
             guard let others = plannedAt[time] else { continue }
-            for other in others {
+            for other in others.sorted() {
                 let name = names[other]
                 guard let other_ = apps[name], other_.pullIn > 0, let own = other_.ownPlan,
                       planned >= own, planned - own <= other_.pullIn else { continue }
