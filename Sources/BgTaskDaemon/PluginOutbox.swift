@@ -18,6 +18,19 @@ final class PluginOutbox {
         case reply(PluginCall, OpaquePointer)
         case error(PluginCall, BusError)
         case signal(OpaquePointer)
+
+        /// Where a signal goes; nil for replies and errors.
+        var signalDestination: String? {
+            if case .signal(let message) = self { sd_bus_message_get_destination(message).map { String(cString: $0) } } else { nil }
+        }
+
+        /// Who a reply or an error goes to; nil for signals.
+        var replyDestination: String? {
+            switch self {
+            case .reply(let call, _), .error(let call, _): call.message.sender
+            case .signal: nil
+            }
+        }
     }
 
     private var pending: [Pending] = []
@@ -45,9 +58,18 @@ final class PluginOutbox {
         pending.append(.signal(sd_bus_message_ref(message)))
     }
 
-    /// The writes are on disk: sends everything, in the order the plugin sent it.
+    /// The writes are on disk: sends everything. Signals to connections that
+    /// get no reply here go first; everything else keeps the order the plugin
+    /// sent it in.
+    ///
+    /// Signals first because they are what wakes apps (a `NotificationReceived`
+    /// starts the app's work; the reply to `DeliverPush` only acknowledges).
+    /// No connection can tell: D-Bus orders messages per destination, and a
+    /// connection that also gets a reply gets both in the plugin's order.
     func send(logger: Logger) {
-        let items = pending
+        let answered = Set(pending.compactMap(\.replyDestination))
+        let early = pending.filter { $0.signalDestination.map { !answered.contains($0) } ?? false }
+        let items = early + pending.filter { $0.signalDestination.map { answered.contains($0) } ?? true }
         pending = []
         for item in items {
             switch item {
