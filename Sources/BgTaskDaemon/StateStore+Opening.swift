@@ -106,7 +106,7 @@ extension StateStore {
     /// Opens the database, refuses it if it is corrupt, another program's or
     /// newer, then switches it to WAL and migrates it. Nothing is written
     /// before the checks pass.
-    static func openDatabase(path: String, migrations: [Migration], logger: Logger) throws(StoreError) -> DatabaseQueue {
+    static func openDatabase(path: String, migrations: [Migration], exclusive: Bool, logger: Logger) throws(StoreError) -> DatabaseQueue {
         var configuration = GRDB.Configuration()
         configuration.label = "bgtaskd.state"
         configuration.busyMode = .timeout(busyTimeout)
@@ -115,7 +115,11 @@ extension StateStore {
         configuration.allowsUnsafeTransactions = true
         // Per connection. WAL itself is switched on after the checks, below:
         // GRDB's `journalMode = .wal` would write to the file before them.
-        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // Before the first access, so that WAL keeps its index in memory, not in a -shm file.
+            if exclusive { try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE") }
+        }
         let migrator = migrator(for: migrations)
 
         let queue: DatabaseQueue

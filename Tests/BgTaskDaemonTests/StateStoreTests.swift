@@ -252,8 +252,9 @@ import Glibc
     }
 
     @Test func aGroupCommitsOnceAtItsEnd() throws {
-        let store = try open()
-        let observer = try open()
+        // Shared, so that a second connection can look while the group runs.
+        let store = try StateStore(directory: directory.root, logger: Self.logger, exclusive: false)
+        let observer = try StateStore(directory: directory.root, logger: Self.logger, exclusive: false)
         try store.group {
             try? store.putRecord(plugin: "remote-notification", collection: "pushes", key: "p1", data: [1])
             try? store.putRecord(plugin: "remote-notification", collection: "apps", key: "org.example.News", data: [2])
@@ -282,14 +283,25 @@ import Glibc
     }
 
     @Test func aGroupWithoutWritesLeavesTheDatabaseFreeForOthers() throws {
-        let store = try open()
-        let other = try open()
+        let store = try StateStore(directory: directory.root, logger: Self.logger, exclusive: false)
+        let other = try StateStore(directory: directory.root, logger: Self.logger, exclusive: false)
         try store.group {
             _ = try? store.records(plugin: "fetch", collection: "results")
             // Had the group begun a write transaction, this would wait for the busy timeout and fail.
             #expect(throws: Never.self) { try other.putRecord(plugin: "fetch", collection: "results", key: "k", data: [1]) }
         }
         #expect(try store.records(plugin: "fetch", collection: "results").map(\.key) == ["k"])
+    }
+
+    @Test func anExclusiveStoreRefusesASecondOpenerUntilItCloses() throws {
+        let store = try open()
+        try store.putRecord(plugin: "fetch", collection: "results", key: "k", data: [1])
+        let error = try #require(self.refusal())
+        #expect(error.code == .busy)
+        #expect(error.message.contains("Is another bgtaskd using the same state directory?"), "\(error.message)")
+        #expect(!FileManager.default.fileExists(atPath: databasePath + "-shm"), "the WAL index is in memory")
+        store.close()
+        #expect(try open().records(plugin: "fetch", collection: "results").map(\.key) == ["k"])
     }
 
     // MARK: Files
