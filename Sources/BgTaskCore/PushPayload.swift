@@ -1,5 +1,3 @@
-import Foundation
-
 /// A push's APNs-style payload, validated: an object with an `aps` object;
 /// `aps.content-available: 1` asks for a background wake; `aps.alert` (a string,
 /// or an object with `title` and `body`) is shown to the user; other top-level
@@ -34,36 +32,37 @@ public struct PushPayload: Sendable, Equatable {
             throw CoreError(.payloadTooLarge, "the payload is \(bytes.count) bytes; the limit is \(maximumBytes) (RemoteNotifications.MaxPayloadBytes)")
         }
         try Self.scan(bytes)
-        let object: Any
+        var parser = PushPayloadParser(bytes)
         do {
-            object = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
+            try parser.parse()
         } catch {
-            let reason = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "\(error)"
-            throw CoreError(.invalidArgs, "the payload is not valid JSON: \(reason)")
+            throw CoreError(.invalidArgs, "the payload is not valid JSON: \(error.reason)")
         }
-        guard let top = object as? [String: Any] else {
-            throw CoreError(.invalidArgs, "the payload must be a JSON object, not \(Self.kind(of: object))")
+        let fields = parser.fields
+        guard fields.topKind == .object else {
+            throw CoreError(.invalidArgs, "the payload must be a JSON object, not \(fields.topKind.rawValue)")
         }
-        guard let apsValue = top["aps"] else {
+        guard fields.hasAPS else {
             throw CoreError(.invalidArgs, "the payload has no \"aps\" object")
         }
-        guard let aps = apsValue as? [String: Any] else {
-            throw CoreError(.invalidArgs, "\"aps\" must be an object, not \(Self.kind(of: apsValue))")
+        guard fields.apsKind == .object else {
+            throw CoreError(.invalidArgs, "\"aps\" must be an object, not \(fields.apsKind.rawValue)")
         }
-        switch aps["content-available"] {
-        case nil: contentAvailable = false
-        case let number as NSNumber where number == 0 || number == 1: contentAvailable = number == 1
-        case let other?: throw CoreError(.invalidArgs, "\"aps.content-available\" must be 1 (or 0), not \(Self.kind(of: other))")
+        switch (fields.contentAvailableKind, fields.contentAvailable) {
+        case (nil, _): contentAvailable = false
+        case (_, 0?): contentAvailable = false
+        case (_, 1?): contentAvailable = true
+        case (let kind?, _): throw CoreError(.invalidArgs, "\"aps.content-available\" must be 1 (or 0), not \(kind.rawValue)")
         }
-        switch aps["alert"] {
+        switch fields.alertKind {
         case nil: alert = nil
-        case let text as String: alert = Alert(title: nil, body: text)
-        case let fields as [String: Any]:
-            for key in ["title", "body"] where fields[key] != nil && !(fields[key] is String) {
+        case .string: alert = Alert(title: nil, body: fields.alertText)
+        case .object:
+            for (key, kind) in [("title", fields.titleKind), ("body", fields.bodyKind)] where kind != nil && kind != .string {
                 throw CoreError(.invalidArgs, "\"aps.alert.\(key)\" must be a string")
             }
-            alert = Alert(title: fields["title"] as? String, body: fields["body"] as? String)
-        case let other?: throw CoreError(.invalidArgs, "\"aps.alert\" must be a string or an object, not \(Self.kind(of: other))")
+            alert = Alert(title: fields.title, body: fields.body)
+        case let other?: throw CoreError(.invalidArgs, "\"aps.alert\" must be a string or an object, not \(other.rawValue)")
         }
         self.json = json
     }
@@ -107,17 +106,6 @@ public struct PushPayload: Sendable, Equatable {
                 depth -= 1
             }
             index += 1
-        }
-    }
-
-    private static func kind(of value: Any) -> String {
-        switch value {
-        case is String: "a string"
-        case is NSNumber: "a number"
-        case is [Any]: "an array"
-        case is [String: Any]: "an object"
-        case is NSNull: "null"
-        default: "another value"
         }
     }
 }
