@@ -316,12 +316,17 @@ extension Daemon: PluginHostDelegate {
 
     /// 128 random bits, hex: one-shot and unguessable.
     static func newToken() -> String {
+        // 128 random bits as 32 hex digits, without the strings String(radix:) makes (a wake per push makes this hot).
         var generator = SystemRandomNumberGenerator()
-        return (0..<2).map { _ in
-            let value = generator.next() as UInt64
-            let hex = String(value, radix: 16)
-            return String(repeating: "0", count: 16 - hex.count) + hex
-        }.joined()
+        let random = (generator.next() as UInt64, generator.next() as UInt64)
+        let digits = Array("0123456789abcdef".utf8)
+        return String(unsafeUninitializedCapacity: 32) { buffer in
+            for index in 0..<16 {
+                buffer[index] = digits[Int(random.0 >> (60 - 4 * UInt64(index)) & 0xF)]
+                buffer[16 + index] = digits[Int(random.1 >> (60 - 4 * UInt64(index)) & 0xF)]
+            }
+            return 32
+        }
     }
 }
 

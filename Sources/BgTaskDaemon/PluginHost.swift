@@ -168,7 +168,8 @@ final class PluginHost {
     func post(_ event: PluginEvent) {
         guard context != nil else { return }
         queued.append(event)
-        scheduleFlush()
+        // Inside a call or a flush the batch delivers it before it ends.
+        if outbox == nil { scheduleFlush() }
     }
 
     private func scheduleFlush() {
