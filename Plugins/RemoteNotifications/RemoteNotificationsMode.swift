@@ -50,6 +50,11 @@ final class RemoteNotificationsMode: ModePlugin {
     private var armedAt: UInt64?
     /// How records are written (by hand, or with JSONEncoder if that would differ).
     private let json = RecordJSON()
+    /// What the host said of each app's desktop entry and refresh status, kept
+    /// because asking costs a fifth of a DeliverPush. Only its modes, refresh
+    /// status, name and icon are read; it is dropped when desktop entries or
+    /// refresh settings change (appsChanged, refreshChanged).
+    private var appInfos: [String: AppInfo] = [:]
 
     /// How long pushes due before a restart wait for their apps to check in again.
     static let restartGrace: UInt64 = 5_000_000
@@ -129,7 +134,7 @@ final class RemoteNotificationsMode: ModePlugin {
         guard call.caller.isTrusted else {
             throw ModeError.bgtaskd("NotPermitted", "only trusted callers may deliver pushes")
         }
-        guard let info = host.appInfo(app) else {
+        guard let info = appInfo(app) else {
             throw ModeError.bgtaskd("UnknownApplication", "\(app) has no desktop entry")
         }
         guard info.modes.contains(Self.name) else {
@@ -247,10 +252,21 @@ final class RemoteNotificationsMode: ModePlugin {
                 redeliverAfter = 0
                 for app in inboxes.keys { deliverDue(app) }
             }
-        case .tokenCompleted, .appStateChanged, .appGone, .appsChanged, .refreshChanged:
+        case .appsChanged, .refreshChanged:
+            appInfos.removeAll()
+        case .tokenCompleted, .appStateChanged, .appGone:
             break
         }
         armTimer()
+    }
+
+    /// The app's desktop-entry facts and refresh status (see ``appInfos``); nil for an unknown app.
+    private func appInfo(_ app: String) -> AppInfo? {
+        if let info = appInfos[app] { return info }
+        guard let info = host.appInfo(app) else { return nil }
+        if appInfos.count >= 4096 { appInfos.removeAll() }
+        appInfos[app] = info
+        return info
     }
 
     // MARK: Delivery

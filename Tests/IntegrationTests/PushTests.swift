@@ -138,6 +138,24 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    @Test func refreshSwitchedOffHoldsSilentPushesAndAlertsUntilItIsOnAgain() throws {
+        let daemon = try daemon()
+        let app = try app(daemon)
+        let sender = try RawClient(daemon)
+        // Delivered while refresh is on (the plugin now knows the app).
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"n":1}"#))
+        #expect(app.waitForSignals(1))
+        try sender.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.app); try $0.append(false) }
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"n":2}"#))
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"hi"},"n":3}"#))
+        #expect(!app.waitForSignals(2, timeout: .milliseconds(500)), "no background wake while refresh is off")
+        #expect(try held(sender).filter { $0["state"] == .string("held") }.count == 2)
+        try sender.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.app); try $0.append(true) }
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"again"},"n":4}"#))
+        #expect(app.waitForSignals(4), "the new alert wakes the app, and the held pushes ride along")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func collapseAndExpiration() throws {
         let daemon = try daemon(["RemoteNotifications.SilentPerHour=0"])
         let sender = try RawClient(daemon)
