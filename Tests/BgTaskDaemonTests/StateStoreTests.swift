@@ -342,6 +342,20 @@ import Glibc
         #expect(try again.records(plugin: "fetch", collection: "results").map(\.data) == [[7]])
     }
 
+    @Test func recordsOfTheFirstSchemaSurviveItsMigration() throws {
+        let first = try StateStore(directory: directory.root, logger: Self.logger, migrations: [StateStore.migrations[0]])
+        try first.putRecord(plugin: "fetch", collection: "apps", key: "org.example.News", data: [1, 2])
+        try first.putRecord(plugin: "remote-notification", collection: "pushes", key: "p1", data: [])
+        first.close()
+
+        let store = try open()
+        #expect(try store.records(plugin: "fetch", collection: "apps").map(\.data) == [[1, 2]])
+        #expect(try store.records(plugin: "remote-notification", collection: "pushes").map(\.key) == ["p1"])
+        try store.putRecord(plugin: "fetch", collection: "apps", key: "org.example.News", data: [3])
+        #expect(try store.records(plugin: "fetch", collection: "apps").map(\.data) == [[3]], "still one record per key")
+        #expect(try store.deleteRecord(plugin: "remote-notification", collection: "pushes", key: "p1"))
+    }
+
     @Test func aGarbageFileIsRefusedAndLeftIntact() throws {
         let garbage = Data(String(repeating: "This is not an SQLite database at all.\n", count: 200).utf8)
         #expect(FileManager.default.createFile(atPath: databasePath, contents: garbage))
@@ -391,7 +405,7 @@ import Glibc
 
         let error = try #require(refusal())
         #expect(error.code == .corrupt)
-        #expect(error.description.hasPrefix(databasePath + " is corrupt (SQLite quick_check: Page "))
+        #expect(error.description.hasPrefix(databasePath + " is corrupt (SQLite quick_check: "), "\(error.description)")
         #expect(error.description.hasSuffix("refusing to start. Move it away (with its -wal and -shm files, if any) to start afresh."))
         #expect(!error.description.contains("\n"))
         #expect(FileManager.default.contents(atPath: databasePath) == damaged)
