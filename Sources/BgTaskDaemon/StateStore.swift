@@ -277,23 +277,34 @@ public final class StateStore {
     /// - Throws: the commit's error; the group's writes are then rolled back.
     public func group(_ body: () -> Void) throws(StoreError) {
         guard groupState == .none else { return body() }
+        let queue = try openQueue()
         groupState = .pending
         defer { groupState = .none }
-        body()
-        switch groupState {
-        case .none, .pending:
-            return
-        case .broken(let error):
-            try? openQueue().unsafeReentrantWrite { db in if !db.isInsideTransaction { return }; try db.execute(sql: "ROLLBACK") }
-            throw error
-        case .begun:
-            do {
-                try openQueue().unsafeReentrantWrite { db in try db.cachedStatement(sql: "COMMIT").execute() }
-            } catch {
-                try? openQueue().unsafeReentrantWrite { db in if db.isInsideTransaction { try db.execute(sql: "ROLLBACK") } }
-                throw Self.failure(error, path: path, doing: "commit a group of writes")
+        // One database access around it all: the writes inside are reentrant
+        // and skip GRDB's dispatch-queue hop, a few µs each.
+        var failure: StoreError?
+        do {
+            try queue.unsafeReentrantWrite { db in
+                body()
+                switch groupState {
+                case .none, .pending:
+                    return
+                case .broken(let error):
+                    failure = error
+                    if db.isInsideTransaction { try db.execute(sql: "ROLLBACK") }
+                case .begun:
+                    do {
+                        try db.cachedStatement(sql: "COMMIT").execute()
+                    } catch {
+                        failure = Self.failure(error, path: path, doing: "commit a group of writes")
+                        if db.isInsideTransaction { try db.execute(sql: "ROLLBACK") }
+                    }
+                }
             }
+        } catch {
+            throw failure ?? Self.failure(error, path: path, doing: "roll back a group of writes")
         }
+        if let failure { throw failure }
     }
 
     /// Where ``group(_:)`` is: outside, inside before any write, inside its
