@@ -3,8 +3,8 @@ import Foundation
 
 // Implementation notes
 //
-// DeliverPush stores two records before it replies: the push and the app's
-// counters. JSONEncoder spent about as much of the daemon's time on them as
+// DeliverPush stores a record before it replies: the push, with the app's
+// bucket and counters beside it (`appState`). JSONEncoder spent about as much of the daemon's time on them as
 // SQLite did on storing them (Codable goes through boxed containers and
 // generic metadata for every field), which capped durable pushes at about
 // 1,500 per second. This writes the same JSON by hand, with the keys
@@ -46,6 +46,22 @@ struct RecordJSON {
         isHandWritten ? Self.write(state) : Array(try encoder.encode(state))
     }
 
+    /// A push with its app's state beside it, as `"appState"` (see ``StoredAppState``).
+    func encode(_ push: PushRecord, appState: AppRecord) throws -> [UInt8] {
+        Self.splice(try encode(push), appState: try encode(appState))
+    }
+
+    /// A push's JSON object with `"appState":` and the state's object added as its last member.
+    static func splice(_ push: [UInt8], appState: [UInt8]) -> [UInt8] {
+        var bytes = push
+        guard bytes.last == UInt8(ascii: "}") else { return bytes }
+        bytes.removeLast()
+        bytes.append(contentsOf: ",\"appState\":".utf8)
+        bytes.append(contentsOf: appState)
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+
     // MARK: The hand-written form
 
     static func write(_ push: PushRecord) -> [UInt8] {
@@ -85,6 +101,7 @@ struct RecordJSON {
         out.field("collapsed", signed: state.counts.collapsed)
         out.field("offences", signed: state.counts.offences)
         out.close()
+        if let version = state.version { out.field("version", unsigned: version) }
         out.close()
         return out.bytes
     }
@@ -182,14 +199,14 @@ struct RecordJSON {
         var counts = try JSONDecoder().decode(PushInbox.Counts.self, from: Data(
             "{\"received\":0,\"delivered\":0,\"expired\":0,\"overflowed\":0,\"collapsed\":0,\"offences\":0}".utf8))
         (counts.received, counts.delivered, counts.expired, counts.overflowed, counts.collapsed, counts.offences) = (6, 5, 4, 3, 2, 1)
-        let state = AppRecord(bucket: bucket, counts: counts)
+        let state = AppRecord(bucket: bucket, counts: counts, version: 7)
 
         try expectProperties(of: push, [
             "id", "app", "payload", "priority", "expiration", "collapseID", "receivedAt", "sequence", "hasAlert", "isSilent", "state",
         ])
         try expectProperties(of: bucket, ["capacity", "period", "tokens", "updatedAt"])
         try expectProperties(of: counts, ["received", "delivered", "expired", "overflowed", "collapsed", "offences"])
-        try expectProperties(of: state, ["bucket", "counts"])
+        try expectProperties(of: state, ["bucket", "counts", "version"])
 
         let encoder = JSONEncoder()
         let decoder = JSONDecoder()
@@ -199,8 +216,12 @@ struct RecordJSON {
             throw Mismatch(description: "a PushRecord does not read back equal")
         }
         let decoded = try decoder.decode(AppRecord.self, from: Data(write(state)))
-        guard decoded.bucket == bucket, decoded.counts == counts else {
+        guard decoded.bucket == bucket, decoded.counts == counts, decoded.version == state.version else {
             throw Mismatch(description: "an app record does not read back equal")
+        }
+        let stored = try decoder.decode(StoredAppState.self, from: Data(splice(write(push), appState: write(state))))
+        guard stored.appState?.version == state.version, try decoder.decode(PushRecord.self, from: Data(write(push))) == push else {
+            throw Mismatch(description: "a push with its app's state does not read back")
         }
     }
 
@@ -226,8 +247,17 @@ struct RecordJSON {
     }
 }
 
-/// What is stored per app besides its pushes (collection `apps`).
+/// What is stored per app besides its pushes (collection `apps`, and beside
+/// each push record as `appState`).
 struct AppRecord: Codable {
     var bucket: TokenBucket
     var counts: PushInbox.Counts
+    /// Which save of the app's state this is: at start-up the highest wins,
+    /// wherever it was written. Nil in records of earlier versions.
+    var version: UInt64?
+}
+
+/// The app state a push record carries beside the push (absent in older records).
+struct StoredAppState: Decodable {
+    var appState: AppRecord?
 }

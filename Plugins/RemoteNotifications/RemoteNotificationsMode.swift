@@ -8,8 +8,11 @@ import Foundation
 // DeliverPush validates, decides with the app's PushInbox (BgTaskCore), and
 // writes the push to the daemon's database before it replies: an
 // acknowledged push survives a crash. The host commits all the writes of one
-// call (the push, the app's bucket, held pushes made due) at once and only
-// then sends the reply and any NotificationReceived the call set off. A push to deliver gets a wake of its
+// call (the push, held pushes made due) at once and only then sends the
+// reply and any NotificationReceived the call set off. Each push record
+// carries its app's bucket and counters, versioned, so DeliverPush writes one
+// record; the `apps` record is written when no push is (a completion, a
+// drop), and at start-up the highest version of an app's state wins. A push to deliver gets a wake of its
 // own (one token per push, so each is completed on its own); the host
 // launches the app if it is not running, once however many pushes wait, and
 // hands each token back when the app can take it, and the plugin sends
@@ -41,6 +44,8 @@ final class RemoteNotificationsMode: ModePlugin {
     /// Push ids on their way, to tell which due pushes have no wake yet.
     private var inFlight: Set<String> = []
     private var lastSequence: UInt64 = 0
+    /// The version of the last app state written (see ``AppRecord/version``).
+    private var stateVersion: UInt64 = 0
     /// Until when pushes left due by the previous run wait for their apps to check in again.
     private var redeliverAfter: UInt64 = 0
     /// No later than the earliest expiration (Unix seconds) of any held push; 0: none.
@@ -74,16 +79,31 @@ final class RemoteNotificationsMode: ModePlugin {
             .signal("NotificationReceived", [("token", "s"), ("payload_json", "s")]),
         ]))
         let decoder = JSONDecoder()
+        // Each app's state is in its `apps` record and beside each of its pushes: the highest version wins.
+        var states: [String: AppRecord] = [:]
+        func consider(_ state: AppRecord, of app: String) {
+            stateVersion = max(stateVersion, state.version ?? 0)
+            if let known = states[app], (known.version ?? 0) >= (state.version ?? 0) { return }
+            states[app] = state
+        }
         for (app, data) in try host.records(collection: "apps") {
-            guard var state = try? decoder.decode(AppRecord.self, from: Data(data)) else { continue }
+            guard let state = try? decoder.decode(AppRecord.self, from: Data(data)) else { continue }
+            consider(state, of: app)
+        }
+        var pushes: [PushRecord] = []
+        for (_, data) in try host.records(collection: "pushes") {
+            guard let push = try? decoder.decode(PushRecord.self, from: Data(data)) else { continue }
+            if let state = (try? decoder.decode(StoredAppState.self, from: Data(data)))?.appState { consider(state, of: push.app) }
+            pushes.append(push)
+        }
+        for (app, var state) in states {
             state.bucket.capacity = silentPerHour
             var inbox = PushInbox(bucket: state.bucket)
             inbox.counts = state.counts
             inboxes[app] = inbox
         }
         var waiting = 0
-        for (_, data) in try host.records(collection: "pushes") {
-            guard let push = try? decoder.decode(PushRecord.self, from: Data(data)) else { continue }
+        for push in pushes {
             var box = inbox(push.app)
             box.restore(push)
             inboxes[push.app] = box
@@ -162,7 +182,8 @@ final class RemoteNotificationsMode: ModePlugin {
             try store(push)
             if push.state == .held { lowerExpirationBound(push.expiration) }
         }
-        try saveState(app)
+        // A stored push carries its app's state; otherwise the state is saved on its own.
+        if case .drop = admission { try saveState(app) }
         try call.reply { (reply) throws(ModeError) in try reply.append(push.id) }
 
         if let alert = payload.alert { show(alert, of: app, info: info) }
@@ -386,14 +407,23 @@ final class RemoteNotificationsMode: ModePlugin {
 
     // MARK: Records
 
+    /// Writes a push with its app's state beside it: DeliverPush then needs
+    /// one record, not two (one b-tree page per commit, on the path of every push).
     private func store(_ push: PushRecord) throws {
-        try host.put(try json.encode(push), collection: "pushes", key: push.id)
+        try host.put(try json.encode(push, appState: appState(push.app)), collection: "pushes", key: push.id)
     }
 
     /// The app's bucket and counters (``AppRecord``).
     private func saveState(_ app: String) throws {
-        guard let box = inboxes[app] else { return }
-        try host.put(try json.encode(AppRecord(bucket: box.bucket, counts: box.counts)), collection: "apps", key: app)
+        guard inboxes[app] != nil else { return }
+        try host.put(try json.encode(appState(app)), collection: "apps", key: app)
+    }
+
+    /// The app's state now, as the next version.
+    private func appState(_ app: String) -> AppRecord {
+        stateVersion += 1
+        let box = inboxes[app] ?? inbox(app)
+        return AppRecord(bucket: box.bucket, counts: box.counts, version: stateVersion)
     }
 
     // MARK: bgtaskctl apps

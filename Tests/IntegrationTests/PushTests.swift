@@ -156,6 +156,31 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    @Test func countersAndTheSilentBudgetSurviveACrash() throws {
+        let daemon = try daemon(["RemoteNotifications.SilentPerHour=2"])
+        let app = try app(daemon)
+        var sender = try RawClient(daemon)
+        for i in 1...5 {
+            try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"n":\#(i)}"#))
+        }
+        #expect(app.waitForSignals(2))
+        func state() throws -> [String: BusValue] { try sender.applications().first { $0["app_id"] == .string(Self.app) } ?? [:] }
+        let before = try state()
+        #expect(before["pushes_received"] == .uint64(5))
+        #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
+        sender = try RawClient(daemon)
+        let after = try state()
+        #expect(after["pushes_received"] == .uint64(5), "\(after)")
+        #expect(after["pushes_held"] == .uint64(3), "\(after)")
+        guard case .double(let budget)? = after["silent_budget"] else {
+            Issue.record("no silent_budget in \(after)")
+            return
+        }
+        #expect(budget < 1, "the two silent wakes spent before the crash stay spent: \(budget)")
+        #expect(!daemon.log.contains("JSONEncoder"), "records are written by hand")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func collapseAndExpiration() throws {
         let daemon = try daemon(["RemoteNotifications.SilentPerHour=0"])
         let sender = try RawClient(daemon)
