@@ -138,12 +138,27 @@ struct RecordJSON {
 
         mutating func field(_ name: StaticString, unsigned: UInt64) {
             key(name)
-            bytes.append(contentsOf: String(unsigned).utf8)
+            append(digits: unsigned)
         }
 
         mutating func field(_ name: StaticString, signed: Int) {
             key(name)
-            bytes.append(contentsOf: String(signed).utf8)
+            if signed < 0 { bytes.append(UInt8(ascii: "-")) }
+            append(digits: UInt64(signed.magnitude))
+        }
+
+        /// Decimal digits without a String in between (records are written on every push).
+        mutating func append(digits value: UInt64) {
+            var scratch: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for UInt64.max's 20 digits
+            withUnsafeMutableBytes(of: &scratch) { buffer in
+                var rest = value, end = buffer.count
+                repeat {
+                    end -= 1
+                    buffer[end] = UInt8(ascii: "0") + UInt8(rest % 10)
+                    rest /= 10
+                } while rest > 0
+                bytes.append(contentsOf: buffer[end...])
+            }
         }
 
         mutating func field(_ name: StaticString, bool: Bool) {
@@ -154,6 +169,13 @@ struct RecordJSON {
         /// Swift's shortest round-trip form (`3.0`, `1e-05`), which is valid JSON and parses back to the same value.
         mutating func field(_ name: StaticString, double: Double) {
             key(name)
+            // Whole numbers (a bucket's capacity and period, usually) as digits and ".0", as Swift writes them, without a String.
+            if double.rounded() == double, double.magnitude < 1e15 {
+                if double < 0 { bytes.append(UInt8(ascii: "-")) }
+                append(digits: UInt64(double.magnitude))
+                bytes.append(contentsOf: [UInt8(ascii: "."), UInt8(ascii: "0")])
+                return
+            }
             // JSONEncoder refuses non-finite numbers; none can occur here (capacity ≤ 1e6, tokens ≤ capacity, period from the bucket).
             bytes.append(contentsOf: (double.isFinite ? "\(double)" : "0").utf8)
         }
@@ -198,7 +220,7 @@ struct RecordJSON {
         // Counts has no public initializer.
         var counts = try JSONDecoder().decode(PushInbox.Counts.self, from: Data(
             "{\"received\":0,\"delivered\":0,\"expired\":0,\"overflowed\":0,\"collapsed\":0,\"offences\":0}".utf8))
-        (counts.received, counts.delivered, counts.expired, counts.overflowed, counts.collapsed, counts.offences) = (6, 5, 4, 3, 2, 1)
+        (counts.received, counts.delivered, counts.expired, counts.overflowed, counts.collapsed, counts.offences) = (1_234_567_890, 0, 4, 3, 2, 1)
         let state = AppRecord(bucket: bucket, counts: counts, version: 7)
 
         try expectProperties(of: push, [
