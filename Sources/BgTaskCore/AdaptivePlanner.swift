@@ -395,12 +395,21 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
                 if t == roundUp(floorTime) && floorTime > now { reasons.append(.intervalFloor(seconds: interval)) }
                 return (t, reasons + limits, preOpenPullIn)
             }
-            // Little chance of news by then: skip this run.
-            while t < horizon && isHot(state.habit, at: t) { t += step }
+            // Little chance of news by then: skip this run, a slot at a time
+            // (whether a moment is hot changes only at local slot boundaries).
+            while t < horizon && isHot(state.habit, at: t) { t = nextSlot(after: t) }
         }
         var reasons: [FetchPlanReason] = [.noUsualOpenSoon(atLatestEvery: spacing)]
         if fallback == floorTime && floorTime > now { reasons.append(.intervalFloor(seconds: interval)) }
         return (roundUp(fallback), reasons + limits, otherPullIn)
+    }
+
+    /// The first moment on the grid at or after the local slot that follows `t`'s.
+    private func nextSlot(after t: UInt64) -> UInt64 {
+        let slot = UsageHabit.slotMinutes * 60
+        let local = local(t)
+        let next = (local >= 0 ? local / slot : (local - slot + 1) / slot) * slot + slot
+        return roundUp(UInt64(max(0, next - utcOffset)) * 1_000_000)
     }
 
     /// Seconds into the local day of the most likely slot of the run starting at `t`.
