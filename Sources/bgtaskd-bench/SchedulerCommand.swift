@@ -3,176 +3,192 @@ import BgTaskCore
 
 /// Figure: with many registered apps, planning the next fetch wake after a
 /// change costs little. In-process, no bus: the fetch plugin's own
-/// ``FetchSchedule`` (BgTaskCore) on a virtual realtime clock.
+/// ``AdaptivePlanner`` (BgTaskCore) on a virtual realtime clock.
 ///
 /// `--apps` apps are registered (a mix of `minimum`, custom and `never`
-/// intervals, each with some history, registered at random instants of the
-/// last day). Then, `--changes` times, one app's record changes as the plugin
-/// changes it — a fetch ended (`lastFetchAt` and an outcome), the app asked
-/// for another interval, or it missed its budget (an offence) — and the
-/// cost of `set(app, record)` followed by `nextWake()` is timed alone on
-/// CLOCK_MONOTONIC. Building the new record value is the caller's work and
-/// is not timed; releasing the old one is.
+/// intervals, each with some history, last fetched at random instants of its
+/// interval), and `--habit-days` days of usage are played to them first (one
+/// to three habitual opens a day each, ±20 min, a few minutes long), so that
+/// the planner plans from learned habits as it does in the daemon after a
+/// few days. Then, `--changes` times, one app's state changes as the plugin
+/// changes it — a fetch ended (`newData`/`noData`), the app asked for another
+/// interval, it missed its budget (an offence), or the user opened or closed
+/// it — and the cost of that call followed by `nextWake()` is timed alone on
+/// CLOCK_MONOTONIC.
 ///
-/// Then the wake path: on a fresh schedule of the same size, virtual time
-/// jumps from wake to wake (`now = nextWake()`); each wake's `takeDue(at:)`,
-/// with the default 60 s coalescing window, is timed, and so is the whole
-/// cycle the plugin runs after it (every due app put back with its new
-/// `lastFetchAt`, then `nextWake()`). How many apps each wake takes and how
-/// many wakes coalescing saves are printed too.
+/// Then the wake path: on a fresh planner of the same apps, virtual time
+/// jumps from wake to wake (`now = nextWake()`); each wake's
+/// `appsToFetch(at:)` (which coalesces) is timed, and so is the whole cycle
+/// the plugin runs after it (every due app reported fetched, then
+/// `nextWake()`). How many apps each wake takes is printed too.
 struct SchedulerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scheduler",
-        abstract: "Cost of a fetch-schedule change (set + nextWake) and of takeDue with many apps (in-process, no bus).")
+        abstract: "Cost of an adaptive-planner change (+ nextWake) and of a coalesced wake with many apps (in-process, no bus).")
 
     @Option(help: "Registered apps.")
     var apps = 10_000
 
-    @Option(help: "Timed changes (set + nextWake).")
+    @Option(help: "Timed changes (one planner call + nextWake).")
     var changes = 100_000
 
     @Option(help: "Untimed changes before the timed ones.")
     var warmup = 10_000
 
-    @Option(help: "Wakes of the takeDue run (each takes every app due within the coalescing window).")
+    @Option(help: "Wakes of the wake run (each takes the apps due, coalesced).")
     var wakes = 2_000
 
     @Option(help: "Outcomes in each app's history at registration (the plugin keeps at most 64).")
     var history = 16
 
-    @Option(help: "Fetch.MinimumIntervalSec of the schedule.")
+    @Option(help: "Days of usage played to the planner before measuring (habits learned).")
+    var habitDays = 4
+
+    @Option(help: "Fetch.MinimumIntervalSec of the planner.")
     var floor = 900.0
 
     @Option(help: "Seed of the pseudo-random apps and changes.")
     var seed: UInt64 = 1
 
-    @Option(help: "Target: the largest acceptable p99 of one change (set + nextWake), in µs.")
+    @Option(help: "Target: the largest acceptable p99 of one change (call + nextWake), in µs.")
     var maxP99Us = 100.0
 
     func validate() throws {
-        guard apps >= 1, changes >= 100, wakes >= 1 else {
+        guard apps >= 1, changes >= 100, wakes >= 1, habitDays >= 0 else {
             throw ValidationError("need at least 1 app, 100 changes and 1 wake")
         }
     }
 
     func run() throws {
         // Options are read through ArgumentParser's wrappers: copied once, out of the loops.
-        let (apps, changes, warmup, wakes, maxP99Us) = (apps, changes, warmup, wakes, maxP99Us)
+        let (apps, changes, warmup, wakes, maxP99Us, habitDays) = (apps, changes, warmup, wakes, maxP99Us, habitDays)
         var random = SplitMix64(seed: seed)
-        say("scheduler: \(apps) apps, \(changes) timed changes after \(warmup) untimed, \(wakes) wakes; floor \(format(floor, 0)) s")
+        say("scheduler: AdaptivePlanner, \(apps) apps, \(habitDays) days of habits, \(changes) timed changes after \(warmup) untimed,"
+            + " \(wakes) wakes; floor \(format(floor, 0)) s")
 
-        // --- Registration -----------------------------------------------------
-        let start: UInt64 = 1_750_000_000_000_000  // a realtime instant, µs
-        var now = start
-        var schedule = FetchSchedule(floor: floor)
+        // --- Registration and habits -------------------------------------------
+        let day: UInt64 = 86_400_000_000
+        let start: UInt64 = 1_750_032_000_000_000  // a realtime instant at 00:00 UTC, µs
         let names = (0..<apps).map { "org.bgtaskd.Bench.App\($0)" }
-        let records = names.map { _ in makeRecord(&random, now: now) }
+        let records = names.map { _ in makeRecord(&random, now: start) }
+        // Habitual opens, seconds into the day: one to three per app, between 07:00 and 23:00.
+        let habits = names.map { _ in (0..<(1 + Int(random.next() % 3))).map { _ in UInt64(25_200 + random.next() % 57_600) } }
+        var usage: [(at: UInt64, app: Int, open: Bool)] = []
+        for index in 0..<apps {
+            for d in 0..<UInt64(habitDays) {
+                for habit in habits[index] {
+                    let open = start + d * day + habit * 1_000_000 + random.next() % 2_400_000_000 - 1_200_000_000
+                    usage.append((open, index, true))
+                    usage.append((open + 60_000_000 + random.next() % 600_000_000, index, false))
+                }
+            }
+        }
+        usage.sort { $0.at < $1.at }
         let buildStart = MonotonicTime.nanoseconds()
-        for (name, record) in zip(names, records) { schedule.set(name, record) }
-        _ = schedule.nextWake()
+        var planner = makePlanner(names: names, records: records, habitsUntil: usage, at: start)
+        var now = start + UInt64(habitDays) * day
+        _ = planner.nextWake()
         let buildMs = MonotonicTime.microseconds(since: buildStart) / 1000
-        let scheduled = names.filter { schedule.nextFetch(of: $0) != nil }.count
-        say("  registered \(apps) apps (\(scheduled) with an interval, \(apps - scheduled) never) in \(format(buildMs, 2)) ms"
-            + " (\(format(buildMs * 1000 / Double(apps), 2)) µs per app)")
+        let scheduled = names.filter { planner.plan(for: $0, at: now)?.next != nil }.count
+        say("  registered \(apps) apps (\(scheduled) with a plan) and played \(usage.count) opens and closes in \(format(buildMs, 0)) ms")
 
-        // --- Changes: set + nextWake ------------------------------------------
+        // --- Changes: one call + nextWake -----------------------------------------
         var samples: [Double] = []
         samples.reserveCapacity(changes)
         var checksum: UInt64 = 0
-        var kinds = (fetched: 0, interval: 0, offence: 0)
+        var kinds = (fetched: 0, interval: 0, offence: 0, usage: 0)
+        var open = Set<Int>()
         let measuring = CPUTimes.now()
         for index in 0..<(warmup + changes) {
             now &+= 500_000  // half a second of virtual time per change
-            let app = names[Int(random.next() % UInt64(apps))]
-            var record = schedule.records[app]!
+            let number = Int(random.next() % UInt64(apps))
+            let app = names[number]
             let roll = random.next() % 10
-            if roll < 6 {
-                record.lastFetchAt = now
-                record.record(FetchRecord.Outcome(at: now, result: random.next() % 3 == 0 ? .newData : .noData))
-                if index >= warmup { kinds.fetched += 1 }
-            } else if roll < 8 {
-                record.interval = Self.randomInterval(&random)
-                record.registeredAt = now
-                if index >= warmup { kinds.interval += 1 }
-            } else {
-                record.lastFetchAt = now
-                record.record(FetchRecord.Outcome(at: now, result: nil))
-                if index >= warmup { kinds.offence += 1 }
-            }
+            let timed = index >= warmup
             let a = MonotonicTime.nanoseconds()
-            schedule.set(app, record)
-            let next = schedule.nextWake()
+            if roll < 5 {
+                planner.fetched(app, result: random.next() % 3 == 0 ? .newData : .noData, at: now)
+                if timed { kinds.fetched += 1 }
+            } else if roll < 7 {
+                planner.register(app, interval: Self.randomInterval(&random), at: now)
+                if timed { kinds.interval += 1 }
+            } else if roll < 8 {
+                planner.fetched(app, result: nil, at: now)
+                if timed { kinds.offence += 1 }
+            } else {
+                if open.remove(number) != nil { planner.closed(app, at: now) } else { open.insert(number); planner.opened(app, at: now) }
+                if timed { kinds.usage += 1 }
+            }
+            let next = planner.nextWake()
             let b = MonotonicTime.nanoseconds()
             checksum &+= next ?? 0
-            if index >= warmup { samples.append(Double(b - a) / 1000) }
+            if timed { samples.append(Double(b - a) / 1000) }
         }
         let changeMachine = CPUTimes.brief(since: measuring)
         let change = LatencyStats(samples)
         let mean = samples.reduce(0, +) / Double(samples.count)
         let over = samples.filter { $0 > maxP99Us }.count
-        say("  \(change.count) changes (\(kinds.fetched) fetches ended, \(kinds.interval) new intervals, \(kinds.offence) offences):")
-        say("    set + nextWake: p50 \(format(change.median, 3)) µs, p90 \(format(change.p90, 3)) µs,"
+        say("  \(change.count) changes (\(kinds.fetched) fetches ended, \(kinds.interval) new intervals, \(kinds.offence) offences,"
+            + " \(kinds.usage) opens or closes):")
+        say("    call + nextWake: p50 \(format(change.median, 3)) µs, p90 \(format(change.p90, 3)) µs,"
             + " p99 \(format(change.p99, 3)) µs, p99.9 \(format(change.percentile(99.9), 3)) µs,"
             + " max \(format(change.max, 1)) µs, mean \(format(mean, 3)) µs; \(over) above \(format(maxP99Us, 0)) µs")
-        let slowest = samples.indices.filter { samples[$0] > maxP99Us }
-        if !slowest.isEmpty {
-            say("    changes above \(format(maxP99Us, 0)) µs (change number: µs): "
-                + slowest.prefix(40).map { "\($0): \(format(samples[$0], 0))" }.joined(separator: ", "))
-        }
         say("    " + (CPUTimes.now()?.summary(since: measuring) ?? ""))
 
-        // --- Wakes: takeDue with coalescing -------------------------------------
-        var wakeSchedule = FetchSchedule(floor: floor)
-        now = start
-        for (name, record) in zip(names, records) { wakeSchedule.set(name, record) }
+        // --- Wakes: appsToFetch with coalescing -----------------------------------
+        var wakePlanner = makePlanner(names: names, records: records, habitsUntil: usage, at: start)
+        now = start + UInt64(habitDays) * day
         var takeSamples: [Double] = []
         var cycleSamples: [Double] = []
         var groupSizes: [Double] = []
-        var perAppTake: [Double] = []
         var fetched = 0
         var firstWake: UInt64?
         var lastWake: UInt64 = 0
         let wakeLoad = CPUTimes.now()
         for _ in 0..<wakes {
-            guard let next = wakeSchedule.nextWake() else { break }
+            guard let next = wakePlanner.nextWake() else { break }
             now = max(now, next)
             firstWake = firstWake ?? now
             lastWake = now
             let a = MonotonicTime.nanoseconds()
-            let due = wakeSchedule.takeDue(at: now)
+            let due = wakePlanner.appsToFetch(at: now)
             let b = MonotonicTime.nanoseconds()
-            // What the plugin does for each woken app: note the fetch, put it back in line.
-            for app in due {
-                var record = wakeSchedule.records[app]!
-                record.lastFetchAt = now
-                wakeSchedule.set(app, record)
-            }
-            checksum &+= wakeSchedule.nextWake() ?? 0
+            // What the plugin does for each woken app once it answers.
+            for app in due { wakePlanner.fetched(app, result: random.next() % 4 == 0 ? .newData : .noData, at: now) }
+            checksum &+= wakePlanner.nextWake() ?? 0
             let c = MonotonicTime.nanoseconds()
             takeSamples.append(Double(b - a) / 1000)
             cycleSamples.append(Double(c - a) / 1000)
             groupSizes.append(Double(due.count))
-            if !due.isEmpty { perAppTake.append(Double(b - a) / 1000 / Double(due.count)) }
             fetched += due.count
         }
         let take = LatencyStats(takeSamples)
         let cycle = LatencyStats(cycleSamples)
         let groups = LatencyStats(groupSizes)
-        let perApp = LatencyStats(perAppTake)
         let hours = Double((lastWake &- (firstWake ?? lastWake))) / 3.6e9
         say("  \(takeSamples.count) wakes over \(format(hours, 1)) h of virtual time fetched \(fetched) apps:"
             + " apps per wake p50 \(format(groups.median, 0)), p90 \(format(groups.p90, 0)), max \(format(groups.max, 0))"
-            + " (coalescing window \(format(wakeSchedule.coalesceWindow, 0)) s: \(format(Double(fetched) / Double(max(1, takeSamples.count)), 1)) fetches per wake)")
-        say("    takeDue:                     p50 \(format(take.median, 2)) µs, p99 \(format(take.p99, 2)) µs, max \(format(take.max, 1)) µs;"
-            + " per app taken p50 \(format(perApp.median, 3)) µs")
-        say("    takeDue + set each + nextWake: p50 \(format(cycle.median, 2)) µs, p99 \(format(cycle.p99, 2)) µs, max \(format(cycle.max, 1)) µs")
+            + " (\(format(Double(fetched) / Double(max(1, takeSamples.count)), 1)) fetches per wake)")
+        say("    appsToFetch:                      p50 \(format(take.median, 2)) µs, p99 \(format(take.p99, 2)) µs, max \(format(take.max, 1)) µs")
+        say("    appsToFetch + fetched each + nextWake: p50 \(format(cycle.median, 2)) µs, p99 \(format(cycle.p99, 2)) µs, max \(format(cycle.max, 1)) µs")
         say("    " + (CPUTimes.now()?.summary(since: wakeLoad) ?? ""))
         say("  (checksum \(checksum % 1000))")
 
-        Figure.atMost("scheduler-p99", "FetchSchedule set+nextWake, \(apps) apps, p99 of \(change.count) (p50 \(format(change.median, 2)) µs, max \(format(change.max, 0)) µs)",
+        Figure.atMost("scheduler-p99", "AdaptivePlanner call+nextWake, \(apps) apps with learned habits, p99 of \(change.count) (p50 \(format(change.median, 2)) µs, max \(format(change.max, 0)) µs)",
                       value: change.p99, limit: maxP99Us, unit: "µs", decimals: 2, machine: changeMachine).report()
-        Figure.info("scheduler-takedue", "takeDue, 60 s coalescing, p50 of \(take.count) wakes (p99 \(format(take.p99, 0)) µs; \(format(perApp.median, 2)) µs per app taken; apps per wake p50 \(format(groups.median, 0)), max \(format(groups.max, 0)))",
-                    value: format(take.median, 1) + " µs", machine: CPUTimes.brief(since: wakeLoad)).report()
+        Figure.info("scheduler-wake", "appsToFetch + fetched each + nextWake, p50 of \(cycle.count) wakes (p99 \(format(cycle.p99, 0)) µs; apps per wake p50 \(format(groups.median, 0)), max \(format(groups.max, 0)))",
+                    value: format(cycle.median, 1) + " µs", machine: CPUTimes.brief(since: wakeLoad)).report()
+    }
+
+    /// A planner with every app restored from its record, then the usage played to it.
+    private func makePlanner(names: [String], records: [FetchRecord], habitsUntil usage: [(at: UInt64, app: Int, open: Bool)],
+                             at start: UInt64) -> AdaptivePlanner {
+        var planner = AdaptivePlanner(floor: floor)
+        for (name, record) in zip(names, records) { planner.restore(name, record: record, learned: nil, at: start) }
+        for event in usage {
+            if event.open { planner.opened(names[event.app], at: event.at) } else { planner.closed(names[event.app], at: event.at) }
+        }
+        return planner
     }
 
     /// A registered app: mostly `minimum` or custom intervals, a few `never`,
