@@ -177,7 +177,7 @@ public struct Simulator: Sendable {
             if sleeping { return .machineSleeping }
             guard let interval = app.interval, let seconds = interval.effectiveSeconds(floor: floor) else { return .notRegistered }
             if app.isOpen { return .appOpen }
-            // Truncated to µs as FetchSchedule does, so a fetch exactly at the interval is allowed.
+            // Truncated to µs as the planners do, so a fetch exactly at the interval is allowed.
             if let last = app.lastFetch, now - last < UInt64(min(seconds, 1e12) * 1_000_000) {
                 return .withinInterval(lastFetch: last, intervalSeconds: seconds)
             }
