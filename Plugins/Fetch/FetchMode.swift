@@ -51,7 +51,7 @@ final class FetchMode: ModePlugin {
         var learned: [String: AppLearning] = [:]
         for (app, data) in try host.records(collection: "learning") {
             do {
-                learned[app] = try JSONDecoder().decode(AppLearning.self, from: Data(data))
+                learned[app] = try AppLearning(storageBytes: data)
             } catch {
                 host.log(.warning, "ignoring what was learned about \(app) (unreadable): \(error)")
             }
@@ -315,7 +315,7 @@ final class FetchMode: ModePlugin {
     private func saveLearning(_ app: String) {
         guard let learned = planner.learning(of: app) else { return }
         do {
-            try host.put(Array(try JSONEncoder().encode(learned)), collection: "learning", key: app)
+            try host.put(learned.storageBytes(), collection: "learning", key: app)
         } catch {
             host.log(.warning, "cannot store what was learned about \(app): \(error)")
         }

@@ -76,34 +76,3 @@ extension FetchRecord {
         }
     }
 }
-
-/// Reads little-endian values from bytes, failing at the end instead of trapping.
-private struct ByteReader {
-    let bytes: [UInt8]
-    var offset = 0
-
-    mutating func byte() throws(CoreError) -> UInt8 {
-        guard offset < bytes.count else { throw CoreError(.failed, "truncated fetch record") }
-        defer { offset += 1 }
-        return bytes[offset]
-    }
-
-    mutating func integer<T: FixedWidthInteger>(_: T.Type) throws(CoreError) -> T {
-        let size = MemoryLayout<T>.size
-        guard offset + size <= bytes.count else { throw CoreError(.failed, "truncated fetch record") }
-        var value: T = 0
-        for index in 0..<size { value |= T(bytes[offset + index]) << (8 * index) }
-        offset += size
-        return value
-    }
-}
-
-extension [UInt8] {
-    fileprivate mutating func append<T: FixedWidthInteger>(integer value: T) {
-        for index in 0..<MemoryLayout<T>.size { append(UInt8(truncatingIfNeeded: value >> (8 * index))) }
-    }
-
-    fileprivate mutating func append(double value: Double) {
-        append(integer: value.bitPattern)
-    }
-}
