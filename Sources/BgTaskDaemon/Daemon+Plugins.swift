@@ -283,6 +283,8 @@ extension Daemon: PluginHostDelegate {
         }
     }
 
+    var hasUncommittedWrites: Bool { store.hasUncommittedWrites }
+
     func transaction(_ body: () -> Void) -> String? {
         do {
             try store.group(body)

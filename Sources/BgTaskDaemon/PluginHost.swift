@@ -195,6 +195,13 @@ final class PluginHost {
     /// Set while ``batch(_:)`` runs: what the plugin sends waits there for the commit.
     private(set) var outbox: PluginOutbox?
 
+    /// Where a signal to `destination` the plugin sends now must wait (see
+    /// ``PluginOutbox``); nil when it may go at once.
+    func outbox(forSignalTo destination: String) -> PluginOutbox? {
+        guard let outbox, delegate.hasUncommittedWrites || outbox.mustHold(signalTo: destination) else { return nil }
+        return outbox
+    }
+
     /// Runs `body` (one call, or the queued events) with every write the
     /// plugin makes in one transaction, and holds back what it sends until
     /// that transaction has committed: one commit per call however many

@@ -73,7 +73,7 @@ enum PluginHostAPI {
             defer { sd_bus_message_unref(message) }
             guard let connection else { return host.fail(EINVAL, "no destination given") }
             var r = sd_bus_message_set_destination(message, connection)
-            if r >= 0, let outbox = host.outbox {
+            if r >= 0, let outbox = host.outbox(forSignalTo: String(cString: connection)) {
                 outbox.signal(message)
                 return 0
             }

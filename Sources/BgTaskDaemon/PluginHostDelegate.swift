@@ -25,6 +25,8 @@ protocol PluginHostDelegate: AnyObject {
     func records(plugin: String, collection: String) -> [(key: String, data: [UInt8])]?
     /// Runs `body` with its writes in one transaction; returns why the commit failed, or nil.
     func transaction(_ body: () -> Void) -> String?
+    /// Whether the transaction of ``transaction(_:)`` has writes not yet committed.
+    var hasUncommittedWrites: Bool { get }
     /// Asks for a wake opportunity event for `host` at `realtimeMicroseconds` (0 cancels).
     func scheduleOpportunity(for host: PluginHost, at realtimeMicroseconds: UInt64)
 }

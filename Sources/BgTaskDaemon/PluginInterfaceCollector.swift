@@ -43,6 +43,7 @@ final class PluginInterfaceCollector: PluginHostDelegate {
     func usage(of app: AppID, since: UInt64) -> [(start: UInt64, end: UInt64)] { [] }
     func putRecord(plugin: String, collection: String, key: String, data: [UInt8]) -> Bool { true }
     func deleteRecord(plugin: String, collection: String, key: String) -> Bool { true }
+    var hasUncommittedWrites: Bool { false }
     func transaction(_ body: () -> Void) -> String? {
         body()
         return nil

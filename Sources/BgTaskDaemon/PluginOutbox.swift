@@ -3,10 +3,13 @@ import Glibc
 import Logging
 import SDBus
 
-/// What a plugin sends while its writes are not yet committed: replies,
-/// errors and signals wait here, in order, until the transaction that holds
-/// the call's (or the events') writes has committed (see
-/// ``PluginHost/batch(_:)``).
+/// What a plugin sends while its writes are not yet committed (see
+/// ``PluginHost/batch(_:)``). Replies and errors always wait here until the
+/// call's transaction has committed: they answer for the whole call. Signals
+/// wait once the batch has written something (they may tell of it), or when
+/// something already waits that must reach the same connection first; a
+/// signal sent before any write goes out at once (a fetch wake's
+/// `PerformFetch` does not wait for the bookkeeping written after it).
 ///
 /// This is group commit with the promise kept: a plugin may write several
 /// records per call and they reach the disk in one commit, and still nobody
@@ -34,6 +37,15 @@ final class PluginOutbox {
     }
 
     private var pending: [Pending] = []
+    /// Connections with a reply or error waiting here.
+    private var answered: Set<String> = []
+    private var heldSignals = 0
+
+    /// Whether a signal to `destination` must wait here: to keep the order of
+    /// the signals, and behind a reply to the same connection.
+    func mustHold(signalTo destination: String) -> Bool {
+        heldSignals > 0 || answered.contains(destination)
+    }
 
     deinit {
         for item in pending {
@@ -47,15 +59,18 @@ final class PluginOutbox {
     /// Keeps a method return (the outbox takes over the caller's reference).
     func reply(_ message: OpaquePointer, to call: PluginCall) {
         pending.append(.reply(call, sd_bus_message_ref(message)))
+        if let sender = call.message.sender { answered.insert(sender) }
     }
 
     func error(_ error: BusError, to call: PluginCall) {
         pending.append(.error(call, error))
+        if let sender = call.message.sender { answered.insert(sender) }
     }
 
     /// Keeps a signal whose destination is already set.
     func signal(_ message: OpaquePointer) {
         pending.append(.signal(sd_bus_message_ref(message)))
+        heldSignals += 1
     }
 
     /// The writes are on disk: sends everything. Signals to connections that

@@ -324,6 +324,14 @@ public final class StateStore {
 
     private var groupState = GroupState.none
 
+    /// Whether ``group(_:)`` has written something not yet committed.
+    public var hasUncommittedWrites: Bool {
+        switch groupState {
+        case .begun, .broken: true
+        case .none, .pending: false
+        }
+    }
+
     // MARK: Helpers
 
     /// Runs `body`, which writes with one statement: SQLite makes a statement

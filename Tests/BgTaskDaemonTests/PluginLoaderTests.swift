@@ -158,6 +158,7 @@ final class RecordingPluginDelegate: PluginHostDelegate {
     func putRecord(plugin: String, collection: String, key: String, data: [UInt8]) -> Bool { true }
     func deleteRecord(plugin: String, collection: String, key: String) -> Bool { true }
     func records(plugin: String, collection: String) -> [(key: String, data: [UInt8])]? { [] }
+    var hasUncommittedWrites: Bool { false }
     func transaction(_ body: () -> Void) -> String? {
         body()
         return nil

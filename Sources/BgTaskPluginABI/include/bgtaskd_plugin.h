@@ -224,9 +224,10 @@ typedef struct bgt_host_api {
 
     /* Durable records of this plugin, in the daemon's database. Writes made
      * while the host runs handle_call or event are committed together when
-     * that returns (group commit), and the replies and signals the plugin sent
-     * meanwhile go out only after that commit (as Failed errors, and no
-     * signals, if it fails): nobody hears of a write before it is on disk.
+     * that returns (group commit). The call's reply goes out only after that
+     * commit, and so does every signal sent after the first write (as a
+     * Failed error, and no signals, if it fails): nobody hears of a write
+     * before it is on disk. A signal sent before any write goes out at once.
      * Writes made at any other time are on disk when they return. */
     int (*record_put)(bgt_host *host, const char *collection, const char *key, const void *data, size_t size);
     int (*record_delete)(bgt_host *host, const char *collection, const char *key);
