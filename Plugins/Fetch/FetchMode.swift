@@ -33,6 +33,10 @@ final class FetchMode: ModePlugin {
     /// Apps whose record changed only in bookkeeping (the time of a fetch wake)
     /// and still has to be written.
     private var unsaved: Set<String> = []
+    /// What the host said of apps that declare fetch (modes, refresh status),
+    /// kept for calls because asking is on the path of every SimulateFetch;
+    /// dropped when desktop entries or refresh settings change.
+    private var declared: [String: AppInfo] = [:]
 
     init(host: PluginHost) throws {
         self.host = host
@@ -133,10 +137,9 @@ final class FetchMode: ModePlugin {
         guard call.caller.isTrusted else {
             throw ModeError.bgtaskd("NotPermitted", "only trusted callers may simulate a background fetch")
         }
-        let app = try declaringApp(appText)
-        let info = host.appInfo(app)
-        guard info?.refreshStatus == "available" else {
-            throw ModeError.bgtaskd("RefreshDisabled", "Background App Refresh is \(info?.refreshStatus ?? "off") for \(app)")
+        let (app, info) = try declaringAppInfo(appText)
+        guard info.refreshStatus == "available" else {
+            throw ModeError.bgtaskd("RefreshDisabled", "Background App Refresh is \(info.refreshStatus) for \(app)")
         }
         try wake(app)
         try call.reply()
@@ -144,19 +147,27 @@ final class FetchMode: ModePlugin {
 
     /// The app a call is about, if it has a desktop entry that declares `fetch`.
     private func declaringApp(_ app: String?) throws(ModeError) -> String {
+        try declaringAppInfo(app).app
+    }
+
+    /// The app a call is about and what the host knows of it (asked once: it is on the path of every wake).
+    private func declaringAppInfo(_ app: String?) throws(ModeError) -> (app: String, info: AppInfo) {
         guard let app else {
             throw ModeError.bgtaskd("UnknownApplication", "this connection has no app id: call CheckIn first")
         }
         if let problem = AppID.problem(with: app) {
             throw ModeError.invalidArgs("'\(app.prefix(300))' is not a valid desktop-file id: \(problem)")
         }
+        if let info = declared[app] { return (app, info) }
         guard let info = host.appInfo(app) else {
             throw ModeError.bgtaskd("UnknownApplication", "\(app) has no desktop entry")
         }
         guard info.modes.contains("fetch") else {
             throw ModeError.bgtaskd("ModeNotDeclared", "\(app) does not declare the fetch mode (X-BgTaskd-Modes)")
         }
-        return app
+        if declared.count >= 4096 { declared.removeAll() }
+        declared[app] = info
+        return (app, info)
     }
 
     // MARK: Events
@@ -184,6 +195,7 @@ final class FetchMode: ModePlugin {
         case .appStateChanged(let app, _), .appGone(let app):
             review(app)
         case .appsChanged, .refreshChanged:
+            declared.removeAll()
             reviewApps()
         case .appCheckedIn, .tokenCompleted, .appWoken:
             break

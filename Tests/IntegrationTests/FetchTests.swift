@@ -112,6 +112,8 @@ import Testing
         let app = try client(daemon)
         let admin = try RawClient(daemon)
         #expect(try app.call("Manager", "GetBackgroundRefreshStatus").readString() == "available")
+        // Allowed while on (the plugin now knows the app), refused once off.
+        #expect(admin.errorName("Fetch", "SimulateFetch") { try $0.append(Self.app) } == nil)
         try admin.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.app); try $0.append(false) }
         #expect(try app.call("Manager", "GetBackgroundRefreshStatus").readString() == "denied")
         #expect(admin.errorName("Fetch", "SimulateFetch") { try $0.append(Self.app) } == "org.bgtaskd.BackgroundTasks1.Error.RefreshDisabled")
