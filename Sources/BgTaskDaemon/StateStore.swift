@@ -45,6 +45,9 @@ public final class StateStore {
     public let path: String
     let logger: Logger
     private var queue: DatabaseQueue?
+    /// The plugin-record writes, prepared on first use (see ``RecordStatement``).
+    private var putStatement: RecordStatement?
+    private var deleteStatement: RecordStatement?
 
     /// Opens (creating if needed) `<directory>/bgtaskd.sqlite3`, checks it,
     /// switches it to WAL and brings its schema up to date.
@@ -81,6 +84,12 @@ public final class StateStore {
     public func close() {
         guard let queue else { return }
         self.queue = nil
+        // Before the connection closes: SQLite will not close it under a live statement.
+        try? queue.unsafeReentrantWrite { _ in
+            putStatement?.finalize()
+            deleteStatement?.finalize()
+        }
+        (putStatement, deleteStatement) = (nil, nil)
         do {
             try queue.close()
         } catch {
@@ -195,14 +204,14 @@ public final class StateStore {
     /// Stores `data` under `key`, replacing what was there.
     public func putRecord(plugin: String, collection: String, key: String, data: [UInt8]) throws(StoreError) {
         try write("store record '\(key)' of \(plugin)/\(collection)") { db in
-            try Self.execute(
-                db,
-                sql: """
-                    INSERT INTO plugin_record (plugin, collection, key, data) VALUES (?, ?, ?, coalesce(?, x''))
+            if putStatement == nil {
+                putStatement = try RecordStatement(
+                    """
+                    INSERT INTO plugin_record (plugin, collection, key, data) VALUES (?, ?, ?, ?)
                     ON CONFLICT (plugin, collection, key) DO UPDATE SET data = excluded.data
-                    """,
-                // An empty Data may bind as NULL; coalesce keeps it an empty BLOB.
-                arguments: [plugin, collection, key, Data(data)])
+                    """, on: db)
+            }
+            try putStatement!.run([plugin, collection, key], blob: data, on: db)
         }
     }
 
@@ -212,11 +221,10 @@ public final class StateStore {
     public func deleteRecord(plugin: String, collection: String, key: String) throws(StoreError) -> Bool {
         var deleted = false
         try write("delete record '\(key)' of \(plugin)/\(collection)") { db in
-            try Self.execute(
-                db,
-                sql: "DELETE FROM plugin_record WHERE plugin = ? AND collection = ? AND key = ?",
-                arguments: [plugin, collection, key])
-            deleted = db.changesCount > 0
+            if deleteStatement == nil {
+                deleteStatement = try RecordStatement("DELETE FROM plugin_record WHERE plugin = ? AND collection = ? AND key = ?", on: db)
+            }
+            deleted = try deleteStatement!.run([plugin, collection, key], on: db) > 0
         }
         return deleted
     }

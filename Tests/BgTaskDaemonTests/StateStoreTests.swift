@@ -342,6 +342,17 @@ import Glibc
         #expect(try again.records(plugin: "fetch", collection: "results").map(\.data) == [[7]])
     }
 
+    @Test func recordsKeepAnyKeyAndBytesExactly() throws {
+        let store = try open()
+        let key = "ключ/🔑 with spaces and 'quotes'"
+        try store.putRecord(plugin: "remote-notification", collection: "pushes", key: key, data: [0, 255, 0, 7])
+        try store.putRecord(plugin: "remote-notification", collection: "pushes", key: "", data: [])
+        store.close()
+        let records = try open().records(plugin: "remote-notification", collection: "pushes")
+        #expect(records.map(\.key) == ["", key])
+        #expect(records.map(\.data) == [[], [0, 255, 0, 7]])
+    }
+
     @Test func recordsOfTheFirstSchemaSurviveItsMigration() throws {
         let first = try StateStore(directory: directory.root, logger: Self.logger, migrations: [StateStore.migrations[0]])
         try first.putRecord(plugin: "fetch", collection: "apps", key: "org.example.News", data: [1, 2])
