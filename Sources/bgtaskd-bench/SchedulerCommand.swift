@@ -97,6 +97,7 @@ struct SchedulerCommand: ParsableCommand {
         samples.reserveCapacity(changes)
         var checksum: UInt64 = 0
         var kinds = (fetched: 0, interval: 0, offence: 0, usage: 0)
+        var byKind: [String: [Double]] = [:]
         var open = Set<Int>()
         let measuring = CPUTimes.now()
         for index in 0..<(warmup + changes) {
@@ -122,7 +123,11 @@ struct SchedulerCommand: ParsableCommand {
             let next = planner.nextWake()
             let b = MonotonicTime.nanoseconds()
             checksum &+= next ?? 0
-            if timed { samples.append(Double(b - a) / 1000) }
+            if timed {
+                samples.append(Double(b - a) / 1000)
+                byKind[roll < 5 ? "fetch ended" : roll < 7 ? "new interval" : roll < 8 ? "offence" : "open or close", default: []]
+                    .append(Double(b - a) / 1000)
+            }
         }
         let changeMachine = CPUTimes.brief(since: measuring)
         let change = LatencyStats(samples)
@@ -133,6 +138,10 @@ struct SchedulerCommand: ParsableCommand {
         say("    call + nextWake: p50 \(format(change.median, 3)) µs, p90 \(format(change.p90, 3)) µs,"
             + " p99 \(format(change.p99, 3)) µs, p99.9 \(format(change.percentile(99.9), 3)) µs,"
             + " max \(format(change.max, 1)) µs, mean \(format(mean, 3)) µs; \(over) above \(format(maxP99Us, 0)) µs")
+        for (kind, times) in byKind.sorted(by: { $0.key < $1.key }) {
+            let stats = LatencyStats(times)
+            say("    \(kind): p50 \(format(stats.median, 2)) µs, p99 \(format(stats.p99, 2)) µs, max \(format(stats.max, 1)) µs (\(times.count))")
+        }
         say("    " + (CPUTimes.now()?.summary(since: measuring) ?? ""))
 
         // --- Wakes: appsToFetch with coalescing -----------------------------------
@@ -172,7 +181,7 @@ struct SchedulerCommand: ParsableCommand {
         say("    appsToFetch:                      p50 \(format(take.median, 2)) µs, p99 \(format(take.p99, 2)) µs, max \(format(take.max, 1)) µs")
         say("    appsToFetch + fetched each + nextWake: p50 \(format(cycle.median, 2)) µs, p99 \(format(cycle.p99, 2)) µs, max \(format(cycle.max, 1)) µs")
         say("    " + (CPUTimes.now()?.summary(since: wakeLoad) ?? ""))
-        say("  (checksum \(checksum % 1000))")
+        say("  (checksum \(checksum))")
 
         Figure.atMost("scheduler-p99", "AdaptivePlanner call+nextWake, \(apps) apps with learned habits, p99 of \(change.count) (p50 \(format(change.median, 2)) µs, max \(format(change.max, 0)) µs)",
                       value: change.p99, limit: maxP99Us, unit: "µs", decimals: 2, machine: changeMachine).report()
