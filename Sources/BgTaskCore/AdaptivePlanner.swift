@@ -92,6 +92,12 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     private var plannedAt: [UInt64: Set<Int>] = [:]
     private var numbers: [String: Int] = [:]
     private var names: [String] = []
+    /// Per app number, what pulling plans along needs (its own plan and how
+    /// long it may wait), without looking the app up by name: that lookup,
+    /// and the copy of its state, were most of a replan with thousands of
+    /// apps planned near each other.
+    private var ownPlans: [UInt64?] = []
+    private var pullIns: [UInt64] = []
     private var sleeping = false
 
     public init(floor: Double, utcOffset: Int = 0) {
@@ -146,7 +152,10 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
 
     /// Forgets an app altogether.
     public mutating func remove(_ app: String) {
-        if let number = numbers[app] { unplan(number, apps[app]?.planned) }
+        if let number = numbers[app] {
+            unplan(number, apps[app]?.planned)
+            (ownPlans[number], pullIns[number]) = (nil, 0)
+        }
         apps[app] = nil
         if let number = numbers[app] { queue.cancel(number) }
     }
@@ -272,6 +281,8 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     private mutating func number(of app: String) -> Int {
         if let number = numbers[app] { return number }
         names.append(app)
+        ownPlans.append(nil)
+        pullIns.append(0)
         numbers[app] = names.count - 1
         return names.count - 1
     }
@@ -319,6 +330,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         state.planned = planned
         state.reasons = reasons
         state.pullIn = pullIn * 1_000_000
+        (ownPlans[number], pullIns[number]) = (state.ownPlan, state.pullIn)
         apps[app] = state
         guard let planned else { return queue.cancel(number) }
         plannedAt[planned, default: []].insert(number)
@@ -328,13 +340,15 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         while time >= step, planned - (time - step) <= otherPullIn * 1_000_000 {
             time -= step
             guard let others = plannedAt[time] else { continue }
-            for other in others.sorted() {
-                let name = names[other]
-                guard let other_ = apps[name], other_.pullIn > 0, let own = other_.ownPlan,
-                      planned >= own, planned - own <= other_.pullIn else { continue }
+            let joining = others.filter { other in
+                guard pullIns[other] > 0, let own = ownPlans[other] else { return false }
+                return planned >= own && planned - own <= pullIns[other]
+            }
+            // In a fixed order (a Set's is seeded per process), so the queue's ties fall the same way every run.
+            for other in joining.sorted() {
                 plannedAt[time]!.remove(other)
                 plannedAt[planned]!.insert(other)
-                apps[name]!.planned = planned
+                apps[names[other]]!.planned = planned
                 queue.schedule(other, at: planned)
             }
             if plannedAt[time]?.isEmpty == true { plannedAt[time] = nil }
