@@ -79,63 +79,19 @@ struct FetchLatencyCommand: ParsableCommand {
 
         for _ in 0..<warmup { _ = try probe.wake() }
 
-        var ratios: [Double] = []
-        var echoMedians: [Double] = []
-        var fetchMedians: [Double] = []
-        var all: [FetchProbe.Sample] = []
         // CPU time of the daemon per wake and of the baseline per Echo: what each service spends on its side.
         let baseline = try? ProcStatus(pid: tool.ownerPID(of: "org.bgtaskd.Baseline"))
-        var daemonCPU = 0.0
-        var baselineCPU = 0.0
+        var rounds = WakeLatencyRounds(path: "SimulateFetch→PerformFetch", reply: "SimulateFetch reply", complete: "CompleteFetch")
         let runStart = CPUTimes.now()
-        for round in 1...rounds {
-            let echoFirst = round % 2 == 1
-            var echo: Callbench.Run?
-            var samples: [FetchProbe.Sample] = []
-            let before = CPUTimes.now()
-            for kind in echoFirst ? ["echo", "fetch"] : ["fetch", "echo"] {
-                if kind == "echo" {
-                    let before = baseline?.cpuSeconds ?? .nan
-                    echo = try Callbench.run(callbench, "echo", echoCalls)
-                    baselineCPU += (baseline?.cpuSeconds ?? .nan) - before
-                } else {
-                    let before = daemon.cpuSeconds ?? .nan
-                    samples.reserveCapacity(fetches)
-                    for _ in 0..<fetches { samples.append(try probe.wake()) }
-                    daemonCPU += (daemon.cpuSeconds ?? .nan) - before
-                }
-            }
-            let load = CPUTimes.now()?.summary(since: before) ?? ""
-            let signal = LatencyStats(samples.map(\.signal))
-            let reply = LatencyStats(samples.map(\.reply))
-            let complete = LatencyStats(samples.map(\.complete))
-            let ratio = signal.median / echo!.median
-            ratios.append(ratio)
-            echoMedians.append(echo!.median)
-            fetchMedians.append(signal.median)
-            all += samples
-            say("  round \(round): echo median \(format(echo!.median, 1)) µs, SimulateFetch→PerformFetch median \(format(signal.median, 1)) µs"
-                + " (p99 \(format(echo!.p99, 1)) / \(format(signal.p99, 1)) µs), ratio \(format(ratio, 3));"
-                + " SimulateFetch reply \(format(reply.median, 1)) µs, CompleteFetch \(format(complete.median, 1)) µs; \(load)")
+        try rounds.run(rounds: self.rounds, echoCalls: echoCalls, wakes: fetches, callbench: callbench, baseline: baseline, daemon: daemon) {
+            try probe.wake()
         }
-        let ratio = LatencyStats.median(ratios)
-        let echo = LatencyStats.median(echoMedians)
-        let signal = LatencyStats(all.map(\.signal))
-        let reply = LatencyStats(all.map(\.reply))
-        let complete = LatencyStats(all.map(\.complete))
-        say("fetch-latency: median of rounds: echo \(format(echo, 1)) µs, fetch \(format(LatencyStats.median(fetchMedians), 1)) µs,"
-            + " ratio \(format(ratio, 3)) (rounds: \(ratios.map { format($0, 3) }.joined(separator: " ")))")
-        say("  all \(signal.count) wakes: SimulateFetch→PerformFetch \(signal.summaryInMilliseconds)")
-        say("                    SimulateFetch reply    \(reply.summaryInMilliseconds)")
-        say("                    CompleteFetch call     \(complete.summaryInMilliseconds)")
-        // callbench makes 200 untimed calls before its timed ones.
-        say("  CPU time: bgtaskd \(format(daemonCPU * 1e6 / Double(rounds * fetches), 0)) µs per wake"
-            + " (SimulateFetch + PerformFetch + CompleteFetch); C baseline \(format(baselineCPU * 1e6 / Double(rounds * (echoCalls + 200)), 1)) µs per Echo")
+        let machine = CPUTimes.brief(since: runStart)
+        rounds.summarize("fetch-latency", noun: "wakes", cpuNote: "wake (SimulateFetch + PerformFetch + CompleteFetch)")
         say("  PerformFetch signals seen \(probe.signals); daemon VmRSS \(format(daemon.residentMiB ?? .nan, 1)) MiB")
 
-        Figure.atMost("fetch", "SimulateFetch→PerformFetch / 1 Echo call (median of \(rounds) rounds; fetch p50 \(format(LatencyStats.median(fetchMedians), 0)) µs)",
-                      value: ratio, limit: maxRatio, unit: "x", decimals: 3,
-                      machine: CPUTimes.brief(since: runStart)).report()
+        Figure.atMost("fetch", "SimulateFetch→PerformFetch / 1 Echo call (median of \(self.rounds) rounds; fetch p50 \(format(rounds.wakeMedian, 0)) µs)",
+                      value: rounds.ratio, limit: maxRatio, unit: "x", decimals: 3, machine: machine).report()
     }
 
     /// Asks for the app's fetch registration until the daemon knows its desktop entry (10 s at most).

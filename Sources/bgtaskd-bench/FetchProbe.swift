@@ -21,12 +21,6 @@ final class FetchProbe {
     /// One timed wake, in µs from sending SimulateFetch: until PerformFetch
     /// was dispatched on the app's connection, and until SimulateFetch's
     /// reply; and the CompleteFetch round trip.
-    struct Sample {
-        var signal: Double
-        var reply: Double
-        var complete: Double
-    }
-
     /// `app` must be checked in as `appID` already.
     init(app: ManagerClient, tool: ManagerClient, appID: String) throws(BusError) {
         self.app = app
@@ -42,7 +36,7 @@ final class FetchProbe {
     deinit { match?.cancel() }
 
     /// One SimulateFetch → PerformFetch, then CompleteFetch(token, result).
-    func wake(result: String = "noData", timeout: Double = 10) throws -> Sample {
+    func wake(result: String = "noData", timeout: Double = 10) throws -> WakeSample {
         token = nil
         var replied: Int64?
         var failure: BusError?
@@ -64,7 +58,7 @@ final class FetchProbe {
         let completeStart = MonotonicTime.nanoseconds()
         try app.completeFetch(token!, result)
         let completeEnd = MonotonicTime.nanoseconds()
-        return Sample(
+        return WakeSample(
             signal: Double(arrivedAt - sent) / 1000, reply: Double(replied! - sent) / 1000,
             complete: Double(completeEnd - completeStart) / 1000)
     }

@@ -93,69 +93,27 @@ struct PushLatencyCommand: ParsableCommand {
 
         for _ in 0..<warmup { _ = try probe.push() }
 
-        var ratios: [Double] = []
-        var echoMedians: [Double] = []
-        var pushMedians: [Double] = []
-        var all: [PushProbe.Sample] = []
         // CPU time of the daemon per push and of the baseline per Echo: what each service spends on its side.
         let baseline = try? ProcStatus(pid: sender.ownerPID(of: "org.bgtaskd.Baseline"))
-        var daemonCPU = 0.0
-        var baselineCPU = 0.0
+        var rounds = WakeLatencyRounds(path: "DeliverPush→NotificationReceived", reply: "DeliverPush reply", complete: "CompleteNotification")
         let runStart = CPUTimes.now()
-        for round in 1...rounds {
-            let echoFirst = round % 2 == 1
-            var echo: Callbench.Run?
-            var samples: [PushProbe.Sample] = []
-            let before = CPUTimes.now()
-            for step in echoFirst ? ["echo", "push"] : ["push", "echo"] {
-                if step == "echo" {
-                    let before = baseline?.cpuSeconds ?? .nan
-                    echo = try Callbench.run(callbench, "echo", echoCalls)
-                    baselineCPU += (baseline?.cpuSeconds ?? .nan) - before
-                } else {
-                    let before = daemon.cpuSeconds ?? .nan
-                    samples.reserveCapacity(pushes)
-                    for _ in 0..<pushes { samples.append(try probe.push()) }
-                    daemonCPU += (daemon.cpuSeconds ?? .nan) - before
-                }
-            }
-            let load = CPUTimes.now()?.summary(since: before) ?? ""
-            let signal = LatencyStats(samples.map(\.signal))
-            let reply = LatencyStats(samples.map(\.reply))
-            let complete = LatencyStats(samples.map(\.complete))
-            let ratio = signal.median / echo!.median
-            ratios.append(ratio)
-            echoMedians.append(echo!.median)
-            pushMedians.append(signal.median)
-            all += samples
-            say("  round \(round): echo median \(format(echo!.median, 1)) µs, DeliverPush→NotificationReceived median \(format(signal.median, 1)) µs"
-                + " (p99 \(format(echo!.p99, 1)) / \(format(signal.p99, 1)) µs), ratio \(format(ratio, 3));"
-                + " DeliverPush reply \(format(reply.median, 1)) µs, CompleteNotification \(format(complete.median, 1)) µs; \(load)")
+        try rounds.run(rounds: self.rounds, echoCalls: echoCalls, wakes: pushes, callbench: callbench, baseline: baseline, daemon: daemon) {
+            try probe.push()
         }
         let machine = CPUTimes.brief(since: runStart)
-        let ratio = LatencyStats.median(ratios)
-        let echo = LatencyStats.median(echoMedians)
-        let signal = LatencyStats(all.map(\.signal))
-        let reply = LatencyStats(all.map(\.reply))
-        let complete = LatencyStats(all.map(\.complete))
-        say("push-latency: median of rounds: echo \(format(echo, 1)) µs, push \(format(LatencyStats.median(pushMedians), 1)) µs,"
-            + " ratio \(format(ratio, 3)) (rounds: \(ratios.map { format($0, 3) }.joined(separator: " ")))")
-        say("  all \(signal.count) pushes: DeliverPush→NotificationReceived \(signal.summaryInMilliseconds)")
-        say("                    DeliverPush reply                  \(reply.summaryInMilliseconds)")
-        say("                    CompleteNotification call          \(complete.summaryInMilliseconds)")
-        let slow = all.enumerated().filter { $0.element.signal > maxP99Ms * 1000 }
+        rounds.summarize("push-latency", noun: "pushes", cpuNote: "push (DeliverPush + NotificationReceived + CompleteNotification)")
+        let ratio = rounds.ratio
+        let signal = rounds.signal
+        let slow = rounds.all.enumerated().filter { $0.element.signal > maxP99Ms * 1000 }
         if !slow.isEmpty {
             say("  over \(format(maxP99Ms, 1)) ms: \(slow.count) pushes: "
                 + slow.prefix(20).map { "#\($0.offset + 1) \(milliseconds($0.element.signal)) ms" }.joined(separator: ", "))
         }
-        // callbench makes 200 untimed calls before its timed ones.
-        say("  CPU time: bgtaskd \(format(daemonCPU * 1e6 / Double(rounds * pushes), 0)) µs per push"
-            + " (DeliverPush + NotificationReceived + CompleteNotification); C baseline \(format(baselineCPU * 1e6 / Double(rounds * (echoCalls + 200)), 1)) µs per Echo")
         let left = try sender.listPushes(appID)
         say("  NotificationReceived signals seen \(probe.signals); pushes the daemon still holds for the app: \(left.count);"
             + " daemon VmRSS \(format(daemon.residentMiB ?? .nan, 1)) MiB")
 
-        Figure.atMost("push", "DeliverPush→NotificationReceived / 1 Echo call (median of \(rounds) rounds; push p50 \(format(LatencyStats.median(pushMedians), 0)) µs)",
+        Figure.atMost("push", "DeliverPush→NotificationReceived / 1 Echo call (median of \(self.rounds) rounds; push p50 \(format(rounds.wakeMedian, 0)) µs)",
                       value: ratio, limit: maxRatio, unit: "x", decimals: 3, machine: machine).report()
         Figure.atMost("push-p99", "DeliverPush→NotificationReceived p99 (n=\(signal.count), p50 \(milliseconds(signal.median)) ms)",
                       value: signal.p99 / 1000, limit: maxP99Ms, unit: "ms", decimals: 3, machine: machine).report()

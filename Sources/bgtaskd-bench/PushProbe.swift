@@ -46,12 +46,6 @@ final class PushProbe {
     /// One timed push, in µs from sending DeliverPush: until
     /// NotificationReceived was dispatched on the app's connection, and
     /// until DeliverPush's reply; and the CompleteNotification round trip.
-    struct Sample {
-        var signal: Double
-        var reply: Double
-        var complete: Double
-    }
-
     /// `app` must be checked in as `appID` already.
     init(app: ManagerClient, sender: ManagerClient, appID: String, kind: String) throws(BusError) {
         self.app = app
@@ -69,7 +63,7 @@ final class PushProbe {
     deinit { match?.cancel() }
 
     /// One DeliverPush → NotificationReceived, then CompleteNotification(token, result).
-    func push(result: String = "noData", timeout: Double = 10) throws -> Sample {
+    func push(result: String = "noData", timeout: Double = 10) throws -> WakeSample {
         sequence += 1
         let tag = "latency-\(sequence)"
         token = nil
@@ -96,7 +90,7 @@ final class PushProbe {
         let completeStart = MonotonicTime.nanoseconds()
         try app.completeNotification(token!, result)
         let completeEnd = MonotonicTime.nanoseconds()
-        return Sample(
+        return WakeSample(
             signal: Double(arrivedAt - sent) / 1000, reply: Double(replied! - sent) / 1000,
             complete: Double(completeEnd - completeStart) / 1000)
     }
