@@ -1,3 +1,5 @@
+import BgTaskProtocol
+
 /// Any JSON value: what a push's custom keys hold (``RemoteNotification/data``).
 ///
 /// Numbers are `Double`s, as JavaScript and `JSONSerialization` read them, so
@@ -208,20 +210,6 @@ public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible {
     }
 
     private static func quote(_ string: String, into text: inout String) {
-        text += "\""
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": text += "\\\""
-            case "\\": text += "\\\\"
-            case "\n": text += "\\n"
-            case "\r": text += "\\r"
-            case "\t": text += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: text.unicodeScalars.append(scalar)
-            }
-        }
-        text += "\""
+        text += JSONText.quoted(string)
     }
 }

@@ -3,7 +3,7 @@ import Glibc
 import Synchronization
 
 /// A value in an event line.
-enum JSONValue: Sendable {
+enum EventValue: Sendable {
     case string(String)
     case int(Int)
     case double(Double)
@@ -16,21 +16,8 @@ enum JSONValue: Sendable {
             // JSON has no inf or nan; DBL_MAX prints as 1.7976931348623157e+308.
             return value.isFinite ? "\(value)" : "null"
         case .string(let text):
-            var out = "\""
-            for scalar in text.unicodeScalars {
-                switch scalar {
-                case "\"": out += "\\\""
-                case "\\": out += "\\\\"
-                case "\n": out += "\\n"
-                case "\r": out += "\\r"
-                case "\t": out += "\\t"
-                case _ where scalar.value < 0x20:
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                default: out.unicodeScalars.append(scalar)
-                }
-            }
-            return out + "\""
+            // The SDK's JSON text (quoted and escaped).
+            return JSONValue.string(text).description
         }
     }
 }
@@ -42,10 +29,10 @@ enum EventLog {
     private static let lock = Mutex(())
 
     /// Prints `{"event":"<event>", <fields>…}`.
-    static func emit(_ event: String, _ fields: KeyValuePairs<String, JSONValue> = [:]) {
-        var line = "{\"event\":" + JSONValue.string(event).encoded
+    static func emit(_ event: String, _ fields: KeyValuePairs<String, EventValue> = [:]) {
+        var line = "{\"event\":" + EventValue.string(event).encoded
         for (key, value) in fields {
-            line += "," + JSONValue.string(key).encoded + ":" + value.encoded
+            line += "," + EventValue.string(key).encoded + ":" + value.encoded
         }
         line += "}\n"
         lock.withLock { _ in
