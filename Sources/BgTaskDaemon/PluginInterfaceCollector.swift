@@ -8,7 +8,8 @@ final class PluginInterfaceCollector: PluginHostDelegate {
     let logger: Logger
     private var exported: [BusInterface] = []
 
-    private init(logger: Logger) {
+    /// A collector on its own (tests host a plugin on one); ``interfaces(in:logger:)`` makes its own.
+    init(logger: Logger) {
         self.logger = logger
     }
 

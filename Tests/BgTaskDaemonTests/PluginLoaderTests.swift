@@ -130,38 +130,9 @@ import Testing
         let dir = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo", initFails: true))])
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let candidate = try #require(loader.candidates(in: [dir]).first)
-        let delegate = RecordingPluginDelegate()
+        let delegate = PluginInterfaceCollector(logger: Logger(label: "test"))
         let host = PluginHost(candidate: candidate, delegate: delegate)
         let error = #expect(throws: PluginError.self) { try host.start() }
         #expect(error?.description == "init failed: the fixture refuses to start")
     }
-}
-
-/// A plugin host delegate that serves nothing and records exports.
-final class RecordingPluginDelegate: PluginHostDelegate {
-    let logger = Logger(label: "test")
-    var exported: [BusInterface] = []
-    var pluginLoop: EventLoop? { nil }
-    func configValue(_ key: String) -> String? { Configuration().value(of: key) }
-    func export(_ interface: BusInterface, for host: PluginHost) throws(BusError) { exported.append(interface) }
-    func newSignal(interface: String, member: String) -> OpaquePointer? { nil }
-    var busHandle: OpaquePointer? { nil }
-    func appInfo(_ app: AppID) -> PluginAppInfo { PluginAppInfo() }
-    func apps(declaring mode: String) -> [AppID] { [] }
-    func wake(_ app: AppID, reason: String, plugin: String, budget: Duration) throws(CoreError) -> String {
-        throw CoreError(.failed, "no wakes here")
-    }
-    func completeWake(token: String, connection: ConnectionID) throws(CoreError) {
-        throw CoreError(.noSuchToken, "no wakes here")
-    }
-    func usage(of app: AppID, since: UInt64) -> [(start: UInt64, end: UInt64)] { [] }
-    func putRecord(plugin: String, collection: String, key: String, data: [UInt8]) -> Bool { true }
-    func deleteRecord(plugin: String, collection: String, key: String) -> Bool { true }
-    func records(plugin: String, collection: String) -> [(key: String, data: [UInt8])]? { [] }
-    var hasUncommittedWrites: Bool { false }
-    func transaction(_ body: () -> Void) -> String? {
-        body()
-        return nil
-    }
-    func scheduleOpportunity(for host: PluginHost, at realtimeMicroseconds: UInt64) {}
 }
