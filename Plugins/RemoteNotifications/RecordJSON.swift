@@ -46,7 +46,7 @@ struct RecordJSON {
         isHandWritten ? Self.write(state) : Array(try encoder.encode(state))
     }
 
-    /// A push with its app's state beside it, as `"appState"` (see ``StoredAppState``).
+    /// A push with its app's state beside it, as `"appState"` (see ``StoredPush``).
     func encode(_ push: PushRecord, appState: AppRecord) throws -> [UInt8] {
         Self.splice(try encode(push), appState: try encode(appState))
     }
@@ -241,8 +241,8 @@ struct RecordJSON {
         guard decoded.bucket == bucket, decoded.counts == counts, decoded.version == state.version else {
             throw Mismatch(description: "an app record does not read back equal")
         }
-        let stored = try decoder.decode(StoredAppState.self, from: Data(splice(write(push), appState: write(state))))
-        guard stored.appState?.version == state.version, try decoder.decode(PushRecord.self, from: Data(write(push))) == push else {
+        let stored = try decoder.decode(StoredPush.self, from: Data(splice(write(push), appState: write(state))))
+        guard stored.push == push, stored.appState?.version == state.version else {
             throw Mismatch(description: "a push with its app's state does not read back")
         }
     }
@@ -279,7 +279,17 @@ struct AppRecord: Codable {
     var version: UInt64?
 }
 
-/// The app state a push record carries beside the push (absent in older records).
-struct StoredAppState: Decodable {
+/// A record of the `pushes` collection: the push, and its app's state beside
+/// it (absent in records of earlier versions), read in one pass.
+struct StoredPush: Decodable {
+    var push: PushRecord
     var appState: AppRecord?
+
+    private enum Key: String, CodingKey { case appState }
+
+    init(from decoder: any Decoder) throws {
+        push = try PushRecord(from: decoder)
+        // A state that cannot be read costs the state, never the push.
+        appState = (try? decoder.container(keyedBy: Key.self).decodeIfPresent(AppRecord.self, forKey: .appState)) ?? nil
+    }
 }

@@ -92,9 +92,9 @@ final class RemoteNotificationsMode: ModePlugin {
         }
         var pushes: [PushRecord] = []
         for (_, data) in try host.records(collection: "pushes") {
-            guard let push = try? decoder.decode(PushRecord.self, from: Data(data)) else { continue }
-            if let state = (try? decoder.decode(StoredAppState.self, from: Data(data)))?.appState { consider(state, of: push.app) }
-            pushes.append(push)
+            guard let stored = try? decoder.decode(StoredPush.self, from: Data(data)) else { continue }
+            if let state = stored.appState { consider(state, of: stored.push.app) }
+            pushes.append(stored.push)
         }
         for (app, var state) in states {
             state.bucket.capacity = silentPerHour
