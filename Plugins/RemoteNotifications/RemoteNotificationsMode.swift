@@ -366,14 +366,7 @@ final class RemoteNotificationsMode: ModePlugin {
 
     /// The earliest expiration of any held push (0: none), by one pass over them all.
     private func exactExpirationBound() -> UInt64 {
-        var earliest: UInt64 = 0
-        for box in inboxes.values {
-            for index in box.pushes.indices where box.pushes[index].state == .held {
-                guard let expiration = box.pushes[index].expiration, expiration > 0 else { continue }
-                earliest = earliest == 0 ? expiration : min(earliest, expiration)
-            }
-        }
-        return earliest
+        inboxes.values.compactMap(\.earliestExpiration).min() ?? 0
     }
 
     // MARK: Alerts

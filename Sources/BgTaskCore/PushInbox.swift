@@ -120,7 +120,13 @@ public struct PushInbox: Sendable, Equatable {
 
     /// The earliest expiration among held pushes (Unix seconds).
     public var earliestExpiration: UInt64? {
-        pushes.filter { $0.state == .held }.compactMap(\.expiration).filter { $0 > 0 }.min()
+        // By index: no copy of each push (with its payload).
+        var earliest: UInt64?
+        for index in pushes.indices where pushes[index].state == .held {
+            guard let expiration = pushes[index].expiration, expiration > 0 else { continue }
+            earliest = min(earliest ?? expiration, expiration)
+        }
+        return earliest
     }
 
     /// The app handled a push: it is done.
