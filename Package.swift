@@ -106,7 +106,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "bgtaskd-sim",
-            dependencies: ["BgTaskSimulator", "BgTaskCore", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["BgTaskSimulator", "BgTaskCore", "BgTaskProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings
         ),
         // Benchmarks that print the figures the issues name (run in release mode).

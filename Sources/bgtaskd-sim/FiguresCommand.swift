@@ -1,4 +1,5 @@
 import ArgumentParser
+import BgTaskProtocol
 import BgTaskSimulator
 import Foundation
 
@@ -22,10 +23,13 @@ struct FiguresCommand: ParsableCommand {
     @Option(help: "Number of days.") var days = 14
     @Option(help: "Fetch.MinimumIntervalSec, seconds.") var floor = 900.0
     @Flag(help: "Print one JSON object.") var json = false
+    @Option(help: ArgumentHelp("Also compare adaptive's and naive's staleness and cost on this many seeds from --seed on (text output; no PASS/FAIL).", valueName: "N"))
+    var compareSeeds = 0
 
     func validate() throws {
         guard apps > 0, days >= 2 else { throw ValidationError("--apps must be > 0 and --days ≥ 2") }
         guard floor.isFinite, floor >= 0 else { throw ValidationError("--floor must be a number of seconds ≥ 0") }
+        guard compareSeeds >= 0, compareSeeds <= 1000 else { throw ValidationError("--compare-seeds must be 0…1000") }
     }
 
     func run() throws {
@@ -35,8 +39,38 @@ struct FiguresCommand: ParsableCommand {
             print(Self.json(report, figures))
         } else {
             print(Self.text(report, figures))
+            if compareSeeds > 0 { print("\n" + comparison()) }
         }
         if !report.passed { throw ExitCode(1) }
+    }
+
+    /// Adaptive against naive on the unshifted default trace of each of
+    /// `compareSeeds` seeds: how far one seed's staleness figure is from chance.
+    func comparison() -> String {
+        var lines = ["seed  adaptive_mean_s  naive_mean_s  fetch_wakes  wake_events"]
+        var sums = (adaptive: 0.0, naive: 0.0)
+        var (noWorse, fetchRatios, wakeRatios) = (0, [Double](), [Double]())
+        for seed in seed..<(seed + UInt64(compareSeeds)) {
+            var generator = Figures(seed: seed, apps: apps, days: days, floor: floor).generator
+            generator.shifts = []
+            generator.contentPerDayOf = [:]
+            let trace = generator.generate()
+            let a = SimulationPolicy.adaptive.run(trace, floor: floor).metrics
+            let n = SimulationPolicy.naive.run(trace, floor: floor).metrics
+            sums.adaptive += a.meanStalenessS
+            sums.naive += n.meanStalenessS
+            if a.meanStalenessS <= n.meanStalenessS { noWorse += 1 }
+            fetchRatios.append(Double(a.fetchWakes) / Double(max(n.fetchWakes, 1)))
+            wakeRatios.append(Double(a.wakeEvents) / Double(max(n.wakeEvents, 1)))
+            lines.append(String(format: "%4llu  %15.2f  %12.2f  %10.1f%%  %10.1f%%", seed, a.meanStalenessS, n.meanStalenessS,
+                                100 * fetchRatios.last!, 100 * wakeRatios.last!))
+        }
+        let count = Double(compareSeeds)
+        lines.append(String(format: "mean staleness over %d seeds: adaptive %.2f s, naive %.2f s; adaptive ≤ naive on %d of %d;"
+                            + " fetch_wakes %.0f–%.0f %%, wake_events %.0f–%.0f %% of naive's",
+                            compareSeeds, sums.adaptive / count, sums.naive / count, noWorse, compareSeeds,
+                            100 * fetchRatios.min()!, 100 * fetchRatios.max()!, 100 * wakeRatios.min()!, 100 * wakeRatios.max()!))
+        return lines.joined(separator: "\n")
     }
 
     static let order: [SimulationPolicy] = [.adaptive, .naive, .oracle]
@@ -69,10 +103,7 @@ struct FiguresCommand: ParsableCommand {
     }
 
     static func json(_ report: Figures.Report, _ figures: Figures) -> String {
-        func string(_ text: String) -> String {
-            let data = try? JSONSerialization.data(withJSONObject: [text], options: [])
-            return data.map { String(decoding: $0.dropFirst().dropLast(), as: UTF8.self) } ?? "\"\""
-        }
+        func string(_ text: String) -> String { JSONText.quoted(text) }
         func number(_ value: Double) -> String { value.isFinite ? RunCommand.number((value * 1000).rounded() / 1000) : "null" }
         let g = figures.generator
         var parts: [String] = [

@@ -22,4 +22,13 @@ import Testing
         }
         #expect(outputs.count == 1, "different figures for one trace: \(outputs.sorted())")
     }
+
+    @Test func figuresCompareAdaptiveAndNaiveOverSeveralSeeds() throws {
+        let sim = BinaryLocator.path(of: "bgtaskd-sim")
+        let result = try CommandResult.run(sim, ["figures", "--apps", "6", "--days", "4", "--compare-seeds", "3"], timeout: .seconds(120))
+        // The figures themselves may fail on so small a trace; the comparison is printed either way.
+        let lines = result.standardOutput.split(separator: "\n")
+        #expect(lines.filter { $0.hasPrefix("   1 ") || $0.hasPrefix("   2 ") || $0.hasPrefix("   3 ") }.count == 3, "\(result)")
+        #expect(lines.last?.hasPrefix("mean staleness over 3 seeds: adaptive ") == true, "\(result)")
+    }
 }
