@@ -7,22 +7,33 @@ import Foundation
 // about it changes:
 //   - Its floor: the last fetch plus its interval (doubled per unredeemed
 //     offence, up to 8×). Nothing is ever planned before it.
-//   - No habit yet (UsageHabit has seen under two days with opens): at the
-//     floor, as the interval promises.
+//   - The beat: each app has an IntervalCadence, the moments one plain timer
+//     at its interval would fetch it (held while it is open or the machine
+//     sleeps). Wherever an open may come, the app is fetched on that beat,
+//     not merely at its floor: then at such an open its last fetch is never
+//     older than the timer's, so it is never staler than under the timer
+//     (the `naive` policy), only cheaper. Fetching at the floor instead made
+//     freshness at an open a matter of phase luck against the timer.
+//   - No habit yet (UsageHabit has seen under two days with opens): on every
+//     beat, as the interval promises.
 //   - A habit: the app is "hot" from `lead` + `margin` before a slot in which
 //     it is opened with a chance ≥ `hotThreshold` until `margin` after it
 //     (opens wander; on a kind of day seen little, `unfamiliarMargin` more).
-//     While hot it is fetched at its floor, except in the quarter-hour after
+//     While hot it is fetched on its beats, except in the quarter-hour after
 //     the user closed it, and skipped when news by the open is unlikely
 //     (ContentRate below `contentThreshold`).
 //   - Away from hot runs: once news has become `fallbackNewsChance` likely
 //     since it was last up to date (at most `fallbackCeiling` apart). The
 //     content rate falls with noData answers and rises with newData: that is
-//     the back-off and the recovery.
-// Coalescing: plans that may wait (not the pre-open ones) join the first wake
-// already planned within `otherPullIn`, and plans just before a new one move
-// to it, at most `otherPullIn` past their own time; at a wake, such plans
-// whose floor has passed ride along. Plans are rounded up to a `grid`.
+//     the back-off and the recovery. A fallback fetch less than an interval
+//     (and a pull-in) before a hot run gives way to the run's first beat, so
+//     it cannot push that beat out.
+// Coalescing: plans that may wait (the fallback ones) join the first wake
+// already planned within `otherPullIn`, beats included, and such plans just
+// before a new one move to it, at most `otherPullIn` past their own time; at
+// a wake, such plans whose floor has passed ride along. Beats never move.
+// Fallback plans are rounded up to a `grid`; beats are exact, and kept in
+// `offGrid` by grid step so that a plan can find one.
 // Opens are learned as local time of day, weekdays and weekends apart; old
 // days decay, so a moved habit takes over in about two days.
 
@@ -56,9 +67,12 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         var ownPlan: UInt64?
         /// Apps it was last woken with (for the explanation).
         var coalescedWith = 0
+        /// When a plain interval timer would fetch it: near usual opens it is fetched then.
+        public var cadence: IntervalCadence
 
         public init(record: FetchRecord) {
             self.record = record
+            cadence = IntervalCadence(startingAt: record.lastFetchAt ?? record.registeredAt)
         }
     }
 
@@ -74,6 +88,8 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     public var margin: UInt64 = 1800
     /// …and this much further on a kind of day (weekday, weekend) seen little.
     public var unfamiliarMargin: UInt64 = 5400
+    /// A kind of day counts as seen little below this many (decayed) days of it.
+    public var unfamiliarDays = 1.5
     /// A slot counts as a usual open from this chance of an open in it on.
     public var hotThreshold = 0.05
     /// Away from usual opens an app is fetched once news is this likely…
@@ -90,6 +106,8 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     private var queue = DeadlineQueue<Int, UInt64>()
     /// How many apps are planned at each instant: a plan that may wait joins a wake already planned.
     private var plannedAt: [UInt64: Set<Int>] = [:]
+    /// The planned instants off the grid (timer beats), by the grid step that ends after them.
+    private var offGrid: [UInt64: Set<UInt64>] = [:]
     private var numbers: [String: Int] = [:]
     private var names: [String] = []
     /// Per app number, what pulling plans along needs (its own plan and how
@@ -116,6 +134,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
             state.content = learned.content
             state.noDataStreak = learned.noDataStreak
             state.upToDateAt = learned.upToDateAt
+            if let anchor = learned.cadenceAnchor { state.cadence = IntervalCadence(startingAt: anchor) }
         }
         apps[app] = state
         replan(app, at: now)
@@ -123,7 +142,10 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
 
     /// What the planner learned about an app, to persist.
     public func learning(of app: String) -> AppLearning? {
-        apps[app].map { AppLearning(habit: $0.habit, content: $0.content, noDataStreak: $0.noDataStreak, upToDateAt: $0.upToDateAt) }
+        apps[app].map {
+            AppLearning(habit: $0.habit, content: $0.content, noDataStreak: $0.noDataStreak, upToDateAt: $0.upToDateAt,
+                        cadenceAnchor: $0.cadence.anchor)
+        }
     }
 
     /// The interval in force for an app (its floored interval, doubled per
@@ -172,6 +194,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     public mutating func opened(_ app: String, at now: UInt64) {
         guard var state = apps[app] else { return }
         state.isOpen = true
+        state.cadence.setAppOpen(true, at: now, interval: intervalMicros(of: state))
         state.habit.recordOpen(atLocal: local(now))
         apps[app] = state
         replan(app, at: now)
@@ -180,6 +203,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     public mutating func closed(_ app: String, at now: UInt64) {
         guard var state = apps[app] else { return }
         state.isOpen = false
+        state.cadence.setAppOpen(false, at: now, interval: intervalMicros(of: state))
         // It refreshed itself in the foreground.
         state.upToDateAt = now
         state.closedAt = now
@@ -216,7 +240,13 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     }
 
     public mutating func setSleeping(_ sleeping: Bool, at now: UInt64) {
+        guard sleeping != self.sleeping else { return }
         self.sleeping = sleeping
+        for app in apps.keys.sorted() {
+            apps[app]!.cadence.setMachineAsleep(sleeping, at: now, interval: intervalMicros(of: apps[app]!))
+            // Awake again: the timers that fell due in the night fire now, and plans follow them.
+            if !sleeping { replan(app, at: now) }
+        }
     }
 
     public mutating func nextWake() -> UInt64? {
@@ -262,6 +292,11 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         return base * Double(1 << min(state.record.offences, 3))
     }
 
+    /// The interval in µs, 0 for never.
+    private func intervalMicros(of state: AppState) -> UInt64 {
+        interval(of: state).map { UInt64(min($0, 1e12) * 1_000_000) } ?? 0
+    }
+
     /// The earliest a fetch may happen: the interval after the last fetch (or registration).
     private func floorTime(of state: AppState) -> UInt64? {
         guard let interval = interval(of: state) else { return nil }
@@ -299,7 +334,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     private func isHot(_ habit: UsageHabit, at realtime: UInt64) -> Bool {
         let t = local(realtime)
         let slot = UsageHabit.slotMinutes * 60
-        let wander = Int(margin) + (habit.observedDays(likeLocal: t) < 1.5 ? Int(unfamiliarMargin) : 0)
+        let wander = Int(margin) + (habit.observedDays(likeLocal: t) < unfamiliarDays ? Int(unfamiliarMargin) : 0)
         var s = t - wander
         while s <= t + Int(lead) + wander {
             if habit.probability(atLocal: s) >= hotThreshold { return true }
@@ -317,9 +352,15 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         unplan(number, state.planned)
         // A plan that may wait a little joins the first wake already planned
         // within that while: the machine wakes once for both.
-        if var time = planned, pullIn > 0 {
-            let end = time &+ pullIn * 1_000_000
+        if let own = planned, pullIn > 0 {
+            let end = own &+ pullIn * 1_000_000
+            var time = own
             while time <= end {
+                // Wakes off the grid (on an app's timer beat) within the step before come first.
+                if let beats = offGrid[time], let beat = beats.filter({ $0 >= own && $0 <= end }).min() {
+                    planned = beat
+                    break
+                }
                 if plannedAt[time] != nil {
                     planned = time
                     break
@@ -333,10 +374,10 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         (ownPlans[number], pullIns[number]) = (state.ownPlan, state.pullIn)
         apps[app] = state
         guard let planned else { return queue.cancel(number) }
-        plannedAt[planned, default: []].insert(number)
+        addPlanned(number, at: planned)
         queue.schedule(number, at: planned)
         // Plans just before this one that may wait join it.
-        var time = planned
+        var time = roundUp(planned)
         while time >= step, planned - (time - step) <= otherPullIn * 1_000_000 {
             time -= step
             guard let others = plannedAt[time] else { continue }
@@ -346,19 +387,29 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
             }
             // In a fixed order (a Set's is seeded per process), so the queue's ties fall the same way every run.
             for other in joining.sorted() {
-                plannedAt[time]!.remove(other)
-                plannedAt[planned]!.insert(other)
+                unplan(other, time)
+                addPlanned(other, at: planned)
                 apps[names[other]]!.planned = planned
                 queue.schedule(other, at: planned)
             }
-            if plannedAt[time]?.isEmpty == true { plannedAt[time] = nil }
         }
+    }
+
+    private mutating func addPlanned(_ number: Int, at time: UInt64) {
+        if plannedAt[time] == nil, time % (grid * 1_000_000) != 0 { offGrid[roundUp(time), default: []].insert(time) }
+        plannedAt[time, default: []].insert(number)
     }
 
     private mutating func unplan(_ number: Int, _ time: UInt64?) {
         guard let time, var set = plannedAt[time] else { return }
         set.remove(number)
-        plannedAt[time] = set.isEmpty ? nil : set
+        guard set.isEmpty else { return plannedAt[time] = set }
+        plannedAt[time] = nil
+        let slot = roundUp(time)
+        if slot != time, var beats = offGrid[slot] {
+            beats.remove(time)
+            offGrid[slot] = beats.isEmpty ? nil : beats
+        }
     }
 
     private func makePlan(_ state: AppState, at now: UInt64) -> (UInt64?, [FetchPlanReason], UInt64) {
@@ -371,10 +422,10 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         let earliest = max(floorTime, now)
 
         guard state.habit.hasLearned else {
-            // Learning: at the interval, as promised.
-            let base = state.record.lastFetchAt ?? state.record.registeredAt
-            let at = max(earliest, base &+ UInt64(interval * 1_000_000))
-            return (roundUp(at), [.atInterval(seconds: interval)] + limits, otherPullIn)
+            // Learning: at the interval, as promised, on the timer's beat
+            // (any open may be a usual one).
+            let at = state.cadence.next(atOrAfter: earliest, interval: intervalMicros(of: state)) ?? roundUp(earliest)
+            return (at, [.atInterval(seconds: interval)] + limits, 0)
         }
 
         // The fallback, away from usual opens: when news has become likely enough.
@@ -383,7 +434,9 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         let fallback = max(earliest, upToDate &+ UInt64(spacing * 1_000_000))
         let step = grid * 1_000_000
         var t = roundUp(earliest)
-        let horizon = min(fallback, t &+ 36 * 3600 * 1_000_000)
+        // A fallback fetch just before a usual open would keep the open's
+        // fetch off the timer's beat: the open's fetch does for both.
+        let horizon = min(fallback &+ intervalMicros(of: state) &+ otherPullIn * 1_000_000, t &+ 36 * 3600 * 1_000_000)
         // Within a run of likely opens the app is fetched at its interval (t starts at its floor).
         let coarse = UInt64(UsageHabit.slotMinutes * 60) * 1_000_000
         var wasHot = true
@@ -406,8 +459,11 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
             let gap = Double(t > upToDate ? t - upToDate : 0) / 1e6 + Double(lead + margin)
             if state.content.probability(within: gap) >= contentThreshold {
                 var reasons: [FetchPlanReason] = [.usuallyOpenedAt(secondsIntoDay: usualOpen(state.habit, from: t)), .contentLikely]
-                if t == roundUp(floorTime) && floorTime > now { reasons.append(.intervalFloor(seconds: interval)) }
-                return (t, reasons + limits, preOpenPullIn)
+                // On the interval timer's beat: never staler at this open than under the timer.
+                let from = max(earliest, t > step ? t - step + 1 : 0)
+                let at = state.cadence.next(atOrAfter: from, interval: intervalMicros(of: state)) ?? t
+                if at == floorTime && floorTime > now { reasons.append(.intervalFloor(seconds: interval)) }
+                return (at, reasons + limits, preOpenPullIn)
             }
             // Little chance of news by then: skip this run, a slot at a time
             // (whether a moment is hot changes only at local slot boundaries).

@@ -1,6 +1,6 @@
-// Storage format of an AppLearning, version 1, little-endian:
+// Storage format of an AppLearning, version 2, little-endian:
 //
-//   u8  version (1)
+//   u8  version (2; 1 is the same without the last line)
 //   f64 habit decay
 //   two histograms (weekdays, then weekends), each:
 //       u16 slot count, then f64 mass per slot
@@ -8,6 +8,7 @@
 //       u16 counted count, then u16 slot per counted slot (ascending)
 //   f64 content found   f64 content hours   u8 has updatedAt   u64 updatedAt
 //   u32 noData streak   u8 has upToDateAt   u64 upToDateAt
+//   u8 has cadenceAnchor   u64 cadenceAnchor
 //
 // What the planner learned is written after every fetch and read for every
 // app at start-up; JSONDecoder took about 300 µs for the two 96-slot
@@ -17,7 +18,7 @@
 import Foundation
 
 extension AppLearning {
-    static let storageVersion: UInt8 = 1
+    static let storageVersion: UInt8 = 2
 
     /// What was learned, in its storage format.
     public func storageBytes() -> [UInt8] {
@@ -41,6 +42,8 @@ extension AppLearning {
         bytes.append(integer: UInt32(clamping: noDataStreak))
         bytes.append(upToDateAt == nil ? 0 : 1)
         bytes.append(integer: upToDateAt ?? 0)
+        bytes.append(cadenceAnchor == nil ? 0 : 1)
+        bytes.append(integer: cadenceAnchor ?? 0)
         return bytes
     }
 
@@ -55,7 +58,8 @@ extension AppLearning {
             }
         }
         var reader = ByteReader(bytes: bytes)
-        guard try reader.byte() == Self.storageVersion else {
+        let version = try reader.byte()
+        guard version == 1 || version == Self.storageVersion else {
             throw CoreError(.failed, "learning record of an unknown format version \(bytes.first ?? 0)")
         }
         var habit = UsageHabit(decay: Double(bitPattern: try reader.integer(UInt64.self)))
@@ -83,6 +87,12 @@ extension AppLearning {
         let streak = Int(try reader.integer(UInt32.self))
         let hasUpToDate = try reader.byte() != 0
         let upToDate = try reader.integer(UInt64.self)
-        self.init(habit: habit, content: content, noDataStreak: streak, upToDateAt: hasUpToDate ? upToDate : nil)
+        var anchor: UInt64?
+        if version >= 2 {
+            let hasAnchor = try reader.byte() != 0
+            let value = try reader.integer(UInt64.self)
+            anchor = hasAnchor ? value : nil
+        }
+        self.init(habit: habit, content: content, noDataStreak: streak, upToDateAt: hasUpToDate ? upToDate : nil, cadenceAnchor: anchor)
     }
 }

@@ -141,26 +141,57 @@ import Testing
 
     @Test func coalescesAppsDueAtAboutTheSameTime() {
         var planner = AdaptivePlanner(floor: Self.floor)
-        let start = Self.at(day: 0, 9)
-        // Three apps registered minutes apart: due minutes apart, woken together.
-        planner.register("org.example.A", interval: .minimum, at: start)
-        planner.register("org.example.B", interval: .minimum, at: start + 120_000_000)
-        planner.register("org.example.C", interval: .minimum, at: start + 240_000_000)
-        // A may wait a few minutes past its floor (never before it): it joins C's wake, and B with it.
-        let wake = planner.nextWake()!
-        #expect(wake == start + 19 * 60_000_000)
-        let first = planner.appsToFetch(at: wake)
-        #expect(Set(first) == ["org.example.A", "org.example.B", "org.example.C"])
-        for app in first { planner.fetched(app, result: .noData, at: wake) }
-        var wakes = 1
-        while let next = planner.nextWake(), next < start + 3 * 3600 * 1_000_000 {
-            let apps = planner.appsToFetch(at: next)
-            for app in apps { planner.fetched(app, result: .noData, at: next) }
-            if !apps.isEmpty { wakes += 1 }
+        let apps = ["org.example.A", "org.example.B", "org.example.C"]
+        // Registered a minute apart (their timers beat a minute apart), all used around 08:00.
+        for (index, app) in apps.enumerated() {
+            planner.register(app, interval: .minimum, at: Self.at(day: 0, 0, index))
         }
-        // Over three hours: 3 apps × 11 fetches at most; together, they share every wake.
-        #expect(wakes <= 12, "\(wakes) wakes for three apps")
-        #expect(planner.plan(for: "org.example.B", at: start)?.reasons.contains { if case .coalesced = $0 { true } else { false } } == true)
+        for day in 0..<4 {
+            for (index, app) in apps.enumerated() {
+                let open = Self.at(day: day, 8, index)
+                run(&planner, until: open)
+                planner.opened(app, at: open)
+                planner.closed(app, at: open + 600_000_000)
+            }
+        }
+        // In the afternoon and evening none is near a usual open: each is
+        // fetched when news has become likely, and they wait for each other.
+        run(&planner, until: Self.at(day: 4, 14))
+        var fetches = 0
+        var wakes = 0
+        while let next = planner.nextWake(), next < Self.at(day: 4, 23) {
+            let due = planner.appsToFetch(at: next)
+            for app in due { planner.fetched(app, result: .noData, at: next) }
+            fetches += due.count
+            if !due.isEmpty { wakes += 1 }
+        }
+        #expect(fetches >= 3, "each is fetched at least once in nine hours")
+        #expect(wakes * 2 <= fetches, "\(wakes) wakes for \(fetches) fetches")
+        #expect(apps.contains { app in
+            planner.plan(for: app, at: Self.at(day: 4, 23))?.reasons.contains { if case .coalesced = $0 { true } else { false } } == true
+        })
+    }
+
+    @Test func nearAUsualOpenItIsFetchedOnTheIntervalTimersBeat() throws {
+        var planner = planner()
+        let app = "org.example.News"
+        // Opens of 20 minutes: a beat falls due while it is open, and the timer beats again at the close.
+        for day in 0..<4 {
+            let open = Self.at(day: day, 8, 3 * day)
+            run(&planner, until: open)
+            planner.opened(app, at: open)
+            planner.closed(app, at: open + 1_200_000_000)
+        }
+        run(&planner, until: Self.at(day: 4, 6))
+        let plan = try #require(planner.plan(for: app, at: Self.at(day: 4, 6)))
+        #expect(plan.reasons.first == .usuallyOpenedAt(secondsIntoDay: 8 * 3600))
+        let next = try #require(plan.next)
+        let cadence = try #require(planner.apps[app]?.cadence)
+        #expect(cadence.next(atOrAfter: next, interval: 900_000_000) == next, "on a beat of the timer")
+        #expect(next <= Self.at(day: 4, 8) - 600_000_000, "in time for the open")
+        // The beat is the one a plain timer keeps: 15-minute steps from day 3's close.
+        let close = Self.at(day: 3, 8, 9) + 1_200_000_000
+        #expect((next - close) % 900_000_000 == 0)
     }
 
     @Test func nothingWhileOpenOrAsleepOrIneligible() {

@@ -14,7 +14,8 @@ import Testing
         var content = ContentRate()
         content.record(gap: 3600, newData: true, at: 1_700_000_000_000_000)
         content.record(gap: 900, newData: false, at: 1_700_000_900_000_000)
-        return AppLearning(habit: habit, content: content, noDataStreak: 3, upToDateAt: 1_700_000_123_456_789)
+        return AppLearning(habit: habit, content: content, noDataStreak: 3, upToDateAt: 1_700_000_123_456_789,
+                           cadenceAnchor: 1_700_000_456_000_001)
     }
 
     @Test func roundTripsExactly() throws {
@@ -23,6 +24,15 @@ import Testing
         #expect(try AppLearning(storageBytes: learned.storageBytes()) == learned)
         let bare = AppLearning(habit: UsageHabit(), content: ContentRate(), noDataStreak: 0, upToDateAt: nil)
         #expect(try AppLearning(storageBytes: bare.storageBytes()) == bare)
+    }
+
+    @Test func version1RecordsStillLoadWithoutTheBeat() throws {
+        // Version 1 was version 2 without the cadence anchor's 9 bytes at the end.
+        var v1 = Array(Self.sample().storageBytes().dropLast(9))
+        v1[0] = 1
+        var expected = Self.sample()
+        expected.cadenceAnchor = nil
+        #expect(try AppLearning(storageBytes: v1) == expected)
     }
 
     @Test func learningWrittenAsJSONByEarlierBuildsStillLoads() throws {
