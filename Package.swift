@@ -138,7 +138,7 @@ let package = Package(
         // Start the built daemon on a private dbus-daemon; run after `swift build`.
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BgTaskTestKit", "BackgroundTasks", "BgTaskProtocol", "SDBus"],
+            dependencies: ["BgTaskTestKit", "BgTaskCore", "BackgroundTasks", "BgTaskProtocol", "SDBus"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -17,6 +17,8 @@
 // Everything comes from one SplitMix64 seeded with `seed`, drawn in a fixed
 // order: the same options give the same trace, byte for byte.
 
+import BgTaskCore
+
 /// Makes synthetic traces with daily habits for `bgtaskd-sim`.
 public struct TraceGenerator: Sendable {
     public var apps = 30

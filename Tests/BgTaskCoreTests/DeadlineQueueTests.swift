@@ -4,22 +4,12 @@ import Testing
 /// The indexed heap behind every deadline: checked against a plain sorted list
 /// over many random operations.
 @Suite struct DeadlineQueueTests {
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     @Test func matchesASortedModelUnderRandomOperations() {
         var queue = DeadlineQueue<Int, UInt64>()
         var model: [Int: (at: UInt64, order: Int)] = [:]
         var order = 0
-        var rng = SplitMix(state: 42)
+        var rng = SplitMix64(seed: 42)
         var now: UInt64 = 0
         for _ in 0..<20_000 {
             let target = Int.random(in: 0..<200, using: &rng)

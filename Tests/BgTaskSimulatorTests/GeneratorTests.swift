@@ -1,3 +1,4 @@
+import BgTaskCore
 import BgTaskSimulator
 import Testing
 

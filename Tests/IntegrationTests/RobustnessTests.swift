@@ -1,3 +1,4 @@
+import BgTaskCore
 import BgTaskTestKit
 import Foundation
 import SDBus
@@ -11,19 +12,8 @@ import Testing
         "CheckIn", "SimulateSleep", "SimulateWake", "NoSuchMethod", "",
     ]
 
-    /// A deterministic generator, so a failure can be replayed.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
-    static func randomValue(_ rng: inout SplitMix, depth: Int = 0) -> BusValue {
+    static func randomValue(_ rng: inout SplitMix64, depth: Int = 0) -> BusValue {
         let strings = ["", "background", "active", "inactive", "org.example.App", "x", "a.b.c",
                        String(repeating: "é", count: 300), "org.example.\u{1F600}", "\0"]
         switch Int.random(in: 0..<(depth > 1 ? 6 : 9), using: &rng) {
@@ -41,7 +31,7 @@ import Testing
 
     @Test func survivesRandomCallsFromVanishingClients() throws {
         let daemon = try DaemonUnderTest()
-        var rng = SplitMix(state: 20261121)
+        var rng = SplitMix64(seed: 20261121)
         var answered = 0
         for client in 0..<40 {
             let bus = try Bus.open(.address(daemon.bus.address))

@@ -1,7 +1,8 @@
 /// A small, fast, seedable PRNG (Steele, Lea and Flood's SplitMix64), so a
-/// generated trace depends on its seed alone — not on the standard library's
-/// random algorithms, which may change between toolchains.
-public struct SplitMix64: Sendable {
+/// generated trace, a benchmark's workload or a randomized test depends on
+/// its seed alone — not on the standard library's random algorithms, which
+/// may change between toolchains.
+public struct SplitMix64: RandomNumberGenerator, Sendable {
     public private(set) var state: UInt64
 
     public init(seed: UInt64) {
