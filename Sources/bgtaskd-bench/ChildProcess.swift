@@ -22,23 +22,12 @@ final class ChildProcess {
         // dup2 clears close-on-exec on the child's stdout; every other pipe end stays closed in it.
         posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], STDOUT_FILENO)
         posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        sigaddset(&defaults, SIGTERM)
-        sigaddset(&defaults, SIGPIPE)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let spawn = SpawnAttributes(defaulting: [SIGTERM, SIGPIPE])
 
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var child: pid_t = 0
-        let r = posix_spawn(&child, path, &actions, &attributes, argv, environ)
+        let r = posix_spawn(&child, path, &actions, &spawn.attributes, argv, environ)
         close(pipeFDs[1])
         guard r == 0 else {
             close(pipeFDs[0])

@@ -19,19 +19,7 @@ final class ServiceProcess {
         posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        sigaddset(&defaults, SIGTERM)
-        sigaddset(&defaults, SIGINT)
-        sigaddset(&defaults, SIGPIPE)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let spawn = SpawnAttributes(defaulting: [SIGTERM, SIGINT, SIGPIPE])
 
         var variables: [String] = []
         var index = 0
@@ -50,7 +38,7 @@ final class ServiceProcess {
         }
         var child: pid_t = 0
         spawnedAt = MonotonicTime.nanoseconds()
-        let r = posix_spawn(&child, path, &actions, &attributes, argv, envp)
+        let r = posix_spawn(&child, path, &actions, &spawn.attributes, argv, envp)
         guard r == 0 else { throw SpawnError(what: "posix_spawn \(path)", code: r) }
         pid = child
     }
