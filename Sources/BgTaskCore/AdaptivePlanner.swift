@@ -98,8 +98,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     public var fallbackCeiling: Double = 4 * 3600
     /// A hot run is skipped when new content by then is less likely than this.
     public var contentThreshold = 0.01
-    /// How far ahead a pre-open plan, and any other plan, may be pulled into an earlier wake (seconds).
-    public var preOpenPullIn: UInt64 = 0
+    /// How far a plan that may wait (not a beat) may be pulled into an earlier wake (seconds).
     public var otherPullIn: UInt64 = 600
 
     private(set) public var apps: [String: AppState] = [:]
@@ -257,7 +256,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         guard !sleeping, let earliest = queue.earliest(), earliest <= now else { return [] }
         var due: [String] = []
         var later: [(Int, UInt64)] = []
-        while let number = queue.popDue(at: now &+ max(preOpenPullIn, otherPullIn) * 1_000_000) {
+        while let number = queue.popDue(at: now &+ otherPullIn * 1_000_000) {
             let app = names[number]
             guard let state = apps[app], let planned = state.planned else { continue }
             // Pulled in only if its own pull-in allows and its floor has passed.
@@ -357,7 +356,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
             var time = own
             while time <= end {
                 // Wakes off the grid (on an app's timer beat) within the step before come first.
-                if let beats = offGrid[time], let beat = beats.filter({ $0 >= own && $0 <= end }).min() {
+                if let beats = offGrid[time], let beat = beats.lazy.filter({ $0 >= own && $0 <= end }).min() {
                     planned = beat
                     break
                 }
@@ -463,7 +462,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
                 let from = max(earliest, t > step ? t - step + 1 : 0)
                 let at = state.cadence.next(atOrAfter: from, interval: intervalMicros(of: state)) ?? t
                 if at == floorTime && floorTime > now { reasons.append(.intervalFloor(seconds: interval)) }
-                return (at, reasons + limits, preOpenPullIn)
+                return (at, reasons + limits, 0)
             }
             // Little chance of news by then: skip this run, a slot at a time
             // (whether a moment is hot changes only at local slot boundaries).
