@@ -63,7 +63,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The fetch mode (DESIGN §5).
+        // The fetch mode (docs/DESIGN.md §5).
         .target(
             name: "BgTaskModeFetch",
             dependencies: ["BgTaskPluginKit", "BgTaskCore", "BgTaskProtocol"],
@@ -84,7 +84,7 @@ let package = Package(
             dependencies: ["BackgroundTasks", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings
         ),
-        // The remote-notification mode (DESIGN §5).
+        // The remote-notification mode (docs/DESIGN.md §5).
         .target(
             name: "BgTaskModeRemoteNotifications",
             dependencies: ["BgTaskPluginKit", "BgTaskCore", "BgTaskProtocol"],
@@ -109,7 +109,7 @@ let package = Package(
             dependencies: ["BgTaskSimulator", "BgTaskCore", "BgTaskProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings
         ),
-        // Benchmarks that print the figures the issues name (run in release mode).
+        // Benchmarks that print the figures the README reports (run in release mode).
         .executableTarget(
             name: "bgtaskd-bench",
             dependencies: [

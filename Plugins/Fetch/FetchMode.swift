@@ -5,7 +5,7 @@ import Foundation
 
 // Implementation notes
 //
-// The fetch mode (DESIGN §5) keeps one FetchRecord per app that ever set an
+// The fetch mode (docs/DESIGN.md §5) keeps one FetchRecord per app that ever set an
 // interval, in the daemon's database ("apps" collection, FetchRecord+Storage),
 // and what the planner learned about it ("learning": its usage habit and
 // content rate), and plans with the core's AdaptivePlanner — the same code

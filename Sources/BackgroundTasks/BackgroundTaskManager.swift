@@ -123,7 +123,7 @@ public final class BackgroundTaskManager: Sendable {
         uniqueName = connection.uniqueName
         session.withLock { session in
             session.appID = launch == nil ? nil : appID
-            // A launched app starts in the background (DESIGN §4).
+            // A launched app starts in the background (docs/DESIGN.md §4).
             if let launch, launch.reason != .user { session.state = .background }
         }
         subscribeToTaskSignals()

@@ -188,7 +188,7 @@ public struct BackgroundTasksError: Error, CustomStringConvertible {
 // MARK: - Mapping from the bus
 
 extension BackgroundTasksError {
-    /// The daemon's own errors and InvalidArgs (DESIGN §1), by D-Bus name.
+    /// The daemon's own errors and InvalidArgs (docs/DESIGN.md §1), by D-Bus name.
     private static let codesByName: [String: Code] = [
         BgTaskErrors.noSuchTask: .noSuchTask,
         BgTaskErrors.notPermitted: .notPermitted,

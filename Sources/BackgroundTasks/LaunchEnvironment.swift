@@ -1,7 +1,7 @@
 import Foundation
 
 /// The environment variables bgtaskd sets when it launches an app for a
-/// background event (DESIGN §3), read once where the SDK needs them.
+/// background event (docs/DESIGN.md §3), read once where the SDK needs them.
 ///
 /// A variable that is set but empty counts as unset.
 enum LaunchEnvironment {

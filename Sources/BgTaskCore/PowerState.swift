@@ -1,5 +1,5 @@
 /// What the machine's power sources report, as far as the daemon can tell:
-/// the inputs that may restrict Background App Refresh (DESIGN §4,
+/// the inputs that may restrict Background App Refresh (docs/DESIGN.md §4,
 /// `GetBackgroundRefreshStatus`).
 ///
 /// `nil` means unknown (no system bus, or the service that would say is not

@@ -1,5 +1,5 @@
 /// Decides whether Background App Refresh is available to an app
-/// (DESIGN §4, `GetBackgroundRefreshStatus`):
+/// (docs/DESIGN.md §4, `GetBackgroundRefreshStatus`):
 ///
 /// - `denied` when the user switched it off: the global switch (app id `""`),
 ///   or the app's own switch;

@@ -1,4 +1,4 @@
-/// What `GetBackgroundRefreshStatus` answers (DESIGN §4), as iOS's
+/// What `GetBackgroundRefreshStatus` answers (docs/DESIGN.md §4), as iOS's
 /// `UIBackgroundRefreshStatus`.
 public enum RefreshStatus: String, Sendable, CaseIterable {
     /// Background refresh may run.

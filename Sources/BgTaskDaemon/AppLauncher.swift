@@ -6,7 +6,7 @@ import Logging
 import SDBus
 
 /// Starts apps for background events and tracks them until they exit
-/// (DESIGN §3). Confined to the loop's thread.
+/// (docs/DESIGN.md §3). Confined to the loop's thread.
 ///
 /// Implementation notes:
 /// - Placement, in order of preference: a transient scope of the systemd user

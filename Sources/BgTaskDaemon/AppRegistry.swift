@@ -5,7 +5,7 @@ import Logging
 import SDBus
 
 /// The applications bgtaskd knows: the desktop entries in the XDG data
-/// directories (DESIGN §3), kept up to date while the daemon runs.
+/// directories (docs/DESIGN.md §3), kept up to date while the daemon runs.
 ///
 /// Implementation notes:
 ///

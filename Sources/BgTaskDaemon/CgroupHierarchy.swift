@@ -1,7 +1,7 @@
 import Foundation
 
 /// Where the cgroup v2 hierarchy is mounted and which cgroup of it the daemon
-/// is in: the parent of the cgroups the launcher makes for apps (DESIGN §3).
+/// is in: the parent of the cgroups the launcher makes for apps (docs/DESIGN.md §3).
 ///
 /// The parsers are pure and unit-tested; ``current()`` reads `/proc/self`.
 struct CgroupHierarchy: Sendable, Equatable {

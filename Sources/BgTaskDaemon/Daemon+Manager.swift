@@ -4,7 +4,7 @@ import BgTaskProtocol
 import Glibc
 import SDBus
 
-// The Manager interface (DESIGN §4): property getters, then method handlers,
+// The Manager interface (docs/DESIGN.md §4): property getters, then method handlers,
 // then the one table that binds them. Every handler follows the same order:
 // read arguments → validate → identify the caller → check its right →
 // change state → reply → carry out the actions (signals, PropertiesChanged).
@@ -39,7 +39,7 @@ extension Daemon {
 
     // MARK: Helpers
 
-    /// Refuses callers that are not trusted (DESIGN §3) with a message saying who is.
+    /// Refuses callers that are not trusted (docs/DESIGN.md §3) with a message saying who is.
     func requireTrusted(_ caller: CallerIdentity, _ action: String) throws(CoreError) {
         guard !caller.isTrusted else { return }
         let who = settings.bus == .system

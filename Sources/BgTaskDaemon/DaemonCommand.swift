@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import SDBus
 
-/// `bgtaskd`: the command line of DESIGN §2.
+/// `bgtaskd`: the command line of docs/DESIGN.md §2.
 public struct DaemonCommand: ParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "bgtaskd",

@@ -1,7 +1,7 @@
 import BgTaskCore
 import Glibc
 
-/// What bgtaskd needs from an application's desktop entry (DESIGN §3): the
+/// What bgtaskd needs from an application's desktop entry (docs/DESIGN.md §3): the
 /// background modes it declares and the command line to wake it with.
 ///
 /// Implementation notes — the Desktop Entry Specification, read the way GLib

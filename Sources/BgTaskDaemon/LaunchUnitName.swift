@@ -2,7 +2,7 @@ import BgTaskCore
 
 /// Names for launched apps' scopes, in the XDG convention
 /// `app-<launcher>-<app id>-<random>.scope` that
-/// ``SandboxInspector/appID(fromUnit:)`` reads back (DESIGN §3).
+/// ``SandboxInspector/appID(fromUnit:)`` reads back (docs/DESIGN.md §3).
 enum LaunchUnitName {
     /// The launcher part of the name.
     static let launcher = "bgtaskd"

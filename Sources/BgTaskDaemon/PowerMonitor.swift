@@ -33,7 +33,7 @@ import SDBus
 // is invalidated without its value.
 
 /// Follows UPower and power-profiles-daemon on the system bus: the inputs of
-/// `GetBackgroundRefreshStatus` (DESIGN §4).
+/// `GetBackgroundRefreshStatus` (docs/DESIGN.md §4).
 ///
 /// Confined to the thread of the loop it is given: create it, call
 /// ``start()`` and read ``state`` there. Nothing here blocks the loop. Without

@@ -1,4 +1,4 @@
-/// The Background App Refresh switches (DESIGN §4 `SetBackgroundRefreshEnabled`),
+/// The Background App Refresh switches (docs/DESIGN.md §4 `SetBackgroundRefreshEnabled`),
 /// as stored by ``StateStore``.
 ///
 /// The global switch and every per-app switch are on unless the user turned

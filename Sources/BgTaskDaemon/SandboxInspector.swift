@@ -2,7 +2,7 @@ public import BgTaskCore
 import Foundation
 
 /// Learns what the kernel says about a caller's app: a Flatpak sandbox's app
-/// id, or the app id in its systemd unit name (DESIGN §3). The parsers are
+/// id, or the app id in its systemd unit name (docs/DESIGN.md §3). The parsers are
 /// pure and unit-tested; ``inspect(pid:)`` reads `/proc`.
 public enum SandboxInspector {
     /// What a process's sandbox and cgroup say about it.

@@ -3,7 +3,7 @@ import GRDB
 public import Logging
 
 /// The daemon's durable state: one SQLite database, `<state dir>/bgtaskd.sqlite3`
-/// (DESIGN §2), holding the Background App Refresh switches, each app's usage
+/// (docs/DESIGN.md §2), holding the Background App Refresh switches, each app's usage
 /// history, and the records mode plugins keep (fetch registrations, results,
 /// offences, …) in a generic per-plugin store.
 ///

@@ -1,4 +1,4 @@
-/// The D-Bus error names bgtaskd answers with (DESIGN §1), in one table.
+/// The D-Bus error names bgtaskd answers with (docs/DESIGN.md §1), in one table.
 public enum BgTaskErrors {
     public static let invalidArgs = "org.freedesktop.DBus.Error.InvalidArgs"
     public static let failed = "org.freedesktop.DBus.Error.Failed"

@@ -1,4 +1,4 @@
-/// The fixed names of bgtaskd's D-Bus API (DESIGN §1), shared by the daemon,
+/// The fixed names of bgtaskd's D-Bus API (docs/DESIGN.md §1), shared by the daemon,
 /// the SDK and the command-line tool.
 public enum BgTaskNames {
     /// The well-known bus name the daemon owns.

@@ -1,6 +1,6 @@
 // Implementation notes
 //
-// The figures of issue 5, under all three policies: the cost and staleness
+// The scheduling figures the README reports, under all three policies: the cost and staleness
 // figures on a trace with the generator's defaults (30 apps, 14 days, the
 // machine asleep 23:30–07:00; what `generate --seed N` writes); the recovery
 // figure on the same trace in which app 0's habits move 4 h later from
@@ -28,7 +28,7 @@ import Glibc
 import Darwin
 #endif
 
-/// Runs the figures of issue 5 and says which pass.
+/// Runs the scheduling figures and says which pass.
 public struct Figures: Sendable {
     /// Added to the 20 % of the recovery bound: one app's daily staleness is noisy (a
     /// single content item just before an open), and a pre-shift level near 0 would

@@ -1,6 +1,6 @@
 public import BgTaskCore
 
-/// The baseline of DESIGN §8: every app is fetched as soon as its floored
+/// The baseline of docs/DESIGN.md §8: every app is fetched as soon as its floored
 /// interval since its last fetch (or since it registered) has passed, as one
 /// systemd timer per app would. No learning and no coalescing: apps share a
 /// wake only when they fall due at the very same µs. A fetch that falls due

@@ -13,7 +13,7 @@
 public import BgTaskCore
 
 /// A planner that knows the future: the lower bound of staleness for one
-/// fetch per open (DESIGN §8's `oracle`). Built from the trace it is run on.
+/// fetch per open (docs/DESIGN.md §8's `oracle`). Built from the trace it is run on.
 public struct OraclePlanner: FetchPlanner, Sendable {
     public let floor: Double
     /// The planned fetches, by time (realtime µs).

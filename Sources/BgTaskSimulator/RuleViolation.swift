@@ -1,4 +1,4 @@
-/// A fetch a planner asked for that breaks a rule of DESIGN §8: the
+/// A fetch a planner asked for that breaks a rule of docs/DESIGN.md §8: the
 /// simulator refuses it (it is not performed, counted or reported to the
 /// planner) and records it here.
 public struct RuleViolation: Sendable, Equatable, CustomStringConvertible {

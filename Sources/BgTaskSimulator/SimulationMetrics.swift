@@ -1,4 +1,4 @@
-/// What a simulation cost and what users saw (DESIGN §8).
+/// What a simulation cost and what users saw (docs/DESIGN.md §8).
 ///
 /// Staleness is measured at each open: how long the app had been out of
 /// date, i.e. the age of the oldest content it lacked, 0 if none. The p90 is
@@ -36,10 +36,10 @@ public struct SimulationMetrics: Sendable, Equatable {
         self.pushWakes = pushWakes
     }
 
-    /// The JSON names of DESIGN §8, in its order.
+    /// The JSON names of docs/DESIGN.md §8, in its order.
     public static let jsonKeys = ["fetch_wakes", "wake_events", "nodata_fetches", "mean_staleness_s", "p90_staleness_s", "opens"]
 
-    /// One JSON object with exactly the six keys of DESIGN §8 (seconds rounded to ms).
+    /// One JSON object with exactly the six keys of docs/DESIGN.md §8 (seconds rounded to ms).
     public var json: String {
         let values = [
             String(fetchWakes), String(wakeEvents), String(nodataFetches),

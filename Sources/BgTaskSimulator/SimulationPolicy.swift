@@ -1,6 +1,6 @@
 import BgTaskCore
 
-/// The fetch policies `bgtaskd-sim` compares (DESIGN §8).
+/// The fetch policies `bgtaskd-sim` compares (docs/DESIGN.md §8).
 public enum SimulationPolicy: String, Sendable, CaseIterable {
     /// bgtaskd's own ``BgTaskCore/AdaptivePlanner``, as the daemon runs it.
     case adaptive

@@ -8,7 +8,7 @@
 // next trace event (so a planner that plans a wake and then fetches nothing
 // cannot stall the simulation).
 //
-// The simulator, not the planner, enforces DESIGN §8's rules, the same for
+// The simulator, not the planner, enforces docs/DESIGN.md §8's rules, the same for
 // every policy: a fetch while the machine sleeps, while the app is open, for
 // an app without a fetch interval, or within the app's floored interval since
 // its last background fetch is refused — not performed, not counted, not
@@ -22,7 +22,7 @@
 // fetches at the same instant), the app up to date. The planner hears of it
 // as fetched(app, result:, at:), as it would hear of any background run
 // that brought the app up to date; it is not a fetch for the interval rule.
-// A push that arrives while the machine sleeps waits for the wake (DESIGN §6);
+// A push that arrives while the machine sleeps waits for the wake (docs/DESIGN.md §6);
 // one for an open app, or a non-silent one, wakes nothing.
 
 public import BgTaskCore

@@ -1,6 +1,6 @@
 import BgTaskCore
 
-/// A trace of what users, servers and the machine did (DESIGN §8): JSON Lines
+/// A trace of what users, servers and the machine did (docs/DESIGN.md §8): JSON Lines
 /// sorted by `t`, read and written here, and checked on the way in so the
 /// simulator can trust it (sorted, every close after its open, no open while
 /// the machine sleeps, sleep and wake alternating).

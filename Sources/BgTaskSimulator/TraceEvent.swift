@@ -1,7 +1,7 @@
 import BgTaskProtocol
 
 /// One line of a trace: something that happened at `t` seconds after the
-/// trace start (DESIGN §8).
+/// trace start (docs/DESIGN.md §8).
 public struct TraceEvent: Sendable, Equatable {
     /// What happened.
     public enum Kind: Sendable, Equatable {
@@ -52,7 +52,7 @@ public struct TraceEvent: Sendable, Equatable {
         }
     }
 
-    /// The event as one JSON Lines line (no newline), fields in the order of DESIGN §8.
+    /// The event as one JSON Lines line (no newline), fields in the order of docs/DESIGN.md §8.
     public var jsonLine: String {
         var line = "{\"t\":" + Self.number(t) + ",\"kind\":\"" + kindName + "\""
         if let app { line += ",\"app\":" + JSONText.quoted(app) }

@@ -2,7 +2,7 @@ import ArgumentParser
 
 /// `bgtaskctl`: look at and drive a running bgtaskd over its D-Bus API.
 ///
-/// Every subcommand is a client of the public API only (DESIGN §7): it talks
+/// Every subcommand is a client of the public API only (docs/DESIGN.md §7): it talks
 /// to `org.bgtaskd.BackgroundTasks1` exactly as an app or `busctl` would, so
 /// what it shows is what any client can see.
 @main

@@ -1,7 +1,7 @@
 import BgTaskProtocol
 import SDBus
 
-/// The Manager interface's properties (DESIGN §4), read into Swift values.
+/// The Manager interface's properties (docs/DESIGN.md §4), read into Swift values.
 struct ManagerState {
     /// One entry of the `Tasks` property, `(ussd)`.
     struct Task: Encodable, Equatable {

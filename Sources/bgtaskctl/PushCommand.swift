@@ -54,7 +54,7 @@ struct PushCommand: ClientCommand {
             unless its value is JSON as a whole or a piece has no '='. -P gives the whole \
             payload instead.
 
-            What the daemon does with it (DESIGN §5): an alert is shown (through \
+            What the daemon does with it (docs/DESIGN.md §5): an alert is shown (through \
             org.freedesktop.Notifications when present) and wakes the app; a silent push \
             (-n without -a) wakes it while the app's silent budget \
             (RemoteNotifications.SilentPerHour) lasts and otherwise waits for the app's \

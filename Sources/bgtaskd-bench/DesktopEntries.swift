@@ -1,6 +1,6 @@
 import Glibc
 
-/// Desktop entries for the apps a benchmark plays (DESIGN §3): the daemon
+/// Desktop entries for the apps a benchmark plays (docs/DESIGN.md §3): the daemon
 /// knows an app, and the modes it may use, from
 /// `$XDG_DATA_HOME/applications/<id>.desktop`.
 enum DesktopEntries {

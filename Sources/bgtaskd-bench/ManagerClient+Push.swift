@@ -1,7 +1,7 @@
 import BgTaskProtocol
 import SDBus
 
-/// The calls of the remote-notification mode (DESIGN §5): a trusted sender's
+/// The calls of the remote-notification mode (docs/DESIGN.md §5): a trusted sender's
 /// `DeliverPush`, and an app's `NotificationReceived` and `CompleteNotification`.
 extension ManagerClient {
     /// `RemoteNotifications.DeliverPush(app_id, payload_json, {})`: the push id,

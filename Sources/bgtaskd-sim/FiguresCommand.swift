@@ -3,11 +3,11 @@ import BgTaskProtocol
 import BgTaskSimulator
 import Foundation
 
-/// Prints issue 5's figures with PASS/FAIL; exits 1 if any fails.
+/// Prints the simulator's figures (targets in the README) with PASS/FAIL; exits 1 if any fails.
 struct FiguresCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "figures",
-        abstract: "Run the three policies on the default generated trace and check issue 5's figures.",
+        abstract: "Run the three policies on the default generated trace and check the scheduling figures.",
         discussion: """
             The trace: `generate --apps 30 --days 14 --shift 0:7:4 --app-content 0:24` (app 0's opens move \
             4 h later from 0-based day 7, the 8th day, on; it gets 24 content items a day). Checks: adaptive wake_events ≤ 40 % and fetch_wakes ≤ 50 % of \

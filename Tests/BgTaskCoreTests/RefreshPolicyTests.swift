@@ -1,7 +1,7 @@
 import BgTaskCore
 import Testing
 
-/// `GetBackgroundRefreshStatus` (DESIGN §4): the switches and the power inputs.
+/// `GetBackgroundRefreshStatus` (docs/DESIGN.md §4): the switches and the power inputs.
 @Suite struct RefreshPolicyTests {
     let ac = PowerState(onBattery: false, batteryPercent: 80)
 

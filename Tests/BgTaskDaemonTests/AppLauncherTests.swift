@@ -11,7 +11,7 @@ import Testing
 /// Swift Testing has an `ExitStatus` of its own.
 private typealias LaunchExit = BgTaskDaemon.ExitStatus
 
-/// Launching apps for background events (DESIGN §3): process state, placement,
+/// Launching apps for background events (docs/DESIGN.md §3): process state, placement,
 /// failures, reaping, freezing. Each test drives its own sd-event loop on the
 /// test's thread and cleans up every process and cgroup it makes.
 @Suite(.serialized) struct AppLauncherTests {

@@ -8,7 +8,7 @@ import SDBus
 import Synchronization
 import Testing
 
-/// Finding desktop entries in the XDG data directories and following changes (DESIGN §3).
+/// Finding desktop entries in the XDG data directories and following changes (docs/DESIGN.md §3).
 @Suite struct AppRegistryTests {
     // MARK: Directories and ids
 

@@ -2,7 +2,7 @@
 import Foundation
 import Testing
 
-/// Every configuration error stops start-up and names file, line and key (DESIGN §2).
+/// Every configuration error stops start-up and names file, line and key (docs/DESIGN.md §2).
 @Suite struct ConfigurationErrorTests {
     /// Applies `text` as `bgtaskd.conf` and returns the error it must cause.
     func failure(_ text: String, file: String = "/etc/bgtaskd/bgtaskd.conf") -> Configuration.ParseError? {

@@ -3,9 +3,9 @@ import BgTaskCore
 import Foundation
 import Testing
 
-/// Defaults, INI parsing and the order of sources (DESIGN §2).
+/// Defaults, INI parsing and the order of sources (docs/DESIGN.md §2).
 @Suite struct ConfigurationTests {
-    /// DESIGN §2's table, verbatim.
+    /// docs/DESIGN.md §2's table, verbatim.
     static let designDefaults: [(key: String, value: String)] = [
         ("Tasks.BudgetSec", "600"),
         ("Tasks.WarningSec", "5"),

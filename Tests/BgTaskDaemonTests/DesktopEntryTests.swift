@@ -2,7 +2,7 @@
 import BgTaskCore
 import Testing
 
-/// Reading a desktop entry the way the Desktop Entry Specification asks (DESIGN §3).
+/// Reading a desktop entry the way the Desktop Entry Specification asks (docs/DESIGN.md §3).
 @Suite struct DesktopEntryTests {
     private let id = try! AppID(validating: "org.example.Weather")
 

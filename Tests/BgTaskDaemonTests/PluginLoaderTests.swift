@@ -7,7 +7,7 @@ import Logging
 import SDBus
 import Testing
 
-/// The loader's rules (DESIGN §7) against real shared libraries, compiled from
+/// The loader's rules (docs/DESIGN.md §7) against real shared libraries, compiled from
 /// C at test time against the checked-in ABI header: a good plugin, a wrong
 /// major, a newer minor, no entry symbol, empty metadata, a failing init,
 /// insecure files and directories, and a file that is no library at all.

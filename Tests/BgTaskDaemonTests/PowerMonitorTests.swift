@@ -6,7 +6,7 @@ import SDBus
 import Synchronization
 import Testing
 
-/// The power inputs of `GetBackgroundRefreshStatus` (DESIGN §4), against
+/// The power inputs of `GetBackgroundRefreshStatus` (docs/DESIGN.md §4), against
 /// python-dbusmock's UPower and power-profiles-daemon on a private bus that
 /// plays the system bus. The monitor runs on a loop thread, as in the daemon.
 @Suite(.serialized) struct PowerMonitorTests {

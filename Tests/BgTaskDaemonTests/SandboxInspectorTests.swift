@@ -3,7 +3,7 @@ import BgTaskCore
 import Glibc
 import Testing
 
-/// What a caller's sandbox and cgroup say about its app (DESIGN §3).
+/// What a caller's sandbox and cgroup say about its app (docs/DESIGN.md §3).
 @Suite struct SandboxInspectorTests {
     // MARK: .flatpak-info
 

@@ -2,7 +2,7 @@ import BgTaskTestKit
 import Foundation
 import Testing
 
-/// Where a caller's app id comes from (DESIGN §3), seen through the real daemon.
+/// Where a caller's app id comes from (docs/DESIGN.md §3), seen through the real daemon.
 @Suite struct IdentityTests {
     /// A cgroup v2 directory named like a systemd app scope, when this machine lets us make one.
     static let cgroupRoot = "/sys/fs/cgroup/unified"
