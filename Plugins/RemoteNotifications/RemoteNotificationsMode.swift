@@ -349,8 +349,10 @@ final class RemoteNotificationsMode: ModePlugin {
     /// the bound exactly again.
     private func armTimer() {
         var next: UInt64 = redeliverAfter
-        if expirationBound > 0 {
-            let at = expirationBound * 1_000_000
+        // An expiration comes from a remote sender: one beyond what µs can
+        // hold is as good as none, and must not trap (it would at every start).
+        let (at, overflow) = expirationBound.multipliedReportingOverflow(by: 1_000_000)
+        if expirationBound > 0, !overflow {
             next = next == 0 ? at : min(next, at)
         }
         guard next != armedAt else { return }

@@ -85,7 +85,7 @@ public final class StateStore {
         guard let queue else { return }
         self.queue = nil
         // Before the connection closes: SQLite will not close it under a live statement.
-        try? queue.unsafeReentrantWrite { _ in
+        queue.unsafeReentrantWrite { _ in
             putStatement?.finalize()
             deleteStatement?.finalize()
         }

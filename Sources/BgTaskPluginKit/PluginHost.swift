@@ -123,7 +123,7 @@ public final class PluginHost {
             }
         }
         let box = Unmanaged.passRetained(Box(api, reply))
-        let result = api.pointee.method_call_send(handle, call, UInt64(max(timeout, 0) * 1_000_000), { userdata, message, name, text in
+        let result = api.pointee.method_call_send(handle, call, Self.microseconds(timeout), { userdata, message, name, text in
             let box = Unmanaged<Box>.fromOpaque(userdata!).takeRetainedValue()
             if let message {
                 box.reply(.success(PluginMessage(api: box.api, handle: message)))
@@ -137,6 +137,12 @@ public final class PluginHost {
             box.release()
             throw ModeError.failed(lastError)
         }
+    }
+
+    /// Seconds as the host's µs, saturating (NaN and negatives are 0: the default timeout).
+    static func microseconds(_ seconds: Double) -> UInt64 {
+        guard seconds > 0 else { return 0 }
+        return seconds >= 1.8e13 ? .max : UInt64((seconds * 1_000_000).rounded())
     }
 
     // MARK: Apps and wakes

@@ -36,8 +36,10 @@ public final class Timer {
     /// The instant (µs on CLOCK_MONOTONIC) the timer is armed for, nil when disarmed.
     public private(set) var armedAt: UInt64?
 
-    /// Fires once at `usec` (CLOCK_MONOTONIC); nil disarms.
+    /// Fires once at `usec` (on the timer's clock); nil disarms, and so does
+    /// `UInt64.max` (never: what a saturated deadline comes to).
     public func arm(at usec: UInt64?) {
+        let usec = usec == .max ? nil : usec
         guard usec != armedAt, let handle = source.handle else { return }
         armedAt = usec
         if let usec {

@@ -25,8 +25,12 @@ struct ExpirationArgument: ExpressibleByArgument {
     /// Unix seconds (0 stays 0: deliver now or never).
     func unixSeconds(now: Date = Date()) -> UInt64 {
         switch value {
-        case .absolute(let seconds): seconds
-        case .fromNow(let seconds): UInt64(now.timeIntervalSince1970.rounded(.down)) + seconds
+        case .absolute(let seconds):
+            return seconds
+        case .fromNow(let seconds):
+            // Saturates: `+18446744073709551615` means never, not a crash.
+            let (sum, overflow) = UInt64(max(0, now.timeIntervalSince1970.rounded(.down))).addingReportingOverflow(seconds)
+            return overflow ? .max : sum
         }
     }
 }

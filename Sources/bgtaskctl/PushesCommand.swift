@@ -85,6 +85,7 @@ struct PushesCommand: ClientCommand {
     static func expires(_ push: PushInfo, now: Date) -> String {
         guard let expiration = push.expiration else { return "-" }
         if expiration == 0 { return "now or never" }
-        return WallClockTime.text(microseconds: expiration * 1_000_000, now: now)
+        let (microseconds, overflow) = expiration.multipliedReportingOverflow(by: 1_000_000)
+        return overflow ? "never (\(expiration))" : WallClockTime.text(microseconds: microseconds, now: now)
     }
 }

@@ -12,14 +12,15 @@ enum WallClockTime {
     /// `in 42s`, `in 14m`, `in 2h 5m`, `in 3d 4h`, `now`, `3m ago`.
     static func relative(_ seconds: TimeInterval) -> String {
         guard seconds.isFinite else { return "never" }
-        if Int(seconds.magnitude.rounded()) == 0 { return "now" }
+        if seconds.magnitude < 0.5 { return "now" }
         let span = span(seconds)
         return seconds > 0 ? "in \(span)" : "\(span) ago"
     }
 
     /// A duration without direction: `0s`, `42s`, `14m`, `2h 5m`, `3d 4h`.
     static func span(_ seconds: TimeInterval) -> String {
-        guard seconds.isFinite else { return "∞" }
+        // Beyond 30,000 years (a client's or a sender's extreme value) Int would overflow.
+        guard seconds.isFinite, seconds.magnitude < 1e12 else { return "∞" }
         let whole = Int(seconds.magnitude.rounded())
         switch whole {
         case ..<60: return "\(whole)s"

@@ -1,0 +1,69 @@
+import BgTaskTestKit
+import Foundation
+import SDBus
+import Testing
+
+/// Numbers from clients and remote senders at their extremes: every one is
+/// saturated or refused, never trapped on, and the state they leave behind
+/// starts again.
+@Suite struct ExtremeValueTests {
+    static let app = "org.example.Chat"
+    static let prefix = "org.bgtaskd.BackgroundTasks1.Error."
+    static let invalid = "org.freedesktop.DBus.Error.InvalidArgs"
+
+    func daemon() throws -> DaemonUnderTest {
+        try DaemonUnderTest(settings: ["RemoteNotifications.SilentPerHour=1000"], desktopEntries: [
+            DesktopEntrySpec(id: Self.app, name: "Chat", modes: ["remote-notification", "fetch"], exec: "/bin/false"),
+        ])
+    }
+
+    static func push(expiration: UInt64) -> (Message) throws -> Void {
+        PushTests.push(#"{"aps":{"content-available":1}}"#, options: ["expiration": .uint64(expiration)])
+    }
+
+    /// An expiration whose µs overflow UInt64 once killed the daemon (SIGILL)
+    /// in the plugin's timer, and at every start after it was stored.
+    @Test func pushExpirationsAtTheirExtremesAreStoredAndSurviveARestart() throws {
+        let daemon = try daemon()
+        let sender = try RawClient(daemon)
+        let soon = UInt64(Date().timeIntervalSince1970) + 2
+        // A short-lived push held first, so that its expiry rearms the timer from the stored state.
+        _ = try sender.call("RemoteNotifications", "DeliverPush", Self.push(expiration: soon)).readString()
+        for expiration: UInt64 in [18_446_744_073_710, UInt64(Int64.max), .max, 1, 4_000_000_000_000] {
+            #expect(sender.errorName("RemoteNotifications", "DeliverPush", Self.push(expiration: expiration)) == nil,
+                    "expiration \(expiration)")
+        }
+        #expect(daemon.process.isRunning, "\(daemon.log.suffix(2000))")
+        // bgtaskctl shows and sends such values without trapping either.
+        let listed = try daemon.bgtaskctl(["pushes", Self.app])
+        #expect(listed.succeeded && listed.standardOutput.contains("never"), "\(listed)")
+        let far = try daemon.bgtaskctl(["push", Self.app, "-n", "--expiration", "+\(UInt64.max)"])
+        #expect(far.succeeded, "\(far)")
+        try daemon.crashAndRestart()
+        // Past the short push's expiry: the timer armed from the stored bound fires and drops it.
+        #expect(daemon.process.waitForStandardError(containing: "it expired", timeout: .seconds(15)))
+        let after = try RawClient(daemon)
+        #expect(after.errorName("Manager", "GetBackgroundTimeRemaining") == nil)
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// Fetch intervals and budgets from clients: saturated or refused.
+    @Test func fetchIntervalsAtTheirExtremes() throws {
+        let daemon = try daemon()
+        let app = try RawClient(daemon)
+        try app.call("Manager", "CheckIn") { try $0.append(Self.app) }
+        let cases: [(Double, String?)] = [
+            (0, nil), (-0.0, nil), (1, nil), (.greatestFiniteMagnitude, nil), (1e300, nil), (.infinity, nil),
+            (1e299, nil), (.leastNonzeroMagnitude, nil), (-1, Self.invalid), (.nan, Self.invalid), (-.infinity, Self.invalid),
+        ]
+        for (seconds, expected) in cases {
+            #expect(app.errorName("Fetch", "SetMinimumFetchInterval") { try $0.append(seconds) } == expected, "\(seconds)")
+            #expect(app.errorName("Fetch", "GetFetchRegistration") == nil, "after \(seconds)")
+        }
+        try daemon.crashAndRestart()
+        let again = try RawClient(daemon)
+        try again.call("Manager", "CheckIn") { try $0.append(Self.app) }
+        #expect(again.errorName("Fetch", "GetFetchRegistration") == nil)
+        #expect(daemon.stop() == .status(0))
+    }
+}
