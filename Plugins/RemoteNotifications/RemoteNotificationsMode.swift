@@ -138,6 +138,10 @@ final class RemoteNotificationsMode: ModePlugin {
     }
 
     private func deliverPush(_ call: PluginCall) throws {
+        // Before reading anything: an untrusted caller learns nothing and costs nothing.
+        guard call.caller.isTrusted else {
+            throw ModeError.bgtaskd("NotPermitted", "only trusted callers may deliver pushes")
+        }
         let arguments = call.arguments
         let app = try arguments.readString()
         let json = try arguments.readString()
@@ -150,9 +154,6 @@ final class RemoteNotificationsMode: ModePlugin {
             payload = try PushPayload(json: json, maximumBytes: maxPayloadBytes)
         } catch {
             throw error.code == .payloadTooLarge ? ModeError.bgtaskd("PayloadTooLarge", error.message) : ModeError.invalidArgs(error.message)
-        }
-        guard call.caller.isTrusted else {
-            throw ModeError.bgtaskd("NotPermitted", "only trusted callers may deliver pushes")
         }
         guard let info = appInfo(app) else {
             throw ModeError.bgtaskd("UnknownApplication", "\(app) has no desktop entry")

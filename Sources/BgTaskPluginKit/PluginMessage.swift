@@ -41,26 +41,41 @@ public struct PluginMessage {
         return (Character(Unicode.Scalar(UInt8(bitPattern: type))), contents.map { String(cString: $0) })
     }
 
+    /// How many entries an `a{sv}` read by ``readOptions(maximumEntries:)`` or
+    /// ``readTypedOptions(maximumEntries:)`` may hold by default: options are
+    /// a handful of keys, and a caller that sends a million must not make the
+    /// daemon decode them before it hears no.
+    public static let defaultMaximumOptions = 64
+    /// Longest option key, in bytes.
+    public static let maximumOptionKeyBytes = 256
+    /// Most strings a variant's `as` may hold.
+    public static let maximumArrayStrings = 1024
+
     /// Reads an `a{sv}` dictionary; values of types without a ``PluginValue`` case are `.other`.
-    public func readOptions() throws(ModeError) -> [String: PluginValue] {
-        var options: [String: PluginValue] = [:]
-        try check(api.pointee.message_enter(handle, CChar(UInt8(ascii: "a")), "{sv}"), "expected an a{sv} argument")
-        while api.pointee.message_enter(handle, CChar(UInt8(ascii: "e")), "sv") > 0 {
-            let key = try readString()
-            options[key] = try readVariant()
-            try check(api.pointee.message_exit(handle), "malformed a{sv}")
-        }
-        try check(api.pointee.message_exit(handle), "malformed a{sv}")
-        return options
+    /// More than `maximumEntries` entries, or a key longer than
+    /// ``maximumOptionKeyBytes``, is `InvalidArgs`, refused as soon as it is seen.
+    public func readOptions(maximumEntries: Int = defaultMaximumOptions) throws(ModeError) -> [String: PluginValue] {
+        try readTypedOptions(maximumEntries: maximumEntries).mapValues(\.value)
     }
 
     /// Reads an `a{sv}` dictionary keeping each value's D-Bus signature, for
-    /// option tables that refuse wrong types (portal style).
-    public func readTypedOptions() throws(ModeError) -> [String: (signature: String, value: PluginValue)] {
+    /// option tables that refuse wrong types (portal style). Bounded as
+    /// ``readOptions(maximumEntries:)``.
+    public func readTypedOptions(
+        maximumEntries: Int = defaultMaximumOptions
+    ) throws(ModeError) -> [String: (signature: String, value: PluginValue)] {
         var options: [String: (signature: String, value: PluginValue)] = [:]
+        var entries = 0
         try check(api.pointee.message_enter(handle, CChar(UInt8(ascii: "a")), "{sv}"), "expected an a{sv} argument")
         while api.pointee.message_enter(handle, CChar(UInt8(ascii: "e")), "sv") > 0 {
+            entries += 1
+            guard entries <= maximumEntries else {
+                throw ModeError.invalidArgs("the options hold more than \(maximumEntries) entries")
+            }
             let key = try readString()
+            guard key.utf8.count <= Self.maximumOptionKeyBytes else {
+                throw ModeError.invalidArgs("option key '\(key.prefix(40))…' is longer than \(Self.maximumOptionKeyBytes) bytes")
+            }
             let signature = try peek()?.contents ?? ""
             options[key] = (signature, try readVariant())
             try check(api.pointee.message_exit(handle), "malformed a{sv}")
@@ -90,7 +105,12 @@ public struct PluginMessage {
         case "as":
             var strings: [String] = []
             try check(api.pointee.message_enter(handle, CChar(UInt8(ascii: "a")), "s"), "malformed array")
-            while let (type, _) = try peek(), type == "s" { strings.append(try readString()) }
+            while let (type, _) = try peek(), type == "s" {
+                guard strings.count < Self.maximumArrayStrings else {
+                    throw ModeError.invalidArgs("a string array holds more than \(Self.maximumArrayStrings) strings")
+                }
+                strings.append(try readString())
+            }
             try check(api.pointee.message_exit(handle), "malformed array")
             return .strings(strings)
         default:

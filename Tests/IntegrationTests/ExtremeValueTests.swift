@@ -47,6 +47,24 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A huge `a{sv}` is refused as soon as it is seen, not decoded first.
+    @Test func hugeOptionsAreRefusedEarly() throws {
+        let daemon = try daemon()
+        let sender = try RawClient(daemon)
+        let many: [String: BusValue] = Dictionary(uniqueKeysWithValues: (0..<100_000).map { ("k\($0)", BusValue.string("v")) })
+        let huge = PushTests.push(#"{"aps":{"content-available":1}}"#, options: many)
+        #expect(sender.errorName("RemoteNotifications", "DeliverPush", huge) == Self.invalid)
+        let longKey = PushTests.push(#"{"aps":{}}"#, options: [String(repeating: "k", count: 300): .uint32(1)])
+        #expect(sender.errorName("RemoteNotifications", "DeliverPush", longKey) == Self.invalid)
+        let bigArray = PushTests.push(#"{"aps":{}}"#, options: ["x": .array(element: "s", (0..<5000).map { .string("\($0)") })])
+        #expect(sender.errorName("RemoteNotifications", "DeliverPush", bigArray) == Self.invalid)
+        // A handful of unknown keys is still fine (dropped).
+        let few = PushTests.push(#"{"aps":{}}"#, options: Dictionary(uniqueKeysWithValues: (0..<64).map { ("k\($0)", BusValue.bool(true)) }))
+        #expect(sender.errorName("RemoteNotifications", "DeliverPush", few) == nil)
+        #expect(daemon.process.isRunning)
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// Fetch intervals and budgets from clients: saturated or refused.
     @Test func fetchIntervalsAtTheirExtremes() throws {
         let daemon = try daemon()

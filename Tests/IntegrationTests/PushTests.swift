@@ -93,6 +93,14 @@ import Testing
             "--method", "org.bgtaskd.BackgroundTasks1.RemoteNotifications.DeliverPush", Self.app, #"{"aps":{"alert":"hi"}}"#, "{}",
         ])
         #expect(result.standardError.contains(Self.prefix + "NotPermitted"), "\(result)")
+        // Trust is checked before the arguments are read: bad options from a stranger are not even looked at.
+        let badOptions = try CommandResult.run("/usr/sbin/runuser", [
+            "-u", "nobody", "--", "/usr/bin/gdbus", "call", "--address", bus.address, "--dest", "org.bgtaskd.BackgroundTasks1",
+            "--object-path", "/org/bgtaskd/BackgroundTasks1",
+            "--method", "org.bgtaskd.BackgroundTasks1.RemoteNotifications.DeliverPush", Self.app, "not json",
+            "{'priority': <'ten'>}",
+        ])
+        #expect(badOptions.standardError.contains(Self.prefix + "NotPermitted"), "\(badOptions)")
         #expect(try held(try RawClient(daemon)).isEmpty)
         #expect(daemon.stop() == .status(0))
     }
