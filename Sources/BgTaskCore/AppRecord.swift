@@ -15,9 +15,13 @@ struct AppRecord: Sendable {
     var wakes: [String] = []
     /// The daemon is launching the app, or launched it and it still runs.
     var launch: LaunchRecord?
+    /// The uid the app belongs to: only connections of this uid may join it.
+    /// nil when unknown (then anyone of any uid may; only tests do that).
+    var owner: UInt32?
 
-    init(budget: Duration) {
+    init(budget: Duration, owner: UInt32?) {
         clock = BackgroundClock(budget: budget)
+        self.owner = owner
     }
 
     /// Nothing refers to the app any more: its record can go.

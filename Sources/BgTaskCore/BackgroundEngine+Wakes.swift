@@ -40,11 +40,11 @@ extension BackgroundEngine {
             let wait = backoff.retryAt.duration(since: now)
             throw CoreError(.failed, "not launching \(request.app) for another \(Int(wait.seconds.rounded(.up))) s: its last launch failed: \(backoff.lastError)")
         }
-        if apps[key] == nil { apps[key] = AppRecord(budget: policy.budget) }
+        if apps[key] == nil { apps[key] = AppRecord(budget: policy.budget, owner: defaultOwner(request.app)) }
         let deadline = now + request.budget
         wakes[request.token] = WakeRecord(
             token: request.token, app: request.app, reason: request.reason, plugin: request.plugin,
-            deadline: deadline, delivered: target != nil)
+            deadline: deadline, deliveredTo: target)
         timers.schedule(.wake(request.token), at: deadline)
         let launch = modifyApp(key) { app -> Bool in
             app.wakes.append(request.token)
@@ -119,6 +119,11 @@ extension BackgroundEngine {
     /// A wake's budget ran out: the plugin counts the offence and the app is
     /// terminated like an overstaying task — unless it is in the foreground,
     /// where nothing is terminated for background limits.
+    ///
+    /// Only processes the daemon can tie to this wake are terminated: the one
+    /// behind the connection the event was handed to, and the process the
+    /// daemon launched for the app. Another process that merely checked in
+    /// as the app is never killed on that connection's account.
     mutating func expireWake(_ token: String, now: MonotonicInstant, into actions: inout [CoreAction]) {
         guard wakes[token] != nil else { return }
         let wake = dropWake(token)
@@ -130,10 +135,8 @@ extension BackgroundEngine {
             return
         }
         var processes: [ProcessRef] = []
-        for connection in app.connections {
-            if let process = connections[connection]?.identity.process, !processes.contains(process) {
-                processes.append(process)
-            }
+        if let recipient = wake.deliveredTo, let process = connections[recipient]?.identity.process {
+            processes.append(process)
         }
         if let launched = app.launch?.process, !processes.contains(launched) { processes.append(launched) }
         terminate(processes, of: key, now: now, into: &actions)

@@ -59,10 +59,15 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     var backoffs: [AppID: LaunchBackoff] = [:]
     var lastTaskID: UInt32 = 0
     var timers = DeadlineQueue<TimerTarget, MonotonicInstant>()
+    /// The uid an app belongs to before anything of it runs: the shell
+    /// answers the daemon's own uid for apps with a desktop entry (they are
+    /// that user's apps), nil for others, which belong to their first claimant.
+    let defaultOwner: (AppID) -> UInt32?
 
-    public init(policy: TaskPolicy, clock: Clock) {
+    public init(policy: TaskPolicy, clock: Clock, defaultOwner: @escaping (AppID) -> UInt32? = { _ in nil }) {
         self.policy = policy
         self.clock = clock
+        self.defaultOwner = defaultOwner
     }
 
     // MARK: Queries
@@ -76,7 +81,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     /// The caller's background time left, in seconds; `Double.greatestFiniteMagnitude`
     /// while its app is not in the background.
     public func secondsRemaining(for caller: CallerIdentity) -> Double {
-        let key = connections[caller.connection]?.app ?? Self.appKey(for: caller)
+        let key = connections[caller.connection]?.app ?? appKey(for: caller)
         return secondsRemaining(of: key)
     }
 
@@ -174,6 +179,11 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         if caller.isSandboxed && caller.appID == nil {
             throw CoreError(.notPermitted, "this caller is sandboxed and its app id is unknown; it cannot claim one")
         }
+        if let owner = owner(of: appID), caller.uid != owner {
+            throw CoreError(
+                .notPermitted,
+                "\(appID) belongs to uid \(owner); a connection of uid \(caller.uid.map(String.init) ?? "unknown") cannot check in as it")
+        }
         let connection = register(caller)
         var actions: [CoreAction] = []
         switch connections[connection]!.app {
@@ -198,7 +208,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         // Waiting events go to this connection, in the order they were asked for.
         var pending: UInt32 = 0
         for token in app.wakes where wakes[token]?.delivered == false {
-            wakes[token]!.delivered = true
+            wakes[token]!.deliveredTo = connection
             pending += 1
             actions.append(.deliverWake(token: token, plugin: wakes[token]!.plugin, app: appID, connection: connection))
         }
@@ -241,8 +251,19 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
 
     // MARK: Internals
 
-    static func appKey(for identity: CallerIdentity) -> AppKey {
-        identity.appID.map(AppKey.app) ?? .connection(identity.connection)
+    /// The app a caller runs as: its known app id, unless that app belongs to
+    /// another uid — then the caller is an app of its own, and can reach
+    /// nothing of the other user's app.
+    func appKey(for identity: CallerIdentity) -> AppKey {
+        guard let id = identity.appID else { return .connection(identity.connection) }
+        if let owner = owner(of: id), identity.uid != owner { return .connection(identity.connection) }
+        return .app(id)
+    }
+
+    /// The uid an app belongs to: its record's, else the shell's default.
+    func owner(of app: AppID) -> UInt32? {
+        if let record = apps[.app(app)] { return record.owner }
+        return defaultOwner(app)
     }
 
     func secondsRemaining(of key: AppKey) -> Double {
@@ -261,9 +282,12 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     mutating func register(_ identity: CallerIdentity) -> ConnectionID {
         let connection = identity.connection
         if connections[connection] != nil { return connection }
-        let key = Self.appKey(for: identity)
+        let key = appKey(for: identity)
         connections[connection] = ConnectionRecord(identity: identity, app: key)
-        if apps[key] == nil { apps[key] = AppRecord(budget: policy.budget) }
+        if apps[key] == nil {
+            let owner = if case .app(let id) = key { defaultOwner(id) ?? identity.uid } else { identity.uid }
+            apps[key] = AppRecord(budget: policy.budget, owner: owner)
+        }
         join(connection, key)
         return connection
     }
@@ -297,7 +321,8 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         let oldApp = apps[record.app]!
         var actions = detach(connection, from: record.app, taking: record.tasks.count)
         if apps[newKey] == nil {
-            var app = AppRecord(budget: policy.budget)
+            let owner = if case .app(let id) = newKey { defaultOwner(id) ?? record.identity.uid } else { record.identity.uid }
+            var app = AppRecord(budget: policy.budget, owner: owner)
             app.state = oldApp.state
             app.clock = oldApp.clock
             app.warned = oldApp.warned

@@ -8,6 +8,9 @@ struct WakeRecord: Sendable {
     /// The plugin that asked for the wake and gets its outcome.
     var plugin: String
     var deadline: MonotonicInstant
-    /// Whether the event was handed to a connection of the app (`deliverWake`).
-    var delivered: Bool
+    /// The connection the event was handed to (`deliverWake`), nil while it waits.
+    /// If the wake expires, this connection's process is the one terminated.
+    var deliveredTo: ConnectionID?
+
+    var delivered: Bool { deliveredTo != nil }
 }

@@ -63,13 +63,18 @@ public final class Daemon {
         loop = try EventLoop()
         bus = try Bus.open(settings.bus, description: "bgtaskd")
         try bus.attach(to: loop)
-        engine = BackgroundEngine(policy: settings.configuration.taskPolicy, clock: SystemMonotonicClock())
+        let registry = AppRegistry(
+            directories: AppRegistry.dataDirectories(environment: ProcessInfo.processInfo.environment),
+            loop: loop, logger: logger)
+        self.registry = registry
+        // Apps with a desktop entry are this user's: only its connections may run as them.
+        let ownUID = getuid()
+        engine = BackgroundEngine(policy: settings.configuration.taskPolicy, clock: SystemMonotonicClock()) { app in
+            registry.entry(for: app) == nil ? nil : ownUID
+        }
         processes = ProcessTable(logger: logger)
         let trustedUID: UInt32 = settings.bus == .system ? 0 : getuid()
         callers = CallerRegistry(bus: bus, loop: loop, processes: processes, trustedUID: trustedUID, logger: logger)
-        registry = AppRegistry(
-            directories: AppRegistry.dataDirectories(environment: ProcessInfo.processInfo.environment),
-            loop: loop, logger: logger)
         let appBusAddress: String? = if case .address(let address) = settings.bus { address } else { nil }
         launcher = AppLauncher(
             loop: loop, sessionBus: settings.bus == .system ? nil : bus, appBusAddress: appBusAddress, logger: logger)
