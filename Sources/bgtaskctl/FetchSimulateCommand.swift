@@ -53,7 +53,8 @@ struct FetchSimulateCommand: ClientCommand {
         var error = error
         switch error.name {
         case BgTaskErrors.refreshDisabled:
-            error.hint = "see 'bgtaskctl refresh status' and 'bgtaskctl apps'; 'bgtaskctl refresh enable \(app)' turns it back on for the app"
+            error.hint = "'bgtaskctl refresh status' and 'bgtaskctl apps' show the switches and the power state; " +
+                "'bgtaskctl refresh enable \(app)' turns the app's switch back on, 'bgtaskctl refresh enable' the one for all apps"
         case BgTaskErrors.modeNotDeclared:
             error.hint = "add fetch to X-BgTaskd-Modes= in the app's desktop entry"
         case BgTaskErrors.unknownApplication:

@@ -169,7 +169,7 @@ struct PushCommand: ClientCommand {
                 try call.append(value: .dictionary(key: "s", value: "v", options))
             }
         } catch {
-            throw Self.explained(error, app: app)
+            throw Self.explained(error)
         }
         let pushID: String
         do { pushID = try reply.readString() } catch { throw ClientError(error) }
@@ -191,7 +191,7 @@ struct PushCommand: ClientCommand {
     }
 
     /// Adds what to do about the errors a user can fix.
-    static func explained(_ error: ClientError, app: String) -> ClientError {
+    static func explained(_ error: ClientError) -> ClientError {
         var error = error
         switch error.name {
         case BgTaskErrors.modeNotDeclared:

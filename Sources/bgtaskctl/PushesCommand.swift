@@ -42,6 +42,8 @@ struct PushesCommand: ClientCommand {
     }
 
     func run(with client: DaemonClient) throws {
+        // "" asks for every app's pushes, as leaving APP out does.
+        let app = app.flatMap { $0.isEmpty ? nil : $0 }
         let uniqueName = try client.daemonUniqueName()
         let reply: Message
         do {
@@ -49,7 +51,7 @@ struct PushesCommand: ClientCommand {
                 (call) throws(BusError) in try call.append(app ?? "")
             }
         } catch {
-            throw PushCommand.explained(error, app: app ?? "APP")
+            throw PushCommand.explained(error)
         }
         let pushes = try PushInfo.list(from: reply)
         if global.json {

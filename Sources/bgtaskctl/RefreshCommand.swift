@@ -50,8 +50,9 @@ struct RefreshCommand: ParsableCommand {
             return
         }
         let what = enabled ? "enabled" : "disabled"
-        if let app {
-            print("Background App Refresh \(what) for \(app).")
+        // "" is the global switch, whether given as "" or left out.
+        if !appID.isEmpty {
+            print("Background App Refresh \(what) for \(appID).")
         } else {
             print("Background App Refresh \(what) for all apps (the global switch).")
         }
