@@ -91,7 +91,7 @@ import Testing
                     }
                 }
                 // Only texts a D-Bus string can carry: valid UTF-8.
-                guard let json = String(validatingUTF8: bytes.map { CChar(bitPattern: $0) } + [0]), !json.contains("\0") else { continue }
+                guard let json = String(validating: bytes, as: UTF8.self), !json.contains("\0") else { continue }
                 guard let mine = Self.reading(json) else { continue }
                 compared += 1
                 let theirs = Self.reference(json)
