@@ -38,6 +38,9 @@ final class FetchMode: ModePlugin {
     /// dropped when desktop entries or refresh settings change.
     private var declared: [String: AppInfo] = [:]
 
+    /// The memory a batch may change, as it was when the batch began (see ``rollBack()``).
+    private var checkpointed: (planner: AdaptivePlanner, tokens: [String: (app: String, at: UInt64)], unsaved: Set<String>)?
+
     init(host: PluginHost) throws {
         self.host = host
         planner = AdaptivePlanner(floor: host.configNumber("Fetch.MinimumIntervalSec") ?? 900, utcOffset: Self.localUTCOffset())
@@ -77,6 +80,22 @@ final class FetchMode: ModePlugin {
         saveUnsaved()
     }
 
+    // MARK: Batches
+
+    func checkpoint() {
+        checkpointed = (planner, tokens, unsaved)
+    }
+
+    /// A batch's writes were rolled back (a full disk): an interval it set, a
+    /// result it recorded, a wake it planned are forgotten; bookkeeping it
+    /// failed to write is written by a later batch.
+    func rollBack() {
+        guard let saved = checkpointed else { return }
+        checkpointed = nil
+        (planner, tokens, unsaved) = saved
+        armNextWake()
+    }
+
     // MARK: Calls
 
     func handle(_ call: PluginCall) throws {
@@ -101,7 +120,7 @@ final class FetchMode: ModePlugin {
         }
         try save(app)
         try call.reply()
-        host.log(.info, "\(app) asked for fetch interval \(interval.policyName) (\(seconds) s)")
+        host.logWhenCommitted(.info, "\(app) asked for fetch interval \(interval.policyName) (\(seconds) s)")
         armNextWake()
     }
 
@@ -127,7 +146,7 @@ final class FetchMode: ModePlugin {
         try host.complete(token: token, connection: call.caller.connection)
         if let (app, at) = tokens.removeValue(forKey: token) {
             try record(result, for: app, at: at)
-            host.log(.info, "\(app) completed its fetch: \(result.rawValue)")
+            host.logWhenCommitted(.info, "\(app) completed its fetch: \(result.rawValue)")
         }
         try call.reply()
     }
@@ -185,8 +204,12 @@ final class FetchMode: ModePlugin {
             saveUnsaved()
         case .tokenExpired(let app, let token):
             guard let (_, at) = tokens.removeValue(forKey: token) else { return }
-            host.log(.notice, "\(app) did not complete its fetch within \(wakeBudget) s: offence counted")
-            try? record(nil, for: app, at: at)
+            host.logWhenCommitted(.notice, "\(app) did not complete its fetch within \(wakeBudget) s: offence counted")
+            do {
+                try record(nil, for: app, at: at)
+            } catch {
+                host.log(.warning, "cannot store the missed fetch of \(app): \(error); this event is undone")
+            }
         case .launchFailed(let app, let token, let reason):
             if let token { tokens[token] = nil }
             host.log(.warning, "cannot wake \(app) to fetch: \(reason)")
@@ -221,7 +244,7 @@ final class FetchMode: ModePlugin {
                 host.log(.warning, "cannot wake \(app) to fetch: \(error)")
                 // Back in line at its next interval: the host holds broken launches back.
                 planner.skipped(app, at: host.realtimeMicroseconds)
-                try? save(app)
+                do { try save(app) } catch { host.log(.warning, "cannot store the fetch record of \(app): \(error)") }
             }
         }
         if !due.isEmpty { host.log(.info, "fetch wake for \(due.count) app(s): \(due.joined(separator: ", "))") }

@@ -64,6 +64,18 @@ final class RemoteNotificationsMode: ModePlugin {
     /// How long pushes due before a restart wait for their apps to check in again.
     static let restartGrace: UInt64 = 5_000_000
 
+    /// The memory a batch may change, as it was when the batch began (see ``rollBack()``).
+    private struct Checkpoint {
+        var inboxes: [String: PushInbox]
+        var tokens: [String: (app: String, push: String)]
+        var inFlight: Set<String>
+        var lastSequence: UInt64
+        var stateVersion: UInt64
+        var redeliverAfter: UInt64
+        var expirationBound: UInt64
+    }
+    private var checkpointed: Checkpoint?
+
     init(host: PluginHost) throws {
         self.host = host
         wakeBudget = host.configNumber("RemoteNotifications.WakeBudgetSec") ?? 30
@@ -121,6 +133,30 @@ final class RemoteNotificationsMode: ModePlugin {
         armTimer()
     }
 
+    // MARK: Batches
+
+    func checkpoint() {
+        checkpointed = Checkpoint(
+            inboxes: inboxes, tokens: tokens, inFlight: inFlight, lastSequence: lastSequence,
+            stateVersion: stateVersion, redeliverAfter: redeliverAfter, expirationBound: expirationBound)
+    }
+
+    /// A batch's writes were rolled back (a full disk): a push it accepted is
+    /// forgotten, one it completed or dropped is back, and the counters are as they were.
+    func rollBack() {
+        guard let saved = checkpointed else { return }
+        checkpointed = nil
+        inboxes = saved.inboxes
+        tokens = saved.tokens
+        inFlight = saved.inFlight
+        lastSequence = saved.lastSequence
+        stateVersion = saved.stateVersion
+        redeliverAfter = saved.redeliverAfter
+        expirationBound = saved.expirationBound
+        armedAt = nil
+        armTimer()
+    }
+
     /// The app's inbox, or a new one with a full bucket.
     private func inbox(_ app: String) -> PushInbox {
         inboxes[app] ?? PushInbox(bucket: TokenBucket(capacity: silentPerHour, now: host.realtimeMicroseconds))
@@ -175,10 +211,10 @@ final class RemoteNotificationsMode: ModePlugin {
         inboxes[app] = box
         for (old, reason) in removed {
             try host.delete(collection: "pushes", key: old.id)
-            host.log(.info, "dropped push \(old.id) for \(app): \(reason)")
+            host.logWhenCommitted(.info, "dropped push \(old.id) for \(app): \(reason)")
         }
         if case .drop(let reason) = admission {
-            host.log(.info, "dropped push \(push.id) for \(app): \(reason)")
+            host.logWhenCommitted(.info, "dropped push \(push.id) for \(app): \(reason)")
         } else {
             try store(push)
             if push.state == .held { lowerExpirationBound(push.expiration) }
@@ -206,7 +242,7 @@ final class RemoteNotificationsMode: ModePlugin {
                 try host.delete(collection: "pushes", key: id)
                 try saveState(app)
             }
-            host.log(.debug, "\(app) completed push \(id): \(result.rawValue)")
+            host.logWhenCommitted(.debug, "\(app) completed push \(id): \(result.rawValue)")
         }
         try call.reply()
         armTimer()
@@ -255,7 +291,7 @@ final class RemoteNotificationsMode: ModePlugin {
             inFlight.remove(id)
             inboxes[app]?.counts.offences += 1
             putBack(app, id)
-            host.log(.notice, "\(app) did not complete push \(id) within \(wakeBudget) s: offence counted; it waits for the next wake")
+            host.logWhenCommitted(.notice, "\(app) did not complete push \(id) within \(wakeBudget) s: offence counted; it waits for the next wake")
         case .launchFailed(let app, let token, let reason):
             if let token, let (_, id) = tokens.removeValue(forKey: token) {
                 inFlight.remove(id)
@@ -298,7 +334,7 @@ final class RemoteNotificationsMode: ModePlugin {
         guard inboxes[app]?.pushes.isEmpty == false, var box = inboxes.removeValue(forKey: app) else { return }
         let taken = box.takeHeld()
         inboxes[app] = box
-        for push in taken { try? store(push) }
+        for push in taken { persist("store push \(push.id)") { try store(push) } }
         deliverDue(app)
     }
 
@@ -322,20 +358,20 @@ final class RemoteNotificationsMode: ModePlugin {
     private func putBack(_ app: String, _ id: String) {
         inboxes[app]?.hold(id)
         if let push = inboxes[app]?.pushes.first(where: { $0.id == id }) {
-            try? store(push)
+            persist("store push \(push.id)") { try store(push) }
             lowerExpirationBound(push.expiration)
         }
-        try? saveState(app)
+        persist("store the state of \(app)") { try saveState(app) }
     }
 
     private func dropExpired(at now: UInt64) {
         for app in inboxes.keys {
             guard let expired = inboxes[app]?.dropExpired(at: now), !expired.isEmpty else { continue }
             for push in expired {
-                try? host.delete(collection: "pushes", key: push.id)
-                host.log(.info, "dropped push \(push.id) for \(app): it expired")
+                persist("delete push \(push.id)") { try host.delete(collection: "pushes", key: push.id) }
+                host.logWhenCommitted(.info, "dropped push \(push.id) for \(app): it expired")
             }
-            try? saveState(app)
+            persist("store the state of \(app)") { try saveState(app) }
         }
     }
 
@@ -402,6 +438,12 @@ final class RemoteNotificationsMode: ModePlugin {
     }
 
     // MARK: Records
+
+    /// A write outside a call: if it fails, the event's batch is rolled back
+    /// (memory included), so it is only logged here.
+    private func persist(_ what: String, _ write: () throws -> Void) {
+        do { try write() } catch { host.log(.warning, "cannot \(what): \(error); this event is undone") }
+    }
 
     /// Writes a push with its app's state beside it: DeliverPush then needs
     /// one record, not two (one b-tree page per commit, on the path of every push).

@@ -111,6 +111,15 @@ public struct BackgroundTasksError: Error, CustomStringConvertible {
         /// ```
         public static let payloadTooLarge = Code(rawValue: "payloadTooLarge")
 
+        /// The daemon could not store what the call asked for (its disk is
+        /// full, or an I/O error), so nothing of it took effect; the message
+        /// says why. Try again later (`…Error.StorageFailed`).
+        ///
+        /// ```swift
+        /// if error.code == .storageFailed { retryLater() }
+        /// ```
+        public static let storageFailed = Code(rawValue: "storageFailed")
+
         /// bgtaskd cannot be reached: no bus to connect to, nobody owns
         /// `org.bgtaskd.BackgroundTasks1` and it cannot be activated, or it
         /// did not answer within the call timeout. Apps should carry on
@@ -199,6 +208,7 @@ extension BackgroundTasksError {
         BgTaskErrors.refreshDisabled: .refreshDisabled,
         BgTaskErrors.noSuchToken: .noSuchToken,
         BgTaskErrors.payloadTooLarge: .payloadTooLarge,
+        BgTaskErrors.storageFailed: .storageFailed,
         // The bus says nobody owns the name and it cannot be activated.
         "org.freedesktop.DBus.Error.ServiceUnknown": .daemonUnavailable,
         "org.freedesktop.DBus.Error.NameHasNoOwner": .daemonUnavailable,

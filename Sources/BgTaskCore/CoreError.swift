@@ -24,6 +24,8 @@ public struct CoreError: Error, Equatable, Sendable, CustomStringConvertible {
         public static let payloadTooLarge = Code(rawValue: "PayloadTooLarge")
         /// A wake token that is unknown, spent or someone else's.
         public static let noSuchToken = Code(rawValue: "NoSuchToken")
+        /// A write could not be made durable; nothing of the request took effect.
+        public static let storageFailed = Code(rawValue: "StorageFailed")
         /// Anything else (`org.freedesktop.DBus.Error.Failed`).
         public static let failed = Code(rawValue: "Failed")
 

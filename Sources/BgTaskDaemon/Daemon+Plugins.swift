@@ -87,7 +87,13 @@ extension Daemon {
         let now = Self.realtimeMicroseconds
         switch action {
         case .launch(let app, let reason):
-            launch(app, reason: reason)
+            // Inside a plugin's batch the launch waits for its commit: a wake
+            // that is undone must not start anything.
+            if batchCheckpoint != nil {
+                batchCheckpoint?.launches.append((app, reason))
+            } else {
+                launch(app, reason: reason)
+            }
         case .deliverWake(let token, let name, let app, let connection):
             plugin(named: name)?.post(PluginEvent(
                 type: BGT_EVENT_TOKEN_READY, app: app.rawValue, connection: connection.uniqueName, token: token,
@@ -284,6 +290,27 @@ extension Daemon: PluginHostDelegate {
     }
 
     var hasUncommittedWrites: Bool { store.hasUncommittedWrites }
+
+    func beginBatch() {
+        batchCheckpoint = BatchCheckpoint(engine: engine, queued: plugins.map(\.queuedCount))
+    }
+
+    func endBatch(committed: Bool) {
+        guard let checkpoint = batchCheckpoint else { return }
+        batchCheckpoint = nil
+        if committed {
+            for (app, reason) in checkpoint.launches { launch(app, reason: reason) }
+            return
+        }
+        // The engine forgets the batch's wakes and completions (no offence can
+        // come of a wake whose event was never sent); the events it set off go.
+        engine = checkpoint.engine
+        for (plugin, count) in zip(plugins, checkpoint.queued) { plugin.dropQueued(after: count) }
+        perform([])
+        if !checkpoint.launches.isEmpty {
+            logger.notice("not launching \(checkpoint.launches.map(\.0.rawValue).joined(separator: ", ")): the wake was undone")
+        }
+    }
 
     func transaction(_ body: () -> Void) -> String? {
         do {

@@ -47,6 +47,9 @@ public final class Daemon {
     var launchedProcesses: [Int32: ProcessRef] = [:]
     /// Desktop entries as last seen, to tell which changed on a reload.
     var knownEntries: [AppID: DesktopEntry] = [:]
+    /// While a plugin's batch runs: what undoing it takes if its commit fails
+    /// (see ``beginBatch()``).
+    var batchCheckpoint: BatchCheckpoint?
     var objects: [ExportedObject] = []
     private var deadlineTimer: SDBus.Timer?
     private(set) var properties: PropertyBatcher!
@@ -223,6 +226,8 @@ extension BusError {
         switch error {
         case let error as BusError: self = error
         case let error as CoreError: self.init(name: BgTaskErrors.name(forCode: error.code.rawValue), message: error.message)
+        case let error as StoreError:
+            self.init(name: BgTaskErrors.storageFailed, message: "nothing was done: \(error.message)")
         default: self = .failed("\(error)")
         }
     }

@@ -19,8 +19,11 @@ public struct DaemonCommand: ParsableCommand {
             \(Configuration.keys.map { "  \($0.name)=\(Configuration().value(of: $0.name) ?? "")  \($0.summary)" }.joined(separator: "\n"))
 
             The daemon is ready once it owns the bus name; under systemd it also sends READY=1. \
-            SIGTERM or SIGINT stops it cleanly (exit 0). A bad configuration stops start-up \
-            with exit status 78, naming file, line and key.
+            SIGTERM or SIGINT stops it cleanly (exit 0). Start-up stops with: 78, a bad \
+            configuration (naming file, line and key); 65, a state database it must not touch \
+            (damaged, another program's, from a newer bgtaskd, empty but not new, or in use by \
+            another bgtaskd); 74, a full disk under the state directory; 73, a state directory \
+            it cannot create; 69, no bus, or the bus name is taken.
             """)
 
     @Option(name: .long, help: ArgumentHelp("Bus to serve on: session, system or a D-Bus address such as unix:path=/tmp/bus.", valueName: "session|system|ADDRESS"))
@@ -91,6 +94,9 @@ public struct DaemonCommand: ParsableCommand {
         } catch let error as BusError {
             logger.critical("\(error.message)", metadata: ["error": "\(error.name)"])
             throw ExitCode(69)  // EX_UNAVAILABLE: no bus, or the name is taken
+        } catch let error as StoreError where error.code == .diskFull {
+            logger.critical("\(error)")
+            throw ExitCode(74)  // EX_IOERR: nothing is wrong with the database; the disk is full
         } catch let error as StoreError {
             logger.critical("\(error)")
             throw ExitCode(65)  // EX_DATAERR: a database we must not touch

@@ -149,12 +149,11 @@ final class PluginHost {
                         self.descriptor.pointee.handle_call!(context, i, m, call.handle)
                     }
                 }
-                // What the call set off (a wake of a running app is ready at once)
-                // goes out with its reply, in the same commit.
-                self.deliverQueued()
             }
+            // What the call set off (a wake of a running app is ready at once)
+            // follows its reply at once, each event a batch of its own.
             // If the plugin neither answered nor kept the call, it is answered Failed when `call` goes.
-            self.scheduleFlush()
+            self.flush()
         }
     }
 
@@ -168,8 +167,16 @@ final class PluginHost {
     func post(_ event: PluginEvent) {
         guard context != nil else { return }
         queued.append(event)
-        // Inside a call or a flush the batch delivers it before it ends.
+        // Inside a call or an event the loop delivers it right after.
         if outbox == nil { scheduleFlush() }
+    }
+
+    /// How many events wait: a batch whose commit fails drops what it queued (``dropQueued(after:)``).
+    var queuedCount: Int { queued.count }
+
+    /// Drops the events queued after the first `count`: what a failed batch set off.
+    func dropQueued(after count: Int) {
+        if queued.count > count { queued.removeSubrange(count...) }
     }
 
     private func scheduleFlush() {
@@ -178,17 +185,14 @@ final class PluginHost {
         loop.later { [weak self] in self?.flush() }
     }
 
-    /// Delivers queued events now.
+    /// Delivers queued events now, each as a batch of its own: a commit that
+    /// fails undoes that event only.
     func flush() {
         flushScheduled = false
-        guard !queued.isEmpty else { return }
-        batch { deliverQueued() }
-    }
-
-    private func deliverQueued() {
+        guard outbox == nil else { return }
         while !queued.isEmpty, let context {
             let event = queued.removeFirst()
-            event.withCEvent { descriptor.pointee.event!(context, $0) }
+            batch { event.withCEvent { descriptor.pointee.event!(context, $0) } }
         }
     }
 
@@ -202,21 +206,43 @@ final class PluginHost {
         return outbox
     }
 
-    /// Runs `body` (one call, or the queued events) with every write the
-    /// plugin makes in one transaction, and holds back what it sends until
-    /// that transaction has committed: one commit per call however many
-    /// records it writes, and still nothing is promised before it is on disk.
+    /// Runs `body` (one call, or one event) with every write the plugin
+    /// makes in one transaction, and holds back what it sends until that
+    /// transaction has committed: one commit per call however many records it
+    /// writes, and still nothing is promised before it is on disk.
+    ///
+    /// A commit that fails leaves no trace: the plugin restores its memory
+    /// (`batch_rollback`), the daemon undoes the wakes and completions the
+    /// batch asked for and drops the events and launches it set off, and
+    /// every reply held here answers `StorageFailed`.
     func batch(_ body: () -> Void) {
         guard outbox == nil else { return body() }
         let outbox = PluginOutbox()
         self.outbox = outbox
+        delegate.beginBatch()
+        if let context, let begin = batchBegin { begin(context) }
         let failure = delegate.transaction(body)
         self.outbox = nil
         if let failure {
+            if let context, let rollBack = batchRollback { rollBack(context) }
+            delegate.endBatch(committed: false)
             outbox.fail(failure, plugin: name, logger: logger)
         } else {
+            delegate.endBatch(committed: true)
+            if let context, let commit = batchCommit { commit(context) }
             outbox.send(logger: logger)
         }
+    }
+
+    /// The descriptor's batch functions, when its version has them (2 and later).
+    private var batchBegin: (@convention(c) (UnsafeMutableRawPointer?) -> Void)? {
+        descriptor.pointee.struct_version >= 2 ? descriptor.pointee.batch_begin : nil
+    }
+    private var batchRollback: (@convention(c) (UnsafeMutableRawPointer?) -> Void)? {
+        descriptor.pointee.struct_version >= 2 ? descriptor.pointee.batch_rollback : nil
+    }
+    private var batchCommit: (@convention(c) (UnsafeMutableRawPointer?) -> Void)? {
+        descriptor.pointee.struct_version >= 2 ? descriptor.pointee.batch_commit : nil
     }
 
     // MARK: Helpers for the host table

@@ -29,4 +29,15 @@ protocol PluginHostDelegate: AnyObject {
     var hasUncommittedWrites: Bool { get }
     /// Asks for a wake opportunity event for `host` at `realtimeMicroseconds` (0 cancels).
     func scheduleOpportunity(for host: PluginHost, at realtimeMicroseconds: UInt64)
+    /// A plugin's batch (one call or one event) begins: remember what undoing
+    /// it takes (the engine's wakes and completions, events it sets off, launches).
+    func beginBatch()
+    /// The batch committed (launches it asked for start now), or its commit
+    /// failed and everything it did outside the plugin is undone.
+    func endBatch(committed: Bool)
+}
+
+extension PluginHostDelegate {
+    func beginBatch() {}
+    func endBatch(committed: Bool) {}
 }

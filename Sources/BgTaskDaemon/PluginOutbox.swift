@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import CSystemd
 import Glibc
 import Logging
@@ -101,7 +102,7 @@ final class PluginOutbox {
         }
     }
 
-    /// The writes were rolled back: every reply becomes an error that says so; signals are dropped.
+    /// The writes were rolled back: every reply becomes `StorageFailed` saying why; signals are dropped.
     func fail(_ reason: String, plugin: String, logger: Logger) {
         let items = pending
         pending = []
@@ -110,7 +111,9 @@ final class PluginOutbox {
             switch item {
             case .reply(let call, let message):
                 sd_bus_message_unref(message)
-                call.message.replyError(.failed("the \(plugin) plugin's state could not be saved: \(reason)"))
+                call.message.replyError(BusError(
+                    name: BgTaskErrors.storageFailed,
+                    message: "nothing was done: the \(plugin) plugin's state could not be saved: \(reason)"))
             case .error(let call, let error):
                 call.message.replyError(error)
             case .signal(let message):

@@ -16,10 +16,16 @@ extension StateStore {
 
     // MARK: Files
 
-    /// Creates the state directory (mode 0700) and an empty database file (mode
-    /// 0600: usage history is private), and checks that both can be written,
-    /// so that problems are reported here in words rather than by SQLite later.
-    static func prepareFiles(directory: String, path: String) throws(StoreError) {
+    /// Creates the state directory (mode 0700) and checks that it and the
+    /// database can be written, so that problems are reported here in words
+    /// rather than by SQLite later. Returns whether the database must be
+    /// created (``createDatabase(path:migrations:logger:)``).
+    ///
+    /// An existing database file that is empty is refused: the daemon's own
+    /// database is never empty (it is created whole under another name, then
+    /// renamed into place), so an empty one lost what it held (a truncation, a
+    /// file system that lost its data); starting afresh on it would hide that.
+    static func prepareFiles(directory: String, path: String) throws(StoreError) -> Bool {
         if let errorNumber = makeDirectories(directory) {
             throw StoreError(
                 .notWritable, path: path,
@@ -62,17 +68,51 @@ extension StateStore {
                             + "refusing to start. Fix its owner or mode.")
                 }
             }
-        } else {
-            let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-            if descriptor >= 0 {
-                _ = Glibc.close(descriptor)
-            } else if errno != EEXIST {
+            if fileSize(path) == 0 {
                 throw StoreError(
-                    .notWritable, path: path,
-                    message: "\(path) cannot be created (\(describe(errno))). "
-                        + "Fix the permissions of \(directory) or choose another state directory with --state-dir.")
+                    .corrupt, path: path,
+                    message: "\(path) is empty, but bgtaskd never leaves its database empty: what it held "
+                        + "(fetch registrations, what was learned, held pushes, settings) was lost, by a truncation "
+                        + "or a file system that lost data. Refusing to start afresh on it silently. "
+                        + "To start afresh, remove the file; to recover, restore it from a backup.")
             }
+            return false
         }
+        return true
+    }
+
+    /// Creates a new database whole: its schema is written under a temporary
+    /// name, which is renamed into place only once complete, so the database
+    /// file is never seen empty (see ``prepareFiles(directory:path:)``). A
+    /// temporary left by a creation that was interrupted is ours to remove.
+    static func createDatabase(path: String, migrations: [Migration], logger: Logger) throws(StoreError) {
+        let temporary = path + ".new"
+        for file in [temporary, temporary + "-journal", temporary + "-wal", temporary + "-shm"] { unlink(file) }
+        // Private from the first byte (usage history is private).
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            let code: StoreError.Code = errno == ENOSPC || errno == EDQUOT ? .diskFull : .notWritable
+            throw StoreError(
+                code, path: path,
+                message: "\(temporary) cannot be created (\(describe(errno))). "
+                    + "Fix the permissions of its directory, make room, or choose another state directory with --state-dir.")
+        }
+        _ = Glibc.close(descriptor)
+        do {
+            // A rollback journal, not WAL: when it closes the database is one complete file.
+            let queue = try DatabaseQueue(path: temporary)
+            try migrator(for: migrations).migrate(queue)
+            try queue.close()
+        } catch {
+            for file in [temporary, temporary + "-journal"] { unlink(file) }
+            throw failure(error, path: path)
+        }
+        guard rename(temporary, path) == 0 else {
+            let reason = describe(errno)
+            unlink(temporary)
+            throw StoreError(.notWritable, path: path, message: "\(path) cannot be created by renaming \(temporary) (\(reason)).")
+        }
+        logger.notice("Created the state database", metadata: ["path": "\(path)"])
     }
 
     /// `mkdir -p` with mode 0700; the `errno` of the first failure, if any.
@@ -204,6 +244,23 @@ extension StateStore {
 
     // MARK: Errors
 
+    private static func diskFullMessage(path: String, doing: String?, sqlite: String) -> String {
+        (doing.map { "\(path): could not \($0)" } ?? "\(path) cannot be opened for writing")
+            + ": the disk is full (\(sqlite)). Nothing was written; make room on its file system"
+            + (doing == nil ? " and start bgtaskd again." : ": bgtaskd goes on and writes again once there is room.")
+    }
+
+    /// Whether the file system holding `path` has (next to) no room left for this user.
+    static func diskIsFull(near path: String) -> Bool {
+        var info = statvfs()
+        let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        guard statvfs(directory.isEmpty ? "/" : directory, &info) == 0 else { return false }
+        // Root may use the reserved blocks too.
+        let blocks = getuid() == 0 ? info.f_bfree : info.f_bavail
+        let inodes = getuid() == 0 ? info.f_ffree : info.f_favail
+        return UInt64(blocks) * UInt64(info.f_frsize) < 64 * 1024 || (info.f_files > 0 && inodes == 0)
+    }
+
     /// A ``StoreError`` for an SQLite or system error: at start-up when `doing`
     /// is nil, else while trying to `doing`.
     static func failure(_ error: any Error, path: String, doing: String? = nil) -> StoreError {
@@ -233,9 +290,13 @@ extension StateStore {
                 + ": another process held it locked for more than \(Int(busyTimeout)) s (\(sqlite)). "
                 + "Is another bgtaskd using the same state directory?"
         case .SQLITE_FULL:
-            code = .operationFailed
-            message = (doing.map { "\(path): could not \($0)" } ?? "\(path) cannot be opened")
-                + ": the disk is full (\(sqlite))."
+            code = .diskFull
+            message = diskFullMessage(path: path, doing: doing, sqlite: sqlite)
+        // A write that ran out of room outside the database file itself (the
+        // WAL index, a truncate) comes back as an I/O error: say what it is.
+        case .SQLITE_IOERR where diskIsFull(near: path):
+            code = .diskFull
+            message = diskFullMessage(path: path, doing: doing, sqlite: sqlite)
         default:
             code = .operationFailed
             message = doing.map { "\(path): could not \($0) (\(sqlite))." }

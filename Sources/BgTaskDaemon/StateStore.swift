@@ -73,7 +73,9 @@ public final class StateStore {
         while directory.count > 1, directory.hasSuffix("/") { directory.removeLast() }
         self.path = (directory == "/" ? "" : directory) + "/" + Self.fileName
         self.logger = logger
-        try Self.prepareFiles(directory: directory, path: path)
+        if try Self.prepareFiles(directory: directory, path: path) {
+            try Self.createDatabase(path: path, migrations: migrations, logger: logger)
+        }
         queue = try Self.openDatabase(path: path, migrations: migrations, exclusive: exclusive, logger: logger)
     }
 

@@ -24,8 +24,11 @@ public struct StoreError: Error, CustomStringConvertible {
         public static let notWritable = Code("notWritable")
         /// Another process holds the database locked beyond the busy timeout.
         public static let busy = Code("busy")
-        /// A read or write failed at run time (disk full, I/O error, …).
+        /// A read or write failed at run time (an I/O error, …).
         public static let operationFailed = Code("operationFailed")
+        /// The file system of the state directory has no room left: nothing
+        /// was written; writes work again once there is room.
+        public static let diskFull = Code("diskFull")
         /// A value cannot be stored as given (e.g. a timestamp beyond `Int64.max`).
         public static let invalidArgument = Code("invalidArgument")
         /// The body of ``StateStore/transaction(_:)`` threw; nothing of it was committed.

@@ -30,9 +30,19 @@ public protocol ModePlugin: AnyObject {
     func handle(_ event: PluginEvent)
     /// Adds what the plugin knows about an app to `bgtaskctl apps`.
     func describe(app: String, into description: inout [String: PluginValue])
+    /// A call or an event is about to run as one batch of writes: remember
+    /// the memory that ``rollBack()`` must restore. Swift values make this a
+    /// copy that costs nothing until something changes.
+    func checkpoint()
+    /// The batch's writes could not be committed (a full disk): restore the
+    /// memory remembered at ``checkpoint()``, so that nothing of it remains.
+    func rollBack()
 }
 
 extension ModePlugin {
     public func stop() {}
     public func describe(app: String, into description: inout [String: PluginValue]) {}
+    /// By default a plugin keeps what a failed batch changed in memory.
+    public func checkpoint() {}
+    public func rollBack() {}
 }

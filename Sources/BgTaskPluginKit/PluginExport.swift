@@ -21,8 +21,9 @@ public enum PluginExport {
         d.pointee.`init` = { api, host, errorOut, errorSize in
             guard let api, let host, let factory = PluginExport.factory else { return nil }
             do {
-                let plugin = try factory(PluginHost(api: api, handle: host))
-                return UnsafeMutableRawPointer(Unmanaged.passRetained(PluginBox(plugin, api: api)).toOpaque())
+                let pluginHost = PluginHost(api: api, handle: host)
+                let plugin = try factory(pluginHost)
+                return UnsafeMutableRawPointer(Unmanaged.passRetained(PluginBox(plugin, api: api, host: pluginHost)).toOpaque())
             } catch {
                 write("\(error)", to: errorOut, size: errorSize)
                 return nil
@@ -65,6 +66,19 @@ public enum PluginExport {
             box.plugin.describe(app: String(cString: app!), into: &description)
             try? PluginMessage(api: box.api, handle: dict!).appendEntries(description)
         }
+        d.pointee.batch_begin = { context in
+            let box = PluginBox.from(context)
+            box.host.committedLogs.removeAll()
+            box.host.inBatch = true
+            box.plugin.checkpoint()
+        }
+        d.pointee.batch_rollback = { context in
+            let box = PluginBox.from(context)
+            box.host.committedLogs.removeAll()
+            box.host.inBatch = false
+            box.plugin.rollBack()
+        }
+        d.pointee.batch_commit = { context in PluginBox.from(context).host.flushCommittedLogs() }
         descriptor = d
         return UnsafeRawPointer(d)
     }
@@ -96,10 +110,12 @@ public enum PluginExport {
 final class PluginBox {
     let plugin: any ModePlugin
     let api: UnsafePointer<bgt_host_api>
+    let host: PluginHost
 
-    init(_ plugin: any ModePlugin, api: UnsafePointer<bgt_host_api>) {
+    init(_ plugin: any ModePlugin, api: UnsafePointer<bgt_host_api>, host: PluginHost) {
         self.plugin = plugin
         self.api = api
+        self.host = host
     }
 
     static func from(_ context: UnsafeMutableRawPointer?) -> PluginBox {

@@ -1,4 +1,5 @@
 import BgTaskPluginABI
+import Glibc
 
 /// The daemon, as a plugin sees it: logging, clocks, configuration, D-Bus,
 /// apps and wakes, and durable records.
@@ -20,6 +21,25 @@ public final class PluginHost {
 
     public func log(_ level: LogLevel, _ message: String) {
         message.withCString { api.pointee.log(handle, level.rawValue, $0) }
+    }
+
+    /// Log lines that wait for the current batch's commit (``logWhenCommitted(_:_:)``).
+    var committedLogs: [(LogLevel, String)] = []
+    /// Whether a batch runs (between the host's batch_begin and its commit or rollback).
+    var inBatch = false
+
+    /// Logs `message` once the current call's or event's writes are on disk,
+    /// and never if they are undone (a full disk): for lines that tell of an
+    /// outcome, such as "completed its fetch".
+    public func logWhenCommitted(_ level: LogLevel, _ message: String) {
+        if inBatch { committedLogs.append((level, message)) } else { log(level, message) }
+    }
+
+    func flushCommittedLogs() {
+        inBatch = false
+        let lines = committedLogs
+        committedLogs.removeAll()
+        for (level, message) in lines { log(level, message) }
     }
 
     /// CLOCK_MONOTONIC in µs (stops while the machine sleeps).
@@ -212,17 +232,24 @@ public final class PluginHost {
     /// Stores a record. Inside a call or an event it is committed with the
     /// others of that call or event, before any reply or signal sent
     /// meanwhile goes out; at other times it is on disk when this returns.
+    ///
+    /// - Throws: `StorageFailed` when the record cannot be stored (the disk is full, …).
     public func put(_ data: [UInt8], collection: String, key: String) throws(ModeError) {
         let result = collection.withCString { c in
             key.withCString { k in data.withUnsafeBytes { api.pointee.record_put(handle, c, k, $0.baseAddress, $0.count) } }
         }
-        if result < 0 { throw ModeError.failed(lastError) }
+        if result < 0 { throw storageError(result) }
     }
 
     /// Deletes a record (no error if it does not exist).
     public func delete(collection: String, key: String) throws(ModeError) {
         let result = collection.withCString { c in key.withCString { k in api.pointee.record_delete(handle, c, k) } }
-        if result < 0 { throw ModeError.failed(lastError) }
+        if result < 0 { throw storageError(result) }
+    }
+
+    /// A failed record write, as the error a call answers with.
+    private func storageError(_ result: Int32) -> ModeError {
+        result == -EIO || result == -ENOSPC ? ModeError.bgtaskd("StorageFailed", lastError) : ModeError.failed(lastError)
     }
 
     /// Every record of a collection, by key.

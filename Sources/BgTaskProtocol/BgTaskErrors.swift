@@ -10,6 +10,9 @@ public enum BgTaskErrors {
     public static let limitExceeded = BgTaskNames.errorPrefix + "LimitExceeded"
     public static let payloadTooLarge = BgTaskNames.errorPrefix + "PayloadTooLarge"
     public static let noSuchToken = BgTaskNames.errorPrefix + "NoSuchToken"
+    /// A write could not be made durable (the disk is full, an I/O error):
+    /// nothing of the call took effect. The message says why.
+    public static let storageFailed = BgTaskNames.errorPrefix + "StorageFailed"
 
     /// The bus error name for an error code of the core (`InvalidArgs`, `NoSuchTask` …).
     public static func name(forCode code: String) -> String {

@@ -13,7 +13,7 @@ public enum PluginFixture {
     public static func source(
         name: String, major: String = "BGTASKD_PLUGIN_ABI_MAJOR", minor: String = "BGTASKD_PLUGIN_ABI_MINOR",
         version: String = "\"1.0.0\"", entry: String = "bgtaskd_plugin_entry", initFails: Bool = false,
-        start: String = "", call: String = ""
+        start: String = "", call: String = "", descriptorVersion: String = "BGTASKD_PLUGIN_DESCRIPTOR_VERSION"
     ) -> String {
         """
         #include <stddef.h>
@@ -39,7 +39,7 @@ public enum PluginFixture {
         }
         static void plugin_event(void *p, const bgt_event *event) { (void) p; (void) event; }
         static const bgt_plugin_descriptor descriptor = {
-            .struct_version = BGTASKD_PLUGIN_DESCRIPTOR_VERSION, .abi_major = \(major), .abi_minor = \(minor),
+            .struct_version = \(descriptorVersion), .abi_major = \(major), .abi_minor = \(minor),
             .name = "\(name)", .version = \(version),
             .init = plugin_init, .start = plugin_start, .stop = plugin_stop,
             .handle_call = plugin_call, .event = plugin_event,

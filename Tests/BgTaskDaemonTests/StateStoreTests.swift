@@ -424,11 +424,33 @@ import Glibc
 
     @Test func anotherProgramsDatabaseIsRefused() throws {
         let other = [StateStore.Migration("other", sql: "PRAGMA application_id = 42; CREATE TABLE notes (body TEXT)")]
-        try StateStore(directory: directory.root, logger: Self.logger, migrations: other).close()
+        try StateStore.createDatabase(path: databasePath, migrations: other, logger: Self.logger)
 
         let error = try #require(refusal())
         #expect(error.code == .notADatabase)
         #expect(error.description.hasPrefix("\(databasePath) is not a bgtaskd database (it is an SQLite database of another program: application_id 0x2a"))
+    }
+
+    /// An empty database file is never bgtaskd's own: what it held was lost,
+    /// and starting afresh on it would hide that (it used to start silently).
+    @Test func anEmptyDatabaseIsRefusedNotStartedAfresh() throws {
+        #expect(FileManager.default.createFile(atPath: databasePath, contents: Data()))
+        let error = try #require(refusal())
+        #expect(error.code == .corrupt)
+        #expect(error.description.hasPrefix("\(databasePath) is empty, but bgtaskd never leaves its database empty"))
+        #expect(error.description.contains("To start afresh, remove the file"))
+        var info = stat()
+        #expect(stat(databasePath, &info) == 0 && info.st_size == 0, "left as it was")
+    }
+
+    /// A creation a crash interrupted leaves only a temporary of its own, which the next start replaces.
+    @Test func anInterruptedCreationStartsAfresh() throws {
+        #expect(FileManager.default.createFile(atPath: databasePath + ".new", contents: Data()))
+        let store = try open()
+        try store.putRecord(plugin: "fetch", collection: "apps", key: "k", data: [1])
+        store.close()
+        #expect(!FileManager.default.fileExists(atPath: databasePath + ".new"))
+        #expect(try open().records(plugin: "fetch", collection: "apps").map(\.key) == ["k"])
     }
 
     @Test(arguments: [false, true])

@@ -35,6 +35,28 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A plugin built against ABI 1.1 (descriptor version 1, without the
+    /// batch functions) still loads, and its writes still commit with its reply.
+    @Test func aPluginOfAnOlderMinorStillLoadsAndWrites() throws {
+        let older = PluginFixture.source(name: "older", minor: "1", start: """
+            static const bgt_member members[] = {
+                { .kind = BGT_MEMBER_METHOD, .name = "Store", .in_signature = "", .in_names = "", .out_signature = "", .out_names = "" },
+            };
+            static const bgt_interface interface = { .name = "org.bgtaskd.BackgroundTasks1.Older", .members = members, .n_members = 1 };
+            if (api->export_interface(host, &interface) < 0) return -1;
+            """, call: """
+            if (api->record_put(host, "things", "k", "v", 1) < 0) { api->reply_error(call, "org.freedesktop.DBus.Error.Failed", "no"); return; }
+            api->reply_send(call, api->reply_new(call));
+            """, descriptorVersion: "1")
+        let fixtures = try PluginFixture.directory([("libbgtaskd-mode-older.so", older)])
+        defer { try? FileManager.default.removeItem(atPath: fixtures) }
+        let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures])
+        #expect(try daemon.property("Plugins") == #"a(ssu) 1 "older" "1.0.0" 1"#)
+        let client = try RawClient(daemon)
+        #expect(client.errorName("Older", "Store") == nil)
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func aPluginThatFailsACallLeavesTheDaemonConsistent() throws {
         let fixtures = try PluginFixture.directory([("libbgtaskd-mode-demo.so", Self.misbehaving)])
         defer { try? FileManager.default.removeItem(atPath: fixtures) }

@@ -1,6 +1,7 @@
 /*
- * bgtaskd mode plugin ABI, version 1.1 (1.1 adds method calls to other
- * services, the icon in bgt_app_info and BGT_EVENT_APP_WOKEN).
+ * bgtaskd mode plugin ABI, version 1.2 (1.1 adds method calls to other
+ * services, the icon in bgt_app_info and BGT_EVENT_APP_WOKEN; 1.2 adds
+ * batch_begin and batch_rollback to the descriptor, version 2).
  *
  * A mode plugin (fetch, remote-notification, location) is a shared library
  * named libbgtaskd-mode-<name>.so that exports one symbol:
@@ -36,8 +37,8 @@ extern "C" {
 #endif
 
 #define BGTASKD_PLUGIN_ABI_MAJOR 1
-#define BGTASKD_PLUGIN_ABI_MINOR 1
-#define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 1
+#define BGTASKD_PLUGIN_ABI_MINOR 2
+#define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 2
 /* The symbol every plugin exports. */
 #define BGTASKD_PLUGIN_ENTRY_SYMBOL "bgtaskd_plugin_entry"
 
@@ -222,13 +223,24 @@ typedef struct bgt_host_api {
     int (*usage_history)(bgt_host *host, const char *app_id, uint64_t since_usec, bgt_usage_fn each,
                          void *userdata);
 
-    /* Durable records of this plugin, in the daemon's database. Writes made
-     * while the host runs handle_call or event are committed together when
-     * that returns (group commit). The call's reply goes out only after that
-     * commit, and so does every signal sent after the first write (as a
-     * Failed error, and no signals, if it fails): nobody hears of a write
-     * before it is on disk. A signal sent before any write goes out at once.
-     * Writes made at any other time are on disk when they return. */
+    /* Durable records of this plugin, in the daemon's database. Each
+     * handle_call, and each event, is one batch: its writes are committed
+     * together when it returns (group commit). The call's reply goes out only
+     * after that commit, and so does every signal sent after the first write:
+     * nobody hears of a write before it is on disk. A signal sent before any
+     * write of the batch goes out at once, so send one before writing only
+     * when it tells of nothing the batch changes.
+     *
+     * If the commit fails (the disk is full, an I/O error), nothing of the
+     * batch takes effect: the reply becomes the error
+     * org.bgtaskd.BackgroundTasks1.Error.StorageFailed (its message says
+     * why), held signals are dropped, wakes the batch asked for are
+     * cancelled (no offence, no launch), events it set off are dropped, and
+     * the host calls the descriptor's batch_rollback so that the plugin's
+     * memory forgets the batch too. record_put and record_delete fail with
+     * -EIO (-ENOSPC when the disk is full) when SQLite refuses at once.
+     * Writes made at any other time (start, stop) are on disk when they
+     * return. */
     int (*record_put)(bgt_host *host, const char *collection, const char *key, const void *data, size_t size);
     int (*record_delete)(bgt_host *host, const char *collection, const char *key);
     int (*record_list)(bgt_host *host, const char *collection, bgt_record_fn each, void *userdata);
@@ -269,6 +281,18 @@ typedef struct bgt_plugin_descriptor {
     /* Adds what the plugin knows about app_id to an open a{sv} (for bgtaskctl apps):
      * append dictionary entries ("e", "sv") to dict. May be NULL. */
     void (*describe_app)(void *plugin, const char *app_id, bgt_message *dict);
+
+    /* Descriptor version 2 (ABI 1.2); a host reads these only from a
+     * descriptor whose struct_version is at least 2. Either may be NULL.
+     * batch_begin: a call or an event is about to run as one batch (see the
+     * durable records above): remember what batch_rollback must restore.
+     * batch_rollback: that batch's commit failed: restore the memory
+     * remembered at batch_begin. A plugin without them keeps in memory what
+     * a failed batch changed. batch_commit: the batch's writes are on disk
+     * (for log lines that must not claim what a failed commit undid). */
+    void (*batch_begin)(void *plugin);
+    void (*batch_rollback)(void *plugin);
+    void (*batch_commit)(void *plugin);
 } bgt_plugin_descriptor;
 
 /* Every plugin defines this. */

@@ -1,0 +1,166 @@
+import BgTaskTestKit
+import Foundation
+import SDBus
+import Testing
+
+/// The state directory on a small tmpfs that the test fills: a write that
+/// cannot be made durable leaves no trace (no reply claims it, no memory
+/// keeps it, no app is punished for a wake it never got), and the daemon
+/// writes again by itself once there is room.
+@Suite(.serialized) struct StorageFullTests {
+    static let chat = "org.example.Chat"
+    static let alerts = "org.example.Alerts"
+    static let storageFailed = "org.bgtaskd.BackgroundTasks1.Error.StorageFailed"
+
+    /// A tmpfs of `size` mounted for one test, unmounted at the end.
+    final class SmallDisk {
+        let path: String
+        init(size: String) throws {
+            path = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-full-\(UUID())").path
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            let mounted = try CommandResult.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", path])
+            guard mounted.succeeded else { throw TestKitError("cannot mount a tmpfs: \(mounted)") }
+        }
+
+        /// Writes a file until the file system has no room left.
+        func fill() {
+            let descriptor = open(path + "/filler", O_WRONLY | O_CREAT | O_APPEND, 0o600)
+            let block = [UInt8](repeating: 0, count: 4096)
+            while write(descriptor, block, block.count) > 0 {}
+            var byte: UInt8 = 0
+            while write(descriptor, &byte, 1) > 0 {}
+            close(descriptor)
+        }
+
+        func makeRoom() { unlink(path + "/filler") }
+
+        deinit {
+            _ = try? CommandResult.run("/bin/umount", ["-l", path])
+            try? FileManager.default.removeItem(atPath: path)
+        }
+    }
+
+    /// Root may mount a tmpfs here (CI runs as root); elsewhere these tests are skipped.
+    static let canMount: Bool = {
+        guard getuid() == 0, let disk = try? SmallDisk(size: "64k") else { return false }
+        _ = disk
+        return true
+    }()
+
+    func daemon(on disk: SmallDisk) throws -> DaemonUnderTest {
+        try DaemonUnderTest(
+            settings: ["RemoteNotifications.SilentPerHour=0", "RemoteNotifications.WakeBudgetSec=2"],
+            stateDirectory: disk.path + "/state",
+            desktopEntries: [
+                DesktopEntrySpec(id: Self.chat, name: "Chat", modes: ["remote-notification", "fetch"], exec: "/bin/false"),
+                DesktopEntrySpec(id: Self.alerts, name: "Alerts", modes: ["remote-notification"], exec: "/bin/false"),
+            ])
+    }
+
+    static func silentPush(_ n: Int) -> (Message) throws -> Void {
+        PushTests.push(#"{"aps":{"content-available":1},"n":\#(n),"pad":"\#(String(repeating: "x", count: 3000))"}"#, app: chat)
+    }
+
+    func held(_ client: RawClient) throws -> Int { try PushTests().held(client, app: Self.chat).count }
+
+    func registration(_ client: RawClient) throws -> (String, Double) {
+        let reply = try client.call("Fetch", "GetFetchRegistration")
+        return (try reply.readString(), try reply.readDouble())
+    }
+
+    @Test(.enabled(if: StorageFullTests.canMount, "needs root to mount a tmpfs"))
+    func aFullDiskUndoesTheCallAndTheDaemonRecoversWhenThereIsRoom() throws {
+        let disk = try SmallDisk(size: "1m")
+        let daemon = try daemon(on: disk)
+        let app = try RawClient(daemon)
+        try app.listen(for: "PerformFetch")
+        try app.call("Manager", "CheckIn") { try $0.append(Self.chat) }
+        try app.call("Fetch", "SetMinimumFetchInterval") { try $0.append(3600.0) }
+        let sender = try RawClient(daemon)
+        // An app that would never complete a push: if a wake it never got were
+        // still counted, it would be terminated when the budget (2 s) ran out.
+        let alerts = try daemon.startTestApp(["--app-id", Self.alerts, "--tasks", "0", "--background", "--push-result", "never"])
+        #expect(alerts.waitForEvent("ready") != nil)
+
+        disk.fill()
+        // Writes may still fit in what the write-ahead log already holds; go on until one does not.
+        var accepted = 0
+        var failure: String?
+        for n in 0..<500 {
+            do {
+                _ = try sender.call("RemoteNotifications", "DeliverPush", Self.silentPush(n))
+                accepted += 1
+            } catch let error as BusError {
+                #expect(error.name == Self.storageFailed, "\(error)")
+                failure = error.message
+                break
+            }
+        }
+        #expect(failure?.contains("the disk is full") == true, "\(failure ?? "no push failed")")
+        #expect(try held(sender) == accepted, "every push answered with an id is held, and no other")
+
+        // The disk is still full: each of these fails, and none leaves a trace.
+        #expect(app.errorName("Fetch", "SetMinimumFetchInterval") { try $0.append(7200.0) } == Self.storageFailed)
+        #expect(try registration(app) == ("custom", 3600), "the interval that failed to be stored is not in force")
+        let alert = PushTests.push(#"{"aps":{"alert":"hi"}}"#, app: Self.alerts)
+        #expect(sender.errorName("RemoteNotifications", "DeliverPush", alert) == Self.storageFailed)
+        #expect(sender.errorName("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.chat); try $0.append(false) }
+                == Self.storageFailed)
+
+        // A fetch wake: PerformFetch goes out (it tells of no write); its completion cannot be stored.
+        try sender.call("Fetch", "SimulateFetch") { try $0.append(Self.chat) }
+        #expect(app.waitForSignals(1))
+        try app.received[0].rewind()
+        let token = try app.received[0].readString()
+        let complete: (Message) throws -> Void = { try $0.append(token); try $0.append("newData") }
+        #expect(app.errorName("Fetch", "CompleteFetch", complete) == Self.storageFailed)
+        #expect(!daemon.log.contains("completed its fetch"), "the log does not claim what was undone")
+
+        // Past the alert's budget: the app never got the wake, so it is neither terminated nor counted against.
+        Thread.sleep(forTimeInterval: 3.5)
+        #expect(alerts.isRunning, "\(alerts.lines)")
+        #expect(!alerts.eventNames.contains("notification"))
+        #expect(!daemon.log.contains("did not complete"), "\(daemon.log.suffix(3000))")
+
+        // Room again: the daemon writes by itself, and the token of the undone completion is still good.
+        disk.makeRoom()
+        #expect(app.errorName("Fetch", "CompleteFetch", complete) == nil)
+        #expect(daemon.process.waitForStandardError(containing: "completed its fetch", timeout: .seconds(5)))
+        try app.call("Fetch", "SetMinimumFetchInterval") { try $0.append(7200.0) }
+        #expect(try registration(app) == ("custom", 7200))
+        _ = try sender.call("RemoteNotifications", "DeliverPush", Self.silentPush(1000))
+        #expect(try held(sender) == accepted + 1)
+        alerts.stop()
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test(.enabled(if: StorageFullTests.canMount, "needs root to mount a tmpfs"))
+    func startingOnAFullDiskSaysSoWithItsOwnExitStatus() throws {
+        let disk = try SmallDisk(size: "256k")
+        disk.fill()
+        let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskd"), [
+            "--bus", "unix:path=/nonexistent/bus", "--state-dir", disk.path + "/state",
+        ], environment: ["HOME": disk.path, "XDG_DATA_HOME": disk.path + "/data", "XDG_CONFIG_HOME": disk.path + "/config"])
+        #expect(result.exit == .status(74), "\(result)")
+        #expect(result.standardError.contains("the disk is full"), "\(result)")
+        #expect(!result.standardError.contains("disk I/O error"), "\(result)")
+        // With room it starts (and, here, stops at the missing bus: the database was fine).
+        disk.makeRoom()
+        let again = try CommandResult.run(BinaryLocator.path(of: "bgtaskd"), [
+            "--bus", "unix:path=/nonexistent/bus", "--state-dir", disk.path + "/state",
+        ], environment: ["HOME": disk.path, "XDG_DATA_HOME": disk.path + "/data", "XDG_CONFIG_HOME": disk.path + "/config"])
+        #expect(again.exit == .status(69), "\(again)")
+    }
+
+    @Test func anEmptyDatabaseStopsStartUp() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-empty-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: directory + "/bgtaskd.sqlite3", contents: Data()))
+        let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskd"), [
+            "--bus", "unix:path=/nonexistent/bus", "--state-dir", directory,
+        ], environment: ["HOME": directory, "XDG_DATA_HOME": directory + "/data", "XDG_CONFIG_HOME": directory + "/config"])
+        #expect(result.exit == .status(65), "\(result)")
+        #expect(result.standardError.contains("is empty, but bgtaskd never leaves its database empty"), "\(result)")
+    }
+}
