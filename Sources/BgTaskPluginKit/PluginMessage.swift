@@ -1,4 +1,6 @@
 import BgTaskPluginABI
+import BgTaskProtocol
+import Glibc
 
 /// A D-Bus message a plugin reads (call arguments) or writes (replies,
 /// signals), through the host's functions.
@@ -15,7 +17,11 @@ public struct PluginMessage {
         let result = withUnsafeMutablePointer(to: &value) {
             api.pointee.message_read(handle, CChar(type.asciiValue!), UnsafeMutableRawPointer($0))
         }
-        if result <= 0 { throw ModeError.invalidArgs("expected an argument of type '\(type)'") }
+        if result == 0 { throw ModeError.invalidArgs("missing argument of type '\(type)'") }
+        if result == -EBADMSG, type == "s" {
+            throw ModeError.invalidArgs(BgTaskErrors.unreadableString)
+        }
+        if result < 0 { throw ModeError.invalidArgs("expected an argument of type '\(type)'") }
         return value
     }
 

@@ -14,6 +14,12 @@ public enum BgTaskErrors {
     /// nothing of the call took effect. The message says why.
     public static let storageFailed = BgTaskNames.errorPrefix + "StorageFailed"
 
+    /// Why a string argument cannot be read (sd-bus answers `-EBADMSG`).
+    public static let unreadableString =
+        "a string argument cannot be read: it is not valid UTF-8, or it holds a Unicode noncharacter "
+        + "(U+FDD0–U+FDEF, or a code point ending in FFFE or FFFF), which the D-Bus specification allows "
+        + "but the bus library bgtaskd is built on (libsystemd's sd-bus) refuses"
+
     /// The bus error name for an error code of the core (`InvalidArgs`, `NoSuchTask` …).
     public static func name(forCode code: String) -> String {
         switch code {

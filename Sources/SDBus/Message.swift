@@ -1,5 +1,7 @@
+import BgTaskProtocol
 import CBgTaskShim
 import CSystemd
+import Glibc
 
 /// A D-Bus message (`sd_bus_message *`), holding one reference.
 ///
@@ -51,8 +53,21 @@ public final class Message {
         var value = initial
         let r = withUnsafeMutablePointer(to: &value) { sd_bus_message_read_basic(handle, CChar(bitPattern: type), $0) }
         if r == 0 { throw BusError.invalidArgs("missing argument of type '\(Character(Unicode.Scalar(type)))'") }
-        if r < 0 { throw BusError.invalidArgs("expected an argument of type '\(Character(Unicode.Scalar(type)))', got '\(signature)'") }
+        if r < 0 { throw BusError.invalidArgs(Self.readFailure(r, type: type, signature: signature)) }
         return value
+    }
+
+    /// Why reading a value of `type` failed with `r`, in words: a type that
+    /// does not match (`-ENXIO`) or a value sd-bus refuses (`-EBADMSG`).
+    public static func readFailure(_ r: Int32, type: UInt8, signature: String) -> String {
+        let code = Character(Unicode.Scalar(type))
+        guard r == -EBADMSG else { return "expected an argument of type '\(code)', the call's arguments are '\(signature)'" }
+        switch code {
+        case "s": return BgTaskErrors.unreadableString
+        case "o": return "an object path argument is not a valid object path"
+        case "g": return "a signature argument is not a valid D-Bus signature"
+        default: return "an argument of type '\(code)' is malformed"
+        }
     }
 
     public func readString() throws(BusError) -> String {

@@ -65,6 +65,38 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// Strings holding Unicode noncharacters pass dbus-daemon (the D-Bus
+    /// specification allows them) but sd-bus refuses to read them: the error
+    /// says so, instead of "expected type 's', got 's'".
+    @Test func unreadableStringsSayWhy() throws {
+        let daemon = try daemon()
+        let script = """
+            import dbus, os, sys
+            bus = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
+            obj = bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1")
+            calls = [
+                ("Manager", "BeginBackgroundTask", ["task \\ufffe"]),
+                ("Manager", "CheckIn", ["org.example.\\U0010ffff"]),
+                ("RemoteNotifications", "DeliverPush", ["org.example.Chat", '{"aps":{},"x":"\\uffff"}', dbus.Dictionary({}, signature="sv")]),
+            ]
+            for interface, member, arguments in calls:
+                try:
+                    getattr(obj, member)(*arguments, dbus_interface="org.bgtaskd.BackgroundTasks1." + interface)
+                    print(member, "accepted")
+                except dbus.DBusException as error:
+                    print(member, error.get_dbus_name(), error.get_dbus_message())
+            """
+        let result = try CommandResult.run("/usr/bin/python3", ["-c", script], environment: daemon.environment)
+        #expect(result.succeeded, "\(result)")
+        let lines = result.standardOutput.split(separator: "\n")
+        #expect(lines.count == 3, "\(result)")
+        for line in lines {
+            #expect(line.contains(Self.invalid) && line.contains("Unicode noncharacter"), "\(line)")
+            #expect(!line.contains("got 's'"), "\(line)")
+        }
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// Fetch intervals and budgets from clients: saturated or refused.
     @Test func fetchIntervalsAtTheirExtremes() throws {
         let daemon = try daemon()
