@@ -37,7 +37,7 @@ let package = Package(
         // A thin Swift layer over sd-bus and sd-event, shared by the daemon, the SDK and the CLI.
         .target(
             name: "SDBus",
-            dependencies: ["CSystemd", "CBgTaskShim"],
+            dependencies: ["CSystemd", "CBgTaskShim", "BgTaskProtocol"],
             swiftSettings: swiftSettings
         ),
         // The pure core: state, budgets, deadlines and fetch scheduling, driven by events and
@@ -49,7 +49,7 @@ let package = Package(
         // The versioned C ABI between the daemon and its mode plugins (header only).
         .target(name: "BgTaskPluginABI"),
         // The small Swift layer that makes writing a mode plugin feel like Swift.
-        .target(name: "BgTaskPluginKit", dependencies: ["BgTaskPluginABI"], swiftSettings: swiftSettings),
+        .target(name: "BgTaskPluginKit", dependencies: ["BgTaskPluginABI", "BgTaskProtocol"], swiftSettings: swiftSettings),
         // The shell: D-Bus objects, caller identity, process control, configuration,
         // apps and launching, persistence, the plugin host.
         .target(
