@@ -151,9 +151,11 @@ public final class Daemon {
     ///
     /// Process signals go last, after one flush: every `TaskExpired` of a burst
     /// of expiries leaves the daemon before the first SIGTERM, and no expiry
-    /// waits for a flush of its own.
+    /// waits for a flush of its own. A SIGTERM that follows `TaskExpired`
+    /// also waits until each owner has taken it in (see ``terminateAfterAcknowledgement(_:owners:)``).
     func perform(_ actions: [CoreAction]) {
         var signals: [(ProcessRef, ProcessSignal, AppKey)] = []
+        var expiredOwners: [ConnectionID] = []
         for action in actions {
             switch action {
             case .sendTaskExpiring(let connection, let task, let secondsLeft):
@@ -162,6 +164,7 @@ public final class Daemon {
                     try signal.append(secondsLeft)
                 }
             case .sendTaskExpired(let connection, let task):
+                if !expiredOwners.contains(connection) { expiredOwners.append(connection) }
                 logger.notice("task expired", metadata: ["task": "\(task)", "owner": "\(connection)"])
                 sendSignal("TaskExpired", to: connection) { (signal) throws(BusError) in try signal.append(task) }
             case .signalProcess(let process, let signal, let app):
@@ -179,21 +182,73 @@ public final class Daemon {
         }
         if !signals.isEmpty {
             bus.flush()
-            // Signal everyone first, log afterwards: the last of a burst does not wait for log lines.
-            let sent = signals.filter { processes.signal($0.0, $0.1) }
-            for (process, signal, app) in sent {
-                switch signal {
-                case .terminate:
-                    logger.notice("\(app) overstayed its background time: SIGTERM", metadata: ["pid": "\(process.pid)"])
-                case .kill:
-                    logger.notice(
-                        "\(app) still running \(settings.configuration.taskKillGraceSec)s after SIGTERM: SIGKILL",
-                        metadata: ["pid": "\(process.pid)"])
-                }
+            if expiredOwners.isEmpty {
+                send(signals)
+            } else {
+                send(signals.filter { $0.1 == .kill })
+                terminateAfterAcknowledgement(signals.filter { $0.1 == .terminate }, owners: expiredOwners)
             }
         }
         deadlineTimer?.arm(at: engine.nextDeadline()?.microseconds)
     }
+
+    /// Signals processes; everyone first, log lines afterwards: the last of a
+    /// burst does not wait for log lines.
+    private func send(_ signals: [(ProcessRef, ProcessSignal, AppKey)]) {
+        let sent = signals.filter { processes.signal($0.0, $0.1) }
+        for (process, signal, app) in sent {
+            switch signal {
+            case .terminate:
+                logger.notice("\(app) overstayed its background time: SIGTERM", metadata: ["pid": "\(process.pid)"])
+            case .kill:
+                logger.notice(
+                    "\(app) still running \(settings.configuration.taskKillGraceSec)s after SIGTERM: SIGKILL",
+                    metadata: ["pid": "\(process.pid)"])
+            }
+        }
+    }
+
+    /// SIGTERM after `TaskExpired` has been taken in: a D-Bus peer answers
+    /// `org.freedesktop.DBus.Peer.Ping` only after it has dispatched what
+    /// came before on its connection, so once every owner answered (or
+    /// failed to within ``expiredAcknowledgementWait``) an SDK app has run
+    /// its expiration handling. Sent at the same instant, SIGTERM used to
+    /// arrive before the app read `TaskExpired`.
+    private func terminateAfterAcknowledgement(_ signals: [(ProcessRef, ProcessSignal, AppKey)], owners: [ConnectionID]) {
+        guard !signals.isEmpty else { return }
+        final class Pending {
+            var left: Int
+            var signals: [(ProcessRef, ProcessSignal, AppKey)]?
+            init(left: Int, signals: [(ProcessRef, ProcessSignal, AppKey)]) {
+                self.left = left
+                self.signals = signals
+            }
+        }
+        let pending = Pending(left: owners.count, signals: signals)
+        let wait = min(Self.expiredAcknowledgementWait, max(1_000, UInt64(settings.configuration.taskKillGraceSec * 500_000)))
+        for owner in owners {
+            do throws(BusError) {
+                let ping = try bus.newMethodCall(
+                    destination: owner.uniqueName, path: "/", interface: "org.freedesktop.DBus.Peer", member: "Ping")
+                try bus.callAsync(ping, timeout: wait) { [weak self] _ in
+                    pending.left -= 1
+                    guard pending.left == 0, let signals = pending.signals else { return }
+                    pending.signals = nil
+                    self?.send(signals)
+                }
+            } catch {
+                pending.left -= 1
+            }
+        }
+        if pending.left == 0, let signals = pending.signals {
+            pending.signals = nil
+            send(signals)
+        }
+    }
+
+    /// The longest a SIGTERM waits for the owners to take `TaskExpired` in (µs);
+    /// never more than half of `Tasks.KillGraceSec`.
+    static let expiredAcknowledgementWait: UInt64 = 250_000
 
     /// Sends a Manager signal to one connection only.
     func sendSignal(_ member: String, to connection: ConnectionID, _ body: (Message) throws(BusError) -> Void) {

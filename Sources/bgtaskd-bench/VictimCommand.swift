@@ -1,6 +1,8 @@
 import ArgumentParser
 import CBgTaskShim
+import Foundation
 import Glibc
+import SDBus
 
 /// The overstaying app that `expiry` spawns: it opens a task, goes to the
 /// background and never ends the task, then waits for the daemon's SIGTERM.
@@ -56,6 +58,9 @@ struct VictimCommand: ParsableCommand {
                 remaining = remaining ?? answer
             }
             let bounds = "dlo=\(deadline.low) dhi=\(deadline.high) remaining=\(remaining ?? .nan)"
+            // Dispatch the bus from here on, as an app's bus library does: the
+            // daemon sends SIGTERM once TaskExpired was taken in (a Peer.Ping answered).
+            Self.dispatch(client.bus)
             // Wake up shortly before the deadline to note the steal time so far.
             var received = Self.waitForSIGTERM(until: deadline.low == .min ? t1 : deadline.low - 30_000_000)
             let stealBefore = received == nil ? CPUTimes.now()?.steal : nil
@@ -74,6 +79,19 @@ struct VictimCommand: ParsableCommand {
         say(line)
         // Leave at once: the daemon's SIGKILL follows if this process lingers.
         _exit(0)
+    }
+
+    /// Answers the bus (Peer.Ping included) on a thread of its own; the main
+    /// thread no longer uses the connection.
+    private static func dispatch(_ bus: Bus) {
+        nonisolated(unsafe) let bus = bus
+        let thread = Thread {
+            while true {
+                while (try? bus.processPending()) == true {}
+                do { try bus.wait(timeout: .max) } catch { return }
+            }
+        }
+        thread.start()
     }
 
     /// The CLOCK_MONOTONIC instant (ns) SIGTERM was taken, or nil at `until` (ns).

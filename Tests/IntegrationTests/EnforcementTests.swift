@@ -20,6 +20,9 @@ import Testing
         let exit = app.waitForExit(timeout: .seconds(10))
         #expect(exit == .status(143), "the test app exits 143 after catching SIGTERM")
         #expect(app.eventNames.contains("sigterm"))
+        // TaskExpired is taken in before SIGTERM comes: the app's handler has run.
+        let names = app.eventNames
+        #expect((names.firstIndex(of: "expired") ?? .max) < (names.firstIndex(of: "sigterm") ?? -1), "\(names)")
         #expect(ContinuousClock.now - backgroundAt >= .milliseconds(1500))
         #expect(daemon.log.contains("overstayed its background time: SIGTERM"))
         #expect(try daemon.waitForTasks { $0 == "a(ussd) 0" } == "a(ussd) 0")
