@@ -142,7 +142,7 @@ final class FetchMode: ModePlugin {
         let token = try arguments.readString()
         let resultText = try arguments.readString()
         let result: FetchResult
-        do { result = try FetchResult(parsing: resultText) } catch { throw ModeError.invalidArgs(error.message) }
+        do { result = try FetchResult(parsing: resultText, of: "fetch") } catch { throw ModeError.invalidArgs(error.message) }
         try host.complete(token: token, connection: call.caller.connection)
         if let (app, at) = tokens.removeValue(forKey: token) {
             try record(result, for: app, at: at)

@@ -234,7 +234,7 @@ final class RemoteNotificationsMode: ModePlugin {
         let token = try arguments.readString()
         let resultText = try arguments.readString()
         let result: FetchResult
-        do { result = try FetchResult(parsing: resultText) } catch { throw ModeError.invalidArgs(error.message) }
+        do { result = try FetchResult(parsing: resultText, of: "notification") } catch { throw ModeError.invalidArgs(error.message) }
         try host.complete(token: token, connection: call.caller.connection)
         if let (app, id) = tokens.removeValue(forKey: token) {
             inFlight.remove(id)

@@ -81,6 +81,10 @@ import Testing
                 == Self.prefix + "NoSuchToken")
         #expect(sender.errorName("RemoteNotifications", "CompleteNotification") { try $0.append("nope"); try $0.append("maybe") }
                 == invalid)
+        let badResult = #expect(throws: BusError.self) {
+            try sender.call("RemoteNotifications", "CompleteNotification") { try $0.append("nope"); try $0.append("maybe") }
+        }
+        #expect(badResult?.message.hasPrefix("unknown notification result 'maybe'") == true, "\(String(describing: badResult))")
         #expect(daemon.stop() == .status(0))
     }
 
