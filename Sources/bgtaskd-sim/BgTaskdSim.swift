@@ -1,7 +1,7 @@
 import ArgumentParser
 
 /// `bgtaskd-sim`: replays traces through bgtaskd's fetch planner in virtual
-/// time (docs/DESIGN.md §8), makes synthetic traces, and prints issue 5's figures.
+/// time (docs/DESIGN.md §8), makes synthetic traces, and prints the scheduling figures the README quotes.
 @main
 struct BgTaskdSim: ParsableCommand {
     static let configuration = CommandConfiguration(
