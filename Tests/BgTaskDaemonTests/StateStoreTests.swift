@@ -8,7 +8,7 @@ import Glibc
 #endif
 
 /// The state database: round trips, durability across close and crash, and
-/// the refusals at start-up (docs/DESIGN.md §2 state dir; issue "Persistence").
+/// the refusals at start-up (docs/DESIGN.md §2, the state directory).
 @Suite struct StateStoreTests {
     static let logger = Logger(label: "bgtaskd-test") { _ in SwiftLogNoOpLogHandler() }
 
