@@ -39,6 +39,9 @@ final class CallerRegistry {
     private var watches: [String: Slot] = [:]
     /// Calls one connection may have waiting while its credentials are looked up.
     private let maxWaiting = 256
+    /// Callers refused since the daemon last ran out of file descriptors;
+    /// nil while it has not (one log line per burst, not one per caller).
+    private var refusedForDescriptors: Int?
 
     /// Called when a known caller leaves the bus.
     var onDisconnect: (CallerIdentity) -> Void = { _ in }
@@ -113,8 +116,14 @@ final class CallerRegistry {
         let process: ProcessRef
         do {
             process = try processes.open(pid: Int32(bitPattern: pid))
+        } catch where error.errno == EMFILE || error.errno == ENFILE {
+            return fail(sender, outOfDescriptors(error))
         } catch {
             return fail(sender, .failed("the caller's process is gone (\(error))"))
+        }
+        if let refused = refusedForDescriptors {
+            refusedForDescriptors = nil
+            logger.notice("file descriptors are available again; \(refused) callers were refused meanwhile")
         }
         let finding = SandboxInspector.inspect(pid: process.pid)
         do throws(BusError) {
@@ -156,6 +165,24 @@ final class CallerRegistry {
             "app": "\(identity.appID?.rawValue ?? "-")", "trusted": "\(identity.isTrusted)",
         ])
         for waiter in waiters { waiter(.success(identity)) }
+    }
+
+    /// Every caller needs a pidfd: without one it cannot be identified, so it
+    /// is refused with the bus's own error for a resource limit, and the first
+    /// refusal of a burst is logged.
+    private func outOfDescriptors(_ error: ProcessError) -> BusError {
+        if refusedForDescriptors == nil {
+            var limit = rlimit()
+            getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+            let reason = String(cString: strerror(error.errno))
+            let text = "out of file descriptors (\(reason); the limit is \(limit.rlim_cur)): new callers are refused "
+                + "until some leave; raise LimitNOFILE to serve more at once"
+            logger.error("\(text)")
+        }
+        refusedForDescriptors = (refusedForDescriptors ?? 0) + 1
+        return BusError(
+            name: "org.freedesktop.DBus.Error.LimitsExceeded",
+            message: "bgtaskd has no file descriptor left to identify this caller (it serves too many processes at once); try again later")
     }
 
     private func fail(_ sender: String, _ error: BusError) {

@@ -98,7 +98,14 @@ public final class Daemon {
     /// Exports the objects, takes the bus name, tells systemd it is ready and
     /// runs until SIGTERM or SIGINT. Returns the exit code.
     public func run() throws(BusError) -> Int32 {
-        bgt_raise_fd_limit()
+        // One pidfd per calling process: a thousand callers need more than the usual soft limit of 1024.
+        var (before, after): (UInt64, UInt64) = (0, 0)
+        let raised = bgt_raise_fd_limit(&before, &after)
+        if raised < 0 {
+            logger.warning("cannot raise the open-file limit above \(before): \(String(cString: strerror(-raised)))")
+        } else {
+            logger.info("open-file limit \(after)\(after != before ? " (raised from \(before))" : "")")
+        }
         // Deadlines are enforced to the millisecond: keep the kernel's timer slack small.
         _ = bgt_set_timer_slack(50_000)
         for signal in [SIGTERM, SIGINT] {

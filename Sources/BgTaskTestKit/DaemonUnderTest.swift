@@ -14,6 +14,8 @@ public final class DaemonUnderTest: @unchecked Sendable {
     private let scratch: String
     private let arguments: [String]
     private let extraEnvironment: [String: String]
+    /// A command the daemon runs under (`prlimit --nofile=64 --`), if any.
+    private let wrapper: [String]
 
     /// Starts the daemon with `--set` overrides and extra arguments, and waits
     /// until it owns its bus name. Its XDG directories are the test's own (no
@@ -21,7 +23,8 @@ public final class DaemonUnderTest: @unchecked Sendable {
     /// no system bus unless `environment` gives one (e.g. a MockSystemBus's).
     public init(
         settings: [String] = [], arguments: [String] = [], bus: PrivateBus? = nil, stateDirectory: String? = nil,
-        home: String? = nil, desktopEntries: [DesktopEntrySpec] = [], environment: [String: String] = [:]
+        home: String? = nil, desktopEntries: [DesktopEntrySpec] = [], environment: [String: String] = [:],
+        wrapper: [String] = []
     ) throws {
         self.ownsBus = bus == nil
         self.bus = try bus ?? PrivateBus()
@@ -37,7 +40,9 @@ public final class DaemonUnderTest: @unchecked Sendable {
         for setting in settings { args += ["--set", setting] }
         self.arguments = args + arguments
         self.extraEnvironment = environment
-        process = try Self.start(self.arguments, environment: Self.environment(home: self.home).merging(environment) { $1 })
+        self.wrapper = wrapper
+        process = try Self.start(
+            self.arguments, environment: Self.environment(home: self.home).merging(environment) { $1 }, wrapper: wrapper)
     }
 
     private static func environment(home: String) -> [String: String] {
@@ -47,8 +52,9 @@ public final class DaemonUnderTest: @unchecked Sendable {
         ]
     }
 
-    private static func start(_ arguments: [String], environment: [String: String]) throws -> ChildProcess {
-        let process = try ChildProcess(BinaryLocator.path(of: "bgtaskd"), arguments, environment: environment)
+    private static func start(_ arguments: [String], environment: [String: String], wrapper: [String]) throws -> ChildProcess {
+        let command = wrapper + [BinaryLocator.path(of: "bgtaskd")] + arguments
+        let process = try ChildProcess(command[0], Array(command.dropFirst()), environment: environment)
         guard process.waitForStandardError(containing: "info: ready", timeout: .seconds(20)) else {
             process.stop()
             throw TestKitError("bgtaskd did not become ready: \(process.standardError)")
@@ -62,7 +68,8 @@ public final class DaemonUnderTest: @unchecked Sendable {
     public func crashAndRestart() throws -> ChildProcess.Exit {
         process.send(SIGKILL)
         let exit = process.waitForExit(timeout: .seconds(10)) ?? .signal(SIGKILL)
-        process = try Self.start(arguments, environment: Self.environment(home: home).merging(extraEnvironment) { $1 })
+        process = try Self.start(
+            arguments, environment: Self.environment(home: home).merging(extraEnvironment) { $1 }, wrapper: wrapper)
         return exit
     }
 

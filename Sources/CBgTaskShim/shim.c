@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -111,12 +112,26 @@ int bgt_block_signal(int sig) {
     return -pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
-void bgt_raise_fd_limit(void) {
+int bgt_raise_fd_limit(uint64_t *before, uint64_t *after) {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        (void) setrlimit(RLIMIT_NOFILE, &rl);
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) return -errno;
+    *before = *after = rl.rlim_cur;
+    rlim_t target = rl.rlim_max;
+    if (target == RLIM_INFINITY) {
+        /* The kernel refuses an unlimited soft limit for files: its ceiling is fs.nr_open. */
+        FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+        unsigned long long nr_open = 0;
+        if (f) {
+            if (fscanf(f, "%llu", &nr_open) != 1) nr_open = 0;
+            fclose(f);
+        }
+        target = nr_open > 0 ? (rlim_t) nr_open : 65536;
     }
+    if (rl.rlim_cur >= target) return 0;
+    rl.rlim_cur = target;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0) return -errno;
+    *after = rl.rlim_cur;
+    return 0;
 }
 
 uint64_t bgt_monotonic_usec(void) {

@@ -56,7 +56,10 @@ int bgt_eventfd_drain(int fd);
 /* Blocks the given signal in the calling thread (sd-event needs it blocked). */
 int bgt_block_signal(int sig);
 /* Raises RLIMIT_NOFILE's soft limit to its hard limit: one pidfd per client process. */
-void bgt_raise_fd_limit(void);
+/* Raises the soft open-file limit to the hard one (to fs.nr_open when the
+ * hard one is unlimited). Writes the soft limit before and after; returns 0
+ * or a negative errno. */
+int bgt_raise_fd_limit(uint64_t *before, uint64_t *after);
 /* CLOCK_MONOTONIC in microseconds, as sd-event uses it. */
 uint64_t bgt_monotonic_usec(void);
 /* Sets the timer slack of the calling thread in nanoseconds (deadlines are enforced to the ms). */

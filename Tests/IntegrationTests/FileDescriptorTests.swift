@@ -1,0 +1,60 @@
+import BgTaskTestKit
+import Foundation
+import Testing
+
+/// Every calling process costs the daemon one pidfd: its open-file limit is
+/// raised at start, and when it runs out anyway, callers hear a distinct
+/// error and the log says so once.
+@Suite struct FileDescriptorTests {
+    @Test func theSoftLimitIsRaisedToTheHardOne() throws {
+        let daemon = try DaemonUnderTest(wrapper: ["/usr/bin/prlimit", "--nofile=1024:4096", "--"])
+        #expect(daemon.log.contains("open-file limit 4096 (raised from 1024)"), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func callersBeyondTheLimitAreRefusedWithLimitsExceededAndLoggedOnce() throws {
+        let daemon = try DaemonUnderTest(wrapper: ["/usr/bin/prlimit", "--nofile=48:48", "--"])
+        // 80 processes at once, each with a connection and a task, all alive together.
+        let script = """
+            import dbus, os, sys, time
+            address = os.environ["DBUS_SESSION_BUS_ADDRESS"]
+            children = []
+            for i in range(80):
+                read, write = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    os.close(read)
+                    try:
+                        bus = dbus.bus.BusConnection(address)
+                        manager = dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
+                                                 "org.bgtaskd.BackgroundTasks1.Manager")
+                        manager.BeginBackgroundTask("held")
+                        answer = "ok"
+                    except dbus.DBusException as error:
+                        answer = error.get_dbus_name()
+                    os.write(write, answer.encode())
+                    os.close(write)
+                    time.sleep(3)
+                    os._exit(0)
+                os.close(write)
+                children.append((pid, read))
+            for pid, read in children:
+                print(os.read(read, 200).decode())
+            for pid, read in children:
+                os.waitpid(pid, 0)
+            """
+        let result = try CommandResult.run("/usr/bin/python3", ["-c", script], environment: daemon.environment, timeout: .seconds(60))
+        #expect(result.succeeded, "\(result)")
+        let answers = result.standardOutput.split(separator: "\n").map(String.init)
+        #expect(answers.count == 80)
+        #expect(answers.contains("ok"))
+        #expect(answers.contains("org.freedesktop.DBus.Error.LimitsExceeded"), "\(Set(answers))")
+        #expect(Set(answers).isSubset(of: ["ok", "org.freedesktop.DBus.Error.LimitsExceeded"]), "\(Set(answers))")
+        #expect(daemon.log.components(separatedBy: "out of file descriptors").count == 2, "logged once per burst")
+        // The callers are gone: the next one is served, and the log says the burst ended.
+        let client = try RawClient(daemon)
+        #expect(client.errorName("Manager", "GetBackgroundTimeRemaining") == nil)
+        #expect(daemon.log.contains("file descriptors are available again"))
+        #expect(daemon.stop() == .status(0))
+    }
+}
