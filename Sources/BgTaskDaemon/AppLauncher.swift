@@ -369,6 +369,32 @@ final class AppLauncher {
         onExit(record.process, status)
     }
 
+    /// Cgroups of apps launched by an earlier run that died without cleaning
+    /// up (a SIGKILL, a crash): each is thawed (a frozen app must not stay
+    /// frozen forever), removed when empty, and otherwise removed once its
+    /// processes are gone. Call once at start, before launching anything.
+    func reclaimCgroupsOfEarlierRuns() {
+        guard let hierarchy, let names = try? FileManager.default.contentsOfDirectory(atPath: hierarchy.ownDirectory) else { return }
+        var removed = 0
+        for unit in names.sorted() where unit.hasPrefix("app-\(LaunchUnitName.launcher)-") && unit.hasSuffix(".scope") {
+            let cgroup = Cgroup(path: hierarchy.ownDirectory + "/" + unit)
+            if cgroup.isFrozen == true {
+                do throws(Cgroup.Failure) {
+                    try cgroup.setFrozen(false)
+                    logger.notice("thawed \(cgroup), left frozen by an earlier run")
+                } catch {
+                    logger.warning("\(error)")
+                }
+            }
+            if cgroup.isPopulated == false, (try? cgroup.remove()) != nil {
+                removed += 1
+            } else if let appID = SandboxInspector.appID(fromUnit: unit) {
+                removeWhenEmpty(cgroup, unit: unit, appID: appID)
+            }
+        }
+        if removed > 0 { logger.info("removed \(removed) empty cgroups of apps launched by an earlier run") }
+    }
+
     private func removeWhenEmpty(_ cgroup: Cgroup, unit: String, appID: AppID) {
         if cgroup.isPopulated == false, (try? cgroup.remove()) != nil { return }
         guard let fd = cgroup.openEvents() else {

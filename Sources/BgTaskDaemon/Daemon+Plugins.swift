@@ -28,6 +28,7 @@ extension Daemon {
         }
         power.start()
         launcher.onExit = { [unowned self] process, status in self.launchedProcessExited(process, status) }
+        launcher.reclaimCgroupsOfEarlierRuns()
     }
 
     /// Loads and starts every acceptable plugin; a refused one is logged and skipped.

@@ -32,6 +32,48 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A daemon killed while its launched apps run leaves their cgroups: the
+    /// next start thaws them, removes the empty ones at once and the others
+    /// when their processes are gone.
+    @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func cgroupsLeftByAKilledDaemonAreReclaimedAtTheNextStart() throws {
+        let daemon = try DaemonUnderTest(
+            settings: ["Fetch.WakeBudgetSec=60"],
+            desktopEntries: [
+                DesktopEntrySpec(id: "org.example.Quick", modes: ["fetch"], exec: "/bin/sleep 1"),
+                DesktopEntrySpec(id: "org.example.Slow", modes: ["fetch"], exec: "/bin/sleep 5"),
+            ])
+        let admin = try RawClient(daemon)
+        var cgroups: [String: String] = [:]
+        for app in ["org.example.Quick", "org.example.Slow"] {
+            try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
+            #expect(daemon.process.waitForStandardError(containing: "launched \(app) for fetch"), "\(daemon.log)")
+            let line = try #require(daemon.log.split(separator: "\n").first {
+                $0.contains("launched") && $0.contains(app) && $0.contains(" in /")
+            }, "\(daemon.log)")
+            cgroups[app] = String(try #require(line.split(separator: " in ").last))
+        }
+        let quick = try #require(cgroups["org.example.Quick"]), slow = try #require(cgroups["org.example.Slow"])
+        daemon.process.send(SIGKILL)
+        _ = daemon.process.waitForExit()
+        // While no daemon runs: the quick app exits (its cgroup empties), the slow one is frozen.
+        Thread.sleep(forTimeInterval: 1.5)
+        try "1".write(toFile: slow + "/cgroup.freeze", atomically: false, encoding: .utf8)
+        #expect(FileManager.default.fileExists(atPath: quick))
+
+        try daemon.crashAndRestart()
+        #expect(!FileManager.default.fileExists(atPath: quick), "the empty cgroup is removed at start")
+        #expect(daemon.log.contains("removed 1 empty cgroups of apps launched by an earlier run"), "\(daemon.log)")
+        #expect(daemon.log.contains("thawed \(slow)"), "\(daemon.log)")
+        #expect((try? String(contentsOfFile: slow + "/cgroup.events", encoding: .utf8))?.contains("frozen 0") == true)
+        // The thawed app finishes its sleep; then its cgroup goes too.
+        #expect(daemon.process.waitForStandardError(containing: "remain in \(slow)", timeout: .seconds(5)))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while FileManager.default.fileExists(atPath: slow), ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        #expect(!FileManager.default.fileExists(atPath: slow))
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func launchedAppThatNeverAnswersIsTerminatedAfterTheBudget() throws {
         let daemon = try DaemonUnderTest(
             settings: ["Fetch.WakeBudgetSec=2", "Tasks.KillGraceSec=1"],
