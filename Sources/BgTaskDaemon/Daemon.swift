@@ -123,6 +123,11 @@ public final class Daemon {
             bus: bus, loop: loop, path: BgTaskNames.objectPath, interface: BgTaskNames.manager,
             intervalMicroseconds: 50_000, logger: logger)
         startComponents()
+        // Where callers' connections lead, to find a connection a dead caller's child inherited.
+        processes.busServerName = ConnectionHolders.serverName(ofConnection: sd_bus_get_fd(bus.handle))
+        if processes.busServerName == nil {
+            logger.notice("cannot tell which sockets reach the bus (no NETLINK_SOCK_DIAG): a task whose owner exits while a child keeps its connection is not enforced on that child")
+        }
         for interface in Self.busInterfaces(for: self) {
             objects.append(try bus.export(interface, at: BgTaskNames.objectPath))
         }

@@ -14,7 +14,16 @@ final class ProcessTable {
         var pidfd: Int32
         var connections: Int
         var awaitingKill: Bool
+        /// The process's uid and socket inodes when it was identified: where
+        /// its connections can be found if it is gone (``ConnectionHolders``).
+        var uid: uid_t
+        var sockets: [UInt64]
     }
+
+    /// The name of the socket the daemon's bus connection reaches (see
+    /// ``ConnectionHolders/serverName(ofConnection:)``); nil: heirs of a
+    /// connection are not looked for.
+    var busServerName: String?
 
     private var handles: [ProcessRef: Handle] = [:]
     private var byPID: [Int32: ProcessRef] = [:]
@@ -37,6 +46,8 @@ final class ProcessTable {
         if let ref = byPID[pid], let handle = handles[ref] {
             if bgt_pidfd_exited(handle.pidfd) == 0 {
                 handles[ref]!.connections += 1
+                // A connection made since is among its sockets now.
+                if busServerName != nil { handles[ref]!.sockets = ConnectionHolders.socketInodes(of: pid) }
                 return ref
             }
             // The process behind the old handle is gone; its pid was reused.
@@ -46,7 +57,10 @@ final class ProcessTable {
         guard fd >= 0 else { throw ProcessError(pid: pid, errno: -fd) }
         lastSerial += 1
         let ref = ProcessRef(pid: pid, serial: lastSerial)
-        handles[ref] = Handle(pidfd: fd, connections: 1, awaitingKill: false)
+        var status = stat()
+        let uid = stat("/proc/\(pid)", &status) == 0 ? status.st_uid : uid_t.max
+        let sockets = busServerName == nil ? [] : ConnectionHolders.socketInodes(of: pid)
+        handles[ref] = Handle(pidfd: fd, connections: 1, awaitingKill: false, uid: uid, sockets: sockets)
         byPID[pid] = ref
         return ref
     }
@@ -77,16 +91,33 @@ final class ProcessTable {
             logger.error("refusing to signal pid \(ref.pid)")
             return false
         }
-        if bgt_pidfd_exited(handle.pidfd) != 0 { return false }
         let number = signal == .terminate ? SIGTERM : SIGKILL
+        if bgt_pidfd_exited(handle.pidfd) != 0 { return signalHeirs(of: ref, handle, number) }
         let r = bgt_pidfd_send_signal(handle.pidfd, number)
         if r < 0 {
-            if r != -ESRCH {
-                logger.error("cannot signal pid \(ref.pid): \(String(cString: strerror(-r)))")
-            }
+            if r == -ESRCH { return signalHeirs(of: ref, handle, number) }
+            logger.error("cannot signal pid \(ref.pid): \(String(cString: strerror(-r)))")
             return false
         }
         return true
+    }
+
+    /// The process is gone but its connection may live on in a child that
+    /// inherited it: signal whoever holds the connection now.
+    private func signalHeirs(of ref: ProcessRef, _ handle: Handle, _ number: Int32) -> Bool {
+        guard let server = busServerName, !handle.sockets.isEmpty else { return false }
+        let connections = ConnectionHolders.connections(among: handle.sockets, to: server)
+        var sent = false
+        for pid in ConnectionHolders.processes(holding: Set(connections), uid: handle.uid) where pid != ownPID && pid > 1 {
+            let fd = bgt_pidfd_open(pid)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            if bgt_pidfd_send_signal(fd, number) >= 0 {
+                sent = true
+                logger.notice("pid \(ref.pid) is gone; its bus connection lives on in pid \(pid), which inherited it: signal \(number) sent there")
+            }
+        }
+        return sent
     }
 
     private func closeIfUnused(_ ref: ProcessRef) {

@@ -10,7 +10,13 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -154,4 +160,60 @@ const char *bgt_errno_name(int error) {
 
 int bgt_pipe_cloexec(int fds[2]) {
     return pipe2(fds, O_CLOEXEC) < 0 ? -errno : 0;
+}
+
+/* A unix socket by inode, through NETLINK_SOCK_DIAG: its peer's inode and
+ * its own bound name (what it listens on, for a server's accepted socket).
+ * The name is written NUL-terminated; an abstract name starts with '@'. */
+int bgt_unix_socket_info(uint64_t inode, uint64_t *peer, char *name, size_t name_size) {
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) return -errno;
+    struct {
+        struct nlmsghdr header;
+        struct unix_diag_req request;
+    } message;
+    memset(&message, 0, sizeof message);
+    message.header.nlmsg_len = sizeof message;
+    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    message.header.nlmsg_flags = NLM_F_REQUEST;
+    message.request.sdiag_family = AF_UNIX;
+    message.request.udiag_states = (uint32_t) -1;
+    message.request.udiag_ino = (uint32_t) inode;
+    message.request.udiag_show = UDIAG_SHOW_PEER | UDIAG_SHOW_NAME;
+    message.request.udiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    message.request.udiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+    if (sendto(fd, &message, sizeof message, 0, (struct sockaddr *) &kernel, sizeof kernel) < 0) {
+        int error = -errno;
+        close(fd);
+        return error;
+    }
+    long buffer[2048];
+    ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+    int error = n < 0 ? -errno : 0;
+    close(fd);
+    if (n < 0) return error;
+    *peer = 0;
+    if (name_size > 0) name[0] = '\0';
+    for (struct nlmsghdr *h = (struct nlmsghdr *) buffer; NLMSG_OK(h, (size_t) n); h = NLMSG_NEXT(h, n)) {
+        if (h->nlmsg_type == NLMSG_ERROR) {
+            struct nlmsgerr *failure = NLMSG_DATA(h);
+            return failure->error < 0 ? failure->error : -EIO;
+        }
+        if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY) continue;
+        struct unix_diag_msg *answer = NLMSG_DATA(h);
+        size_t length = h->nlmsg_len - NLMSG_LENGTH(sizeof *answer);
+        for (struct rtattr *a = (struct rtattr *) (answer + 1); RTA_OK(a, length); a = RTA_NEXT(a, length)) {
+            if (a->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(a) >= sizeof(uint32_t)) {
+                *peer = *(uint32_t *) RTA_DATA(a);
+            } else if (a->rta_type == UNIX_DIAG_NAME && name_size > 1) {
+                size_t size = RTA_PAYLOAD(a) < name_size - 1 ? RTA_PAYLOAD(a) : name_size - 1;
+                memcpy(name, RTA_DATA(a), size);
+                if (size > 0 && name[0] == '\0') name[0] = '@';
+                name[size] = '\0';
+            }
+        }
+        return 0;
+    }
+    return -ENOENT;
 }

@@ -29,6 +29,43 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// The owner of a task forks and exits; its child keeps the connection,
+    /// and with it the task: the deadline is enforced on the child.
+    @Test func aTaskInheritedByAForkedChildIsEnforcedOnTheChild() throws {
+        let daemon = try DaemonUnderTest(settings: Self.budget)
+        let marker = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-heir-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: marker) }
+        let script = """
+            import dbus, os, signal, sys, time
+            bus = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
+            manager = dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
+                                     "org.bgtaskd.BackgroundTasks1.Manager")
+            manager.BeginBackgroundTask("inherited")
+            manager.SetApplicationState("background")
+            if os.fork() == 0:
+                # Not the test's pipes: the test sees the parent's exit at once.
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                def terminated(number, frame):
+                    with open(sys.argv[1], "w") as f:
+                        f.write("sigterm")
+                    os._exit(0)
+                signal.signal(signal.SIGTERM, terminated)
+                time.sleep(30)
+                os._exit(1)
+            os._exit(0)
+            """
+        let owner = try CommandResult.run("/usr/bin/python3", ["-c", script, marker], environment: daemon.environment)
+        #expect(owner.succeeded, "\(owner)")
+        #expect(try daemon.property("Tasks").contains("\"inherited\""), "the child holds the connection, so the task stays")
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !FileManager.default.fileExists(atPath: marker), ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        #expect((try? String(contentsOfFile: marker, encoding: .utf8)) == "sigterm", "\(daemon.log.suffix(2000))")
+        #expect(daemon.log.contains("its bus connection lives on in pid"), "\(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func appIgnoringSigtermIsKilled() throws {
         let daemon = try DaemonUnderTest(settings: Self.budget)
         let app = try daemon.startTestApp(["--background", "--ignore-sigterm"])

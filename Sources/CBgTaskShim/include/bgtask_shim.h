@@ -60,6 +60,11 @@ int bgt_block_signal(int sig);
  * hard one is unlimited). Writes the soft limit before and after; returns 0
  * or a negative errno. */
 int bgt_raise_fd_limit(uint64_t *before, uint64_t *after);
+
+/* A unix socket by inode (NETLINK_SOCK_DIAG): its peer's inode (0: none) and
+ * its own bound name, NUL-terminated ('@' first for an abstract one). Returns
+ * 0 or a negative errno (-ENOENT: no such socket). */
+int bgt_unix_socket_info(uint64_t inode, uint64_t *peer, char *name, size_t name_size);
 /* CLOCK_MONOTONIC in microseconds, as sd-event uses it. */
 uint64_t bgt_monotonic_usec(void);
 /* Sets the timer slack of the calling thread in nanoseconds (deadlines are enforced to the ms). */
