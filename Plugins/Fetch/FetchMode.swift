@@ -38,8 +38,14 @@ final class FetchMode: ModePlugin {
     /// dropped when desktop entries or refresh settings change.
     private var declared: [String: AppInfo] = [:]
 
+    /// SimulateFetch calls that launched their app, by wake token: answered
+    /// once the app has its PerformFetch, or with why it could not get it.
+    private var simulations: [String: PluginCall] = [:]
+
     /// The memory a batch may change, as it was when the batch began (see ``rollBack()``).
-    private var checkpointed: (planner: AdaptivePlanner, tokens: [String: (app: String, at: UInt64)], unsaved: Set<String>)?
+    private var checkpointed: (
+        planner: AdaptivePlanner, tokens: [String: (app: String, at: UInt64)], unsaved: Set<String>, simulations: [String: PluginCall]
+    )?
 
     init(host: PluginHost) throws {
         self.host = host
@@ -83,7 +89,7 @@ final class FetchMode: ModePlugin {
     // MARK: Batches
 
     func checkpoint() {
-        checkpointed = (planner, tokens, unsaved)
+        checkpointed = (planner, tokens, unsaved, simulations)
     }
 
     /// A batch's writes were rolled back (a full disk): an interval it set, a
@@ -92,7 +98,11 @@ final class FetchMode: ModePlugin {
     func rollBack() {
         guard let saved = checkpointed else { return }
         checkpointed = nil
-        (planner, tokens, unsaved) = saved
+        // A SimulateFetch whose wake was undone is answered as undone.
+        for (token, call) in simulations where saved.simulations[token] == nil {
+            call.fail(.bgtaskd("StorageFailed", "nothing was done: the fetch plugin's state could not be saved"))
+        }
+        (planner, tokens, unsaved, simulations) = saved
         armNextWake()
     }
 
@@ -160,8 +170,24 @@ final class FetchMode: ModePlugin {
         guard info.refreshStatus == "available" else {
             throw ModeError.bgtaskd("RefreshDisabled", "Background App Refresh is \(info.refreshStatus) for \(app)")
         }
-        try wake(app)
-        try call.reply()
+        let token = try wake(app)
+        // A running app has its PerformFetch now; one being launched answers
+        // when it has it, or says why it could not (a command that does not start).
+        if host.appInfo(app)?.running == true {
+            try call.reply()
+        } else {
+            simulations[token] = call
+        }
+    }
+
+    /// Answers the SimulateFetch waiting for this token's app, if one does.
+    private func answerSimulation(_ token: String, failure: String? = nil) {
+        guard let call = simulations.removeValue(forKey: token) else { return }
+        if let failure {
+            call.fail(.failed(failure))
+        } else {
+            do { try call.reply() } catch { host.log(.warning, "cannot answer SimulateFetch: \(error)") }
+        }
     }
 
     /// The app a call is about, if it has a desktop entry that declares `fetch`.
@@ -194,6 +220,7 @@ final class FetchMode: ModePlugin {
     func handle(_ event: PluginEvent) {
         switch event {
         case .tokenReady(_, let token, let connection):
+            answerSimulation(token)
             do {
                 try host.emit("PerformFetch", interface: BgTaskNames.fetch, to: connection) { (signal) throws(ModeError) in
                     try signal.append(token)
@@ -203,6 +230,7 @@ final class FetchMode: ModePlugin {
             }
             saveUnsaved()
         case .tokenExpired(let app, let token):
+            answerSimulation(token, failure: "\(app) was launched but never checked in to take its fetch (it exited, or did not call CheckIn within \(wakeBudget) s); see the daemon's log")
             guard let (_, at) = tokens.removeValue(forKey: token) else { return }
             host.logWhenCommitted(.notice, "\(app) did not complete its fetch within \(wakeBudget) s: offence counted")
             do {
@@ -211,7 +239,10 @@ final class FetchMode: ModePlugin {
                 host.log(.warning, "cannot store the missed fetch of \(app): \(error); this event is undone")
             }
         case .launchFailed(let app, let token, let reason):
-            if let token { tokens[token] = nil }
+            if let token {
+                tokens[token] = nil
+                answerSimulation(token, failure: "cannot launch \(app): \(reason)")
+            }
             host.log(.warning, "cannot wake \(app) to fetch: \(reason)")
         case .wakeOpportunity:
             wakeDueApps()
@@ -253,7 +284,8 @@ final class FetchMode: ModePlugin {
     /// Asks the host to wake the app with a fetch token, and notes the fetch.
     /// The note is bookkeeping, not an outcome: it is written once PerformFetch
     /// is out, so the wake does not wait for the disk.
-    private func wake(_ app: String) throws {
+    @discardableResult
+    private func wake(_ app: String) throws -> String {
         let now = host.realtimeMicroseconds
         let token = try host.wake(app, reason: "fetch", budget: wakeBudget)
         tokens[token] = (app, now)
@@ -261,6 +293,7 @@ final class FetchMode: ModePlugin {
         known(app, at: now)
         planner.skipped(app, at: now)
         unsaved.insert(app)
+        return token
     }
 
     /// Writes records whose bookkeeping changed.

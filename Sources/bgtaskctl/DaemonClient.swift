@@ -51,13 +51,13 @@ final class DaemonClient {
     @discardableResult
     func call(
         _ member: String, interface: String = BgTaskNames.manager, destination: String = BgTaskNames.busName,
-        _ arguments: (Message) throws(BusError) -> Void = { _ throws(BusError) in }
+        timeout: UInt64? = nil, _ arguments: (Message) throws(BusError) -> Void = { _ throws(BusError) in }
     ) throws(ClientError) -> Message {
         do {
             let call = try bus.newMethodCall(
                 destination: destination, path: BgTaskNames.objectPath, interface: interface, member: member)
             try arguments(call)
-            return try bus.call(call, timeout: timeout)
+            return try bus.call(call, timeout: timeout ?? self.timeout)
         } catch where Self.meansNoOwner(error.name) {
             throw ClientError.notRunning(on: address, activatable: isActivatable())
         } catch {

@@ -14,7 +14,10 @@ struct FetchSimulateCommand: ClientCommand {
             CheckIn. The app must declare the fetch mode in its desktop entry \
             (X-BgTaskd-Modes=fetch;) and its Background App Refresh must be available. \
             Only trusted callers (unsandboxed processes of the daemon's user) may do this. \
-            The command returns once the daemon took the request; follow the fetch with \
+            The command returns once the app has its PerformFetch; when the app had to be \
+            launched, that is after it checked in, and a launch that fails (a command that \
+            does not exist, an app that exits or never checks in within Fetch.WakeBudgetSec) \
+            is reported with the reason and exit status 1. Follow the fetch itself with \
             'bgtaskctl apps' or the daemon's log.
 
             --json prints {"app_id": APP, "simulated": true}.
@@ -37,14 +40,17 @@ struct FetchSimulateCommand: ClientCommand {
 
     func run(with client: DaemonClient) throws {
         do {
-            try client.call("SimulateFetch", interface: BgTaskNames.fetch) { (call) throws(BusError) in try call.append(app) }
+            // A launch may take up to the wake's budget (Fetch.WakeBudgetSec, 30 s by default).
+            try client.call("SimulateFetch", interface: BgTaskNames.fetch, timeout: 120_000_000) { (call) throws(BusError) in
+                try call.append(app)
+            }
         } catch {
             throw Self.explained(error, app: app)
         }
         if global.json {
             try JSONOutput.print(Report(appID: app))
         } else {
-            print("Simulated a background fetch for \(app).")
+            print("Simulated a background fetch for \(app): it has its PerformFetch.")
         }
     }
 

@@ -31,6 +31,32 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// `fetch simulate` answers once the app has its PerformFetch, and says
+    /// why when it cannot get it (it used to print success for any launch).
+    @Test func fetchSimulateReportsWhetherTheAppGotItsFetch() throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-simulate-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        try "x\n".write(toFile: scratch + "/source", atomically: true, encoding: .utf8)
+        let example = BinaryLocator.path(of: "bgtaskd-example-fetch")
+        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=5"], desktopEntries: [
+            DesktopEntrySpec(id: "org.example.Good", modes: ["fetch"],
+                             exec: "\(example) --source file://\(scratch)/source --cache \(scratch)/cache"),
+            DesktopEntrySpec(id: "org.example.Missing", modes: ["fetch"], exec: "/nonexistent/weather --background"),
+            DesktopEntrySpec(id: "org.example.Quits", modes: ["fetch"], exec: "/bin/true"),
+        ])
+        let good = try daemon.bgtaskctl(["fetch", "simulate", "org.example.Good"])
+        #expect(good.succeeded && good.standardOutput.contains("it has its PerformFetch"), "\(good)")
+        let missing = try daemon.bgtaskctl(["fetch", "simulate", "org.example.Missing"])
+        #expect(missing.exit == .status(1), "\(missing)")
+        #expect(missing.standardError.contains("cannot launch org.example.Missing") && missing.standardError.contains("/nonexistent/weather"),
+                "\(missing)")
+        let quits = try daemon.bgtaskctl(["fetch", "simulate", "org.example.Quits"])
+        #expect(quits.exit == .status(1), "\(quits)")
+        #expect(quits.standardError.contains("never checked in"), "\(quits)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func noDaemonIsAClearError() throws {
         let bus = try PrivateBus()
         let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskctl"), ["--bus", bus.address, "status"])
