@@ -118,6 +118,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // A D-Bus fuzzer: typed, extreme and random calls derived from the introspection XML,
+        // fired at a real bgtaskd on a private bus; finds crashes, hangs and leaks.
+        .executableTarget(
+            name: "bgtaskd-fuzz",
+            dependencies: [
+                "BgTaskCore", "BgTaskProtocol", "SDBus", "CBgTaskShim",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Test support: the manual clock, a private bus, the daemon under test.
         .target(name: "BgTaskTestKit", dependencies: ["BgTaskCore", "CBgTaskShim"], swiftSettings: swiftSettings),
         .testTarget(

@@ -1,0 +1,2 @@
+// bgtaskd-fuzz: a D-Bus fuzzer for bgtaskd (see FuzzCommand).
+FuzzCommand.main()
