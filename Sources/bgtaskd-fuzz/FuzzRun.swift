@@ -1,6 +1,5 @@
 import BgTaskProtocol
-import CBgTaskShim
-import Glibc
+import Foundation
 import SDBus
 
 /// One fuzzing run against a daemon the ``Harness`` started: the typed and
@@ -237,13 +236,27 @@ final class FuzzRun {
         let what = outcome == .timeout ? "no answer within \(settings.timeout) s" : "the bus said: \(outcome.summaryKey)"
         var finding = Finding(
             kind: kind, summary: "\(call.methodKey): \(what); afterwards the daemon \(probeResult.map { "does not answer either (\($0))" } ?? "answers Ping")",
-            call: call.label, lastCalls: history.suffix(8).map(ReproLine.render), logTail: harness.logTail(30))
-        finding.reproduction = ReproLine.reproduction([call])
-        add(finding, key: "\(kind.rawValue) \(call.extremeKeys.sorted().joined(separator: "+"))-\(call.methodKey)")
-        if probeResult != nil {
-            harness.daemon?.killNow()
-            try startFreshDaemon()
+            call: call.label, lastCalls: history.suffix(10).map(ReproLine.render), logTail: harness.logTail(30))
+        let key = "\(kind.rawValue) \(call.methodKey) \(call.extremeKeys.sorted().joined(separator: "+"))"
+        guard !findingKeys.contains(key), outcome == .timeout, settings.reduce else {
+            add(finding, key: key)
+            if probeResult != nil {
+                harness.daemon?.killNow()
+                try startFreshDaemon()
+            }
+            return
         }
+        let calls = history
+        harness.daemon?.killNow()
+        if let reduced = reduce(calls, budget: settings.quick ? 6 : 24, reproduces: replayHangs) {
+            finding.reproduction = ReproLine.reproduction(reduced)
+            finding.details.append("a fresh daemon leaves the last of these \(reduced.count) call\(reduced.count == 1 ? "" : "s") unanswered: "
+                + reduced.map(\.label).joined(separator: " → "))
+        } else {
+            finding.details.append("the last \(calls.count) calls did not make a fresh daemon hang again (it depends on timing, or on older calls)")
+        }
+        add(finding, key: key)
+        try startFreshDaemon()
     }
 
     private func unresponsive(_ problem: String, after call: FuzzCall) throws(HarnessError) {
@@ -269,7 +282,7 @@ final class FuzzRun {
         progress("crash: bgtaskd \(exit) after \(call.label)")
         let key = "crash \(exit) \(call.methodKey) \(call.extremeKeys.sorted().joined(separator: "+"))"
         if !findingKeys.contains(key) {
-            let reduced = settings.reduce ? reduce(calls) : nil
+            let reduced = settings.reduce ? reduce(calls, budget: settings.quick ? 14 : 60, reproduces: replayCrashes) : nil
             if let reduced {
                 finding.reproduction = ReproLine.reproduction(reduced)
                 finding.details.append("\(reduced.count) call\(reduced.count == 1 ? "" : "s") crash a fresh daemon: "
@@ -302,15 +315,16 @@ final class FuzzRun {
         }
     }
 
-    /// The fewest calls that still crash a fresh daemon, within a budget of
-    /// daemon starts. First the crashing call alone; then it after every
-    /// earlier call that carried an extreme value (usually the culprit, when
-    /// stored state makes a later call crash); then longer and longer runs of
-    /// the last calls. What crashes is cut down by dropping calls before the
-    /// last in chunks while it still crashes (delta debugging).
-    private func reduce(_ calls: [FuzzCall]) -> [FuzzCall]? {
+    /// The fewest calls that still reproduce a failure (a crash, a hang) on a
+    /// fresh daemon, within a budget of daemon starts (a hang's cost a timeout each). First the failing call
+    /// alone; then it after every earlier call that carried an extreme value
+    /// (usually the culprit, when stored state makes a later call fail); then
+    /// longer and longer runs of the last calls. What reproduces is cut down
+    /// by dropping calls before the last in chunks while it still does (delta
+    /// debugging).
+    private func reduce(_ calls: [FuzzCall], budget: Int, reproduces: ([FuzzCall]) -> Bool) -> [FuzzCall]? {
         guard let last = calls.last else { return nil }
-        var budget = settings.quick ? 14 : 60
+        var budget = budget
         var candidates: [[FuzzCall]] = [[last]]
         let extremes = calls.dropLast().filter { $0.arguments.contains(where: \.isExtreme) }
         if !extremes.isEmpty { candidates.append(extremes + [last]) }
@@ -320,16 +334,16 @@ final class FuzzRun {
             length *= 4
         }
         if calls.count > 1 { candidates.append(calls) }
-        var crashing: [FuzzCall]?
+        var failing: [FuzzCall]?
         for candidate in candidates where budget > 0 {
             budget -= 1
-            if replayCrashes(candidate) {
-                crashing = candidate
+            if reproduces(candidate) {
+                failing = candidate
                 break
             }
         }
-        guard let crashing else { return nil }
-        var prefix = Array(crashing.dropLast())
+        guard let failing else { return nil }
+        var prefix = Array(failing.dropLast())
         var chunks = 2
         while !prefix.isEmpty && budget > 0 {
             let size = (prefix.count + chunks - 1) / chunks
@@ -338,7 +352,7 @@ final class FuzzRun {
                 var candidate = prefix
                 candidate.removeSubrange(start..<min(start + size, prefix.count))
                 budget -= 1
-                if replayCrashes(candidate + [last]) {
+                if reproduces(candidate + [last]) {
                     prefix = candidate
                     chunks = max(chunks - 1, 2)
                     removed = true
@@ -351,6 +365,25 @@ final class FuzzRun {
             }
         }
         return prefix + [last]
+    }
+
+    /// Whether the last of `calls` gets no answer from a daemon started on fresh state.
+    private func replayHangs(_ calls: [FuzzCall]) -> Bool {
+        do {
+            try harness.startDaemon()
+        } catch {
+            return false
+        }
+        let replay = ClientPool(address: harness.address, timeout: settings.timeout)
+        var outcome = CallOutcome.notSent("")
+        for call in calls {
+            if !replay.isOpen(call.role), let checkIn = generator.checkIn(call.role) { _ = replay.send(checkIn) }
+            outcome = replay.send(call)
+            report.replayCalls += 1
+            if harness.daemonExit != nil { return false }
+        }
+        harness.daemon?.killNow()
+        return outcome == .timeout
     }
 
     /// Whether `calls` crash a daemon started on fresh state.
@@ -398,13 +431,14 @@ final class FuzzRun {
         let deadline = Monotonic.seconds() + seconds
         while Monotonic.seconds() < deadline {
             for (interface, member, role, values) in probes {
-                var call = FuzzCall(role: role, interface: interface, member: member, arguments: values,
+                let call = FuzzCall(role: role, interface: interface, member: member, arguments: values,
                                     argumentNames: values.map { _ in "arg" }, declared: model.method(interface, member), origin: .state)
-                call.declared = model.method(interface, member)
                 if !client.isOpen(role), let checkIn = generator.checkIn(role) { _ = client.send(checkIn) }
                 let outcome = client.send(call)
                 calls += 1
-                if let exit = harness.daemonExit {
+                // The bus may tell of a crash a moment before the exit can be reaped.
+                let gone = if case .noReply = outcome { true } else { false }
+                if let exit = harness.daemon?.waitForExit(timeout: gone ? 1 : 0) {
                     return .init(ok: false, detail: "bgtaskd \(exit) after \(calls) calls (the last \(member))", readySeconds: ready, calls: calls)
                 }
                 switch outcome {
