@@ -16,13 +16,15 @@ struct FuzzCommand: ParsableCommand {
             stay alive, answer Ping, use only org.freedesktop.DBus.Error.* and its documented errors, \
             not grow by more than --leak-threshold, exit 0 on SIGTERM and restart on the state the \
             run left. Exits 0 only when there are no findings (1 with findings, 2 when the fuzzer \
-            itself could not run).
+            itself could not run). The daemon runs with Tasks.BudgetSec, Fetch.WakeBudgetSec and \
+            RemoteNotifications.WakeBudgetSec raised to a day: the fuzzer's own connections play the \
+            apps, and the daemon would otherwise terminate the fuzzer for overstaying.
 
             --huge-options instead measures one DeliverPush with a million unknown option keys \
             against the latency of GetBackgroundTimeRemaining from a second connection.
             """)
 
-    @Option(help: "Total calls. The typed and signature phases (about 1,200 calls) always run in full; random calls fill up the rest.")
+    @Option(help: "Total calls. The typed and signature phases (about 1,300 calls) always run in full; random calls fill up the rest.")
     var calls = 20000
 
     @Option(help: "Seed of the random phase (the same seed makes the same calls).")
@@ -55,7 +57,7 @@ struct FuzzCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Seconds the daemon restarted on the run's state is called for.", valueName: "SECONDS"))
     var restartSeconds: Double?
 
-    @Flag(help: "Do not reduce crashes to the fewest calls that reproduce them.")
+    @Flag(help: "Do not reduce crashes and hangs to the fewest calls that reproduce them.")
     var noReduce = false
 
     @Flag(help: "Print the report as JSON.")
