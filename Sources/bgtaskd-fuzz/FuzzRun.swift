@@ -42,6 +42,10 @@ final class FuzzRun {
     private var historyBytes = 0
     private static let historyLimit = 256
     private static let historyByteLimit = 32 << 20
+    /// The calls with an extreme value sent to the daemon now running, further
+    /// back than ``history``: a value stored long ago can crash a later call.
+    private var extremeHistory: [FuzzCall] = []
+    private static let extremeHistoryLimit = 2048
     /// A connection of its own for liveness probes.
     private var monitor: Bus?
     /// Calls answered by the daemon now running (for the memory figure).
@@ -148,6 +152,11 @@ final class FuzzRun {
         while history.count > Self.historyLimit || historyBytes > Self.historyByteLimit {
             historyBytes -= Self.size(of: history.removeFirst())
         }
+        // Values over 64 KiB are refused before anything is stored; they would only crowd the list.
+        if call.arguments.contains(where: \.isExtreme), Self.size(of: call) <= 65536 {
+            extremeHistory.append(call)
+            if extremeHistory.count > Self.extremeHistoryLimit { extremeHistory.removeFirst() }
+        }
         report.count(call, outcome)
         callsThisDaemon += 1
         judge(call, outcome)
@@ -248,7 +257,7 @@ final class FuzzRun {
         }
         let calls = history
         harness.daemon?.killNow()
-        if let reduced = reduce(calls, budget: settings.quick ? 6 : 24, reproduces: replayHangs) {
+        if let reduced = reduce(calls, extremes: extremeHistory, budget: settings.quick ? 6 : 24, reproduces: replayHangs) {
             finding.reproduction = ReproLine.reproduction(reduced)
             finding.details.append("a fresh daemon leaves the last of these \(reduced.count) call\(reduced.count == 1 ? "" : "s") unanswered: "
                 + reduced.map(\.label).joined(separator: " → "))
@@ -282,7 +291,7 @@ final class FuzzRun {
         progress("crash: bgtaskd \(exit) after \(call.label)")
         let key = "crash \(exit) \(call.methodKey) \(call.extremeKeys.sorted().joined(separator: "+"))"
         if !findingKeys.contains(key) {
-            let reduced = settings.reduce ? reduce(calls, budget: settings.quick ? 14 : 60, reproduces: replayCrashes) : nil
+            let reduced = settings.reduce ? reduce(calls, extremes: extremeHistory, budget: settings.quick ? 14 : 60, reproduces: replayCrashes) : nil
             if let reduced {
                 finding.reproduction = ReproLine.reproduction(reduced)
                 finding.details.append("\(reduced.count) call\(reduced.count == 1 ? "" : "s") crash a fresh daemon: "
@@ -317,17 +326,18 @@ final class FuzzRun {
 
     /// The fewest calls that still reproduce a failure (a crash, a hang) on a
     /// fresh daemon, within a budget of daemon starts (a hang's cost a timeout each). First the failing call
-    /// alone; then it after every earlier call that carried an extreme value
-    /// (usually the culprit, when stored state makes a later call fail); then
+    /// alone; then it after every call since the daemon started that carried an
+    /// extreme value (usually the culprit, when stored state makes a later call fail); then
     /// longer and longer runs of the last calls. What reproduces is cut down
     /// by dropping calls before the last in chunks while it still does (delta
     /// debugging).
-    private func reduce(_ calls: [FuzzCall], budget: Int, reproduces: ([FuzzCall]) -> Bool) -> [FuzzCall]? {
+    private func reduce(_ calls: [FuzzCall], extremes: [FuzzCall], budget: Int, reproduces: ([FuzzCall]) -> Bool) -> [FuzzCall]? {
         guard let last = calls.last else { return nil }
         var budget = budget
         var candidates: [[FuzzCall]] = [[last]]
-        let extremes = calls.dropLast().filter { $0.arguments.contains(where: \.isExtreme) }
-        if !extremes.isEmpty { candidates.append(extremes + [last]) }
+        // Every extreme call since the daemon started, the last one excepted (it is the failing call itself).
+        let earlier = last.arguments.contains(where: \.isExtreme) ? Array(extremes.dropLast()) : extremes
+        if !earlier.isEmpty { candidates.append(earlier + [last]) }
         var length = 4
         while length < calls.count {
             candidates.append(Array(calls.suffix(length)))
@@ -463,6 +473,7 @@ final class FuzzRun {
         monitor = nil
         history.removeAll()
         historyBytes = 0
+        extremeHistory.removeAll()
         try harness.startDaemon()
         callsThisDaemon = 0
         memoryBefore = harness.daemon.flatMap { ProcessMemory(pid: $0.pid).residentKiB }
