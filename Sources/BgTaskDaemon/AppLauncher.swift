@@ -45,6 +45,10 @@ final class AppLauncher {
     private let appBusAddress: String?
     private let logger: Logger
     private let hierarchy: CgroupHierarchy?
+    /// The directory app cgroups are made in: a group of this daemon's own
+    /// under its cgroup (``init(loop:sessionBus:appBusAddress:logger:cgroupGroup:)``),
+    /// so that what it reclaims at start is only ever its own.
+    private let appsDirectory: String?
     private var loggedNoCgroup = false
 
     /// One launched process, from spawn until it is reaped.
@@ -100,20 +104,33 @@ final class AppLauncher {
     ///   - sessionBus: where to look for the systemd user manager; nil: never use systemd.
     ///   - appBusAddress: the address of the bus the daemon serves, when it was
     ///     given one: apps get it as `DBUS_SESSION_BUS_ADDRESS`.
-    convenience init(loop: EventLoop, sessionBus: Bus?, appBusAddress: String?, logger: Logger) {
+    ///   - cgroupGroup: the name of the directory under the daemon's cgroup that
+    ///     holds its apps' cgroups (one per state directory: daemons sharing a
+    ///     cgroup never touch each other's apps).
+    convenience init(loop: EventLoop, sessionBus: Bus?, appBusAddress: String?, logger: Logger, cgroupGroup: String) {
         self.init(
             loop: loop, sessionBus: sessionBus, appBusAddress: appBusAddress, logger: logger,
-            cgroupHierarchy: CgroupHierarchy.current())
+            cgroupHierarchy: CgroupHierarchy.current(), cgroupGroup: cgroupGroup)
     }
 
-    /// As above, with the cgroup hierarchy given (nil: make no cgroups), for tests.
-    init(loop: EventLoop, sessionBus: Bus?, appBusAddress: String?, logger: Logger, cgroupHierarchy: CgroupHierarchy?) {
+    /// As above, with the cgroup hierarchy given (nil: make no cgroups), for
+    /// tests; without a group, app cgroups are made right in the daemon's cgroup.
+    init(
+        loop: EventLoop, sessionBus: Bus?, appBusAddress: String?, logger: Logger, cgroupHierarchy: CgroupHierarchy?,
+        cgroupGroup: String? = nil
+    ) {
         self.loop = loop
         self.systemd = sessionBus.map { SystemdUserManager(bus: $0) }
         self.appBusAddress = appBusAddress
         self.logger = logger
         self.hierarchy = cgroupHierarchy
+        self.appsDirectory = cgroupHierarchy.map { hierarchy in
+            cgroupGroup.map { hierarchy.ownDirectory + "/" + $0 } ?? hierarchy.ownDirectory
+        }
+        self.cgroupGroup = cgroupGroup
     }
+
+    private let cgroupGroup: String?
 
     deinit {
         for record in running.values {
@@ -250,20 +267,28 @@ final class AppLauncher {
     /// A new cgroup for the request: nil when cgroups cannot be made here
     /// (logged once), an error when making one that should work failed.
     private func makeCgroup(for request: Request) -> Result<Cgroup?, LaunchError> {
-        guard let hierarchy else {
+        guard let hierarchy, let appsDirectory else {
             noteNoCgroup("no cgroup v2 hierarchy is mounted, or the daemon's cgroup in it is unknown")
             return .success(nil)
+        }
+        if appsDirectory != hierarchy.ownDirectory, mkdir(appsDirectory, 0o755) != 0, errno != EEXIST {
+            let reason = ProcessSpawner.describe(errno: errno)
+            if [EACCES, EPERM, EROFS, ENOENT].contains(errno) {
+                noteNoCgroup("cannot create \(appsDirectory): \(reason)")
+                return .success(nil)
+            }
+            return .failure(request.failure(.cgroup, "cannot create \(appsDirectory): \(reason)", errno: errno))
         }
         guard request.unit.utf8.count <= Int(NAME_MAX) else {
             logger.warning("the scope name for \(request.appID) is too long for a cgroup; launching it without one")
             return .success(nil)
         }
         do throws(Cgroup.Failure) {
-            return .success(try Cgroup.create(at: hierarchy.ownDirectory + "/" + request.unit))
+            return .success(try Cgroup.create(at: appsDirectory + "/" + request.unit))
         } catch {
             // Not allowed or not there: cgroups cannot be made here at all.
             if [EACCES, EPERM, EROFS, ENOENT].contains(error.errno) {
-                noteNoCgroup("cannot create cgroups in \(hierarchy.ownDirectory): \(ProcessSpawner.describe(errno: error.errno))")
+                noteNoCgroup("cannot create cgroups in \(appsDirectory): \(ProcessSpawner.describe(errno: error.errno))")
                 return .success(nil)
             }
             return .failure(request.failure(.cgroup, error.description, errno: error.errno))
@@ -374,11 +399,13 @@ final class AppLauncher {
     /// frozen forever), removed when empty, and otherwise removed once its
     /// processes are gone. Call once at start, before launching anything.
     func reclaimCgroupsOfEarlierRuns() {
-        guard let hierarchy, let names = try? FileManager.default.contentsOfDirectory(atPath: hierarchy.ownDirectory) else { return }
+        // Only in the daemon's own group: other daemons' apps may share the parent cgroup.
+        guard cgroupGroup != nil, let appsDirectory,
+              let names = try? FileManager.default.contentsOfDirectory(atPath: appsDirectory) else { return }
         var removed = 0
         for unit in names.sorted() where unit.hasPrefix("app-\(LaunchUnitName.launcher)-") && unit.hasSuffix(".scope") {
-            let cgroup = Cgroup(path: hierarchy.ownDirectory + "/" + unit)
-            if cgroup.isFrozen == true {
+            let cgroup = Cgroup(path: appsDirectory + "/" + unit)
+            if cgroup.isFreezeRequested {
                 do throws(Cgroup.Failure) {
                     try cgroup.setFrozen(false)
                     logger.notice("thawed \(cgroup), left frozen by an earlier run")
@@ -393,6 +420,12 @@ final class AppLauncher {
             }
         }
         if removed > 0 { logger.info("removed \(removed) empty cgroups of apps launched by an earlier run") }
+    }
+
+    /// At shutdown: the group directory goes if no app cgroup is left in it.
+    func removeGroupIfEmpty() {
+        guard cgroupGroup != nil, let appsDirectory else { return }
+        _ = rmdir(appsDirectory)
     }
 
     private func removeWhenEmpty(_ cgroup: Cgroup, unit: String, appID: AppID) {
@@ -421,13 +454,17 @@ final class AppLauncher {
     @discardableResult
     private func lingeringChanged(unit: String) -> Bool {
         guard let entry = lingering[unit] else { return true }
-        guard let events = Cgroup.readEvents(fd: entry.eventsFD), events["populated"] == "0" else { return false }
-        do throws(Cgroup.Failure) {
-            try entry.cgroup.remove()
-        } catch {
-            // EBUSY: a new process got in between; the next change tells.
-            if error.errno == EBUSY { return false }
-            logger.warning("\(error)")
+        // Unreadable: the cgroup is gone (removed by someone else); its events
+        // file then reports an error forever, so the watch must go too.
+        if let events = Cgroup.readEvents(fd: entry.eventsFD) {
+            guard events["populated"] == "0" else { return false }
+            do throws(Cgroup.Failure) {
+                try entry.cgroup.remove()
+            } catch {
+                // EBUSY: a new process got in between; the next change tells.
+                if error.errno == EBUSY { return false }
+                if error.errno != ENOENT { logger.warning("\(error)") }
+            }
         }
         entry.watch?.cancel()
         close(entry.eventsFD)

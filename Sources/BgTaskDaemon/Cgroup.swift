@@ -65,6 +65,15 @@ struct Cgroup: Sendable, Hashable, CustomStringConvertible {
     /// Whether it is frozen (the freeze has completed); nil when unreadable.
     var isFrozen: Bool? { events?["frozen"].map { $0 == "1" } }
 
+    /// Whether a freeze was asked for (`cgroup.freeze` is 1), completed or not.
+    var isFreezeRequested: Bool {
+        let fd = open(path + "/cgroup.freeze", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var byte: UInt8 = 0
+        return read(fd, &byte, 1) == 1 && byte == UInt8(ascii: "1")
+    }
+
     /// `cgroup.events` opened for reading, to watch: the kernel signals
     /// EPOLLPRI on it whenever a value changes.
     func openEvents() -> Int32? {

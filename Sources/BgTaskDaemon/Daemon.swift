@@ -80,12 +80,22 @@ public final class Daemon {
         callers = CallerRegistry(bus: bus, loop: loop, processes: processes, trustedUID: trustedUID, logger: logger)
         let appBusAddress: String? = if case .address(let address) = settings.bus { address } else { nil }
         launcher = AppLauncher(
-            loop: loop, sessionBus: settings.bus == .system ? nil : bus, appBusAddress: appBusAddress, logger: logger)
+            loop: loop, sessionBus: settings.bus == .system ? nil : bus, appBusAddress: appBusAddress, logger: logger,
+            cgroupGroup: Self.cgroupGroup(forStateDirectory: store.path))
         power = PowerMonitor(systemBus: .system, loop: loop, logger: logger)
         callers.onDisconnect = { [unowned self] identity in
             self.perform(self.engine.disconnect(identity.connection))
         }
         callers.launchedAppID = { [unowned self] pid in self.launcher.process(pid: pid)?.appID }
+    }
+
+    /// The cgroup directory of this daemon's launched apps: one per state
+    /// database (FNV-1a of its path), so that daemons sharing a cgroup keep apart.
+    static func cgroupGroup(forStateDirectory path: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in path.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        let hex = String(hash, radix: 16)
+        return "bgtaskd-apps-" + String(repeating: "0", count: 16 - hex.count) + hex
     }
 
     /// CLOCK_REALTIME in µs since the Unix epoch.
@@ -124,10 +134,7 @@ public final class Daemon {
             intervalMicroseconds: 50_000, logger: logger)
         startComponents()
         // Where callers' connections lead, to find a connection a dead caller's child inherited.
-        processes.busServerName = ConnectionHolders.serverName(ofConnection: sd_bus_get_fd(bus.handle))
-        if processes.busServerName == nil {
-            logger.notice("cannot tell which sockets reach the bus (no NETLINK_SOCK_DIAG): a task whose owner exits while a child keeps its connection is not enforced on that child")
-        }
+        processes.busFD = sd_bus_get_fd(bus.handle)
         for interface in Self.busInterfaces(for: self) {
             objects.append(try bus.export(interface, at: BgTaskNames.objectPath))
         }
@@ -142,6 +149,7 @@ public final class Daemon {
         let code = try loop.run()
         _ = sd_notify(0, "STOPPING=1")
         stopPlugins()
+        launcher.removeGroupIfEmpty()
         try? store.closeOpenUsage(at: Self.realtimeMicroseconds)
         store.close()
         bus.flush()
