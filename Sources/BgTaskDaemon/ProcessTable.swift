@@ -20,10 +20,20 @@ final class ProcessTable {
         var sockets: [UInt64]
     }
 
+    /// The daemon's own bus connection (its socket), to learn which sockets
+    /// reach the bus; -1 until the daemon sets it.
+    var busFD: Int32 = -1
     /// The name of the socket the daemon's bus connection reaches (see
-    /// ``ConnectionHolders/serverName(ofConnection:)``); nil: heirs of a
-    /// connection are not looked for.
-    var busServerName: String?
+    /// ``ConnectionHolders/serverName(ofConnection:)``), learnt when first
+    /// needed: at start-up the bus may not have accepted the connection yet.
+    private var knownServerName: String?
+
+    /// The bus's server socket name, or nil when it cannot be told (then
+    /// heirs of a connection are not looked for).
+    var busServerName: String? {
+        if knownServerName == nil, busFD >= 0 { knownServerName = ConnectionHolders.serverName(ofConnection: busFD) }
+        return knownServerName
+    }
 
     private var handles: [ProcessRef: Handle] = [:]
     private var byPID: [Int32: ProcessRef] = [:]
@@ -47,7 +57,7 @@ final class ProcessTable {
             if bgt_pidfd_exited(handle.pidfd) == 0 {
                 handles[ref]!.connections += 1
                 // A connection made since is among its sockets now.
-                if busServerName != nil { handles[ref]!.sockets = ConnectionHolders.socketInodes(of: pid) }
+                handles[ref]!.sockets = ConnectionHolders.socketInodes(of: pid)
                 return ref
             }
             // The process behind the old handle is gone; its pid was reused.
@@ -59,7 +69,7 @@ final class ProcessTable {
         let ref = ProcessRef(pid: pid, serial: lastSerial)
         var status = stat()
         let uid = stat("/proc/\(pid)", &status) == 0 ? status.st_uid : uid_t.max
-        let sockets = busServerName == nil ? [] : ConnectionHolders.socketInodes(of: pid)
+        let sockets = ConnectionHolders.socketInodes(of: pid)
         handles[ref] = Handle(pidfd: fd, connections: 1, awaitingKill: false, uid: uid, sockets: sockets)
         byPID[pid] = ref
         return ref
@@ -105,7 +115,11 @@ final class ProcessTable {
     /// The process is gone but its connection may live on in a child that
     /// inherited it: signal whoever holds the connection now.
     private func signalHeirs(of ref: ProcessRef, _ handle: Handle, _ number: Int32) -> Bool {
-        guard let server = busServerName, !handle.sockets.isEmpty else { return false }
+        guard !handle.sockets.isEmpty else { return false }
+        guard let server = busServerName else {
+            logger.notice("pid \(ref.pid) is gone and its connection may live on in a child, but which sockets reach the bus cannot be told here (no NETLINK_SOCK_DIAG)")
+            return false
+        }
         let connections = ConnectionHolders.connections(among: handle.sockets, to: server)
         var sent = false
         for pid in ConnectionHolders.processes(holding: Set(connections), uid: handle.uid) where pid != ownPID && pid > 1 {
