@@ -11,7 +11,11 @@ import Testing
             DesktopEntrySpec(id: "org.example.Broken", modes: ["fetch"], exec: "/nonexistent/broken-app --fetch"),
         ])
         let admin = try RawClient(daemon)
-        try admin.call("Fetch", "SimulateFetch") { try $0.append("org.example.Broken") }
+        // SimulateFetch waits for the launch, and says why it failed.
+        let failed = #expect(throws: BusError.self) {
+            try admin.call("Fetch", "SimulateFetch") { try $0.append("org.example.Broken") }
+        }
+        #expect(failed?.message.contains("cannot launch org.example.Broken") == true, "\(String(describing: failed))")
         #expect(daemon.process.waitForStandardError(containing: "cannot launch org.example.Broken"), "\(daemon.log)")
 
         // Reported where a person looks (bgtaskctl apps)…
@@ -41,12 +45,14 @@ import Testing
             settings: ["Fetch.WakeBudgetSec=60"],
             desktopEntries: [
                 DesktopEntrySpec(id: "org.example.Quick", modes: ["fetch"], exec: "/bin/sleep 1"),
-                DesktopEntrySpec(id: "org.example.Slow", modes: ["fetch"], exec: "/bin/sleep 5"),
+                DesktopEntrySpec(id: "org.example.Slow", modes: ["fetch"], exec: "/bin/sleep 60"),
             ])
         let admin = try RawClient(daemon)
         var cgroups: [String: String] = [:]
         for app in ["org.example.Quick", "org.example.Slow"] {
-            try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
+            // Neither checks in (SimulateFetch answers when the launch is settled): only their cgroups matter here.
+            try admin.bus.send(try Self.simulateFetch(app, on: admin))
+            admin.bus.flush()
             #expect(daemon.process.waitForStandardError(containing: "launched \(app) for fetch"), "\(daemon.log)")
             let line = try #require(daemon.log.split(separator: "\n").first {
                 $0.contains("launched") && $0.contains(app) && $0.contains(" in /")
@@ -65,9 +71,14 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: quick), "the empty cgroup is removed at start")
         #expect(daemon.log.contains("removed 1 empty cgroups of apps launched by an earlier run"), "\(daemon.log)")
         #expect(daemon.log.contains("thawed \(slow)"), "\(daemon.log)")
+        // Thawing completes asynchronously (cgroup.events says when).
+        let thawBy = ContinuousClock.now + .seconds(5)
+        while (try? String(contentsOfFile: slow + "/cgroup.events", encoding: .utf8))?.contains("frozen 0") != true,
+              ContinuousClock.now < thawBy { Thread.sleep(forTimeInterval: 0.02) }
         #expect((try? String(contentsOfFile: slow + "/cgroup.events", encoding: .utf8))?.contains("frozen 0") == true)
-        // The thawed app finishes its sleep; then its cgroup goes too.
+        // Once the thawed app is gone, its cgroup goes too.
         #expect(daemon.process.waitForStandardError(containing: "remain in \(slow)", timeout: .seconds(5)))
+        try "1".write(toFile: slow + "/cgroup.kill", atomically: false, encoding: .utf8)
         let deadline = ContinuousClock.now + .seconds(10)
         while FileManager.default.fileExists(atPath: slow), ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.1) }
         #expect(!FileManager.default.fileExists(atPath: slow))
@@ -80,7 +91,11 @@ import Testing
             desktopEntries: [DesktopEntrySpec(id: "org.example.Silent", modes: ["fetch"], exec: "/bin/sleep 60")])
         let admin = try RawClient(daemon)
         let started = ContinuousClock.now
-        try admin.call("Fetch", "SimulateFetch") { try $0.append("org.example.Silent") }
+        // It never checks in: SimulateFetch says so once the budget has run out.
+        let silentError = #expect(throws: BusError.self) {
+            try admin.call("Fetch", "SimulateFetch") { try $0.append("org.example.Silent") }
+        }
+        #expect(silentError?.message.contains("never checked in") == true, "\(String(describing: silentError))")
         #expect(daemon.process.waitForStandardError(containing: "launched org.example.Silent for fetch"), "\(daemon.log)")
         #expect(daemon.process.waitForStandardError(containing: "org.example.Silent exited: killed by SIGTERM", timeout: .seconds(15)),
                 "\(daemon.log)")
@@ -89,5 +104,14 @@ import Testing
         let silent = try admin.applications().first { $0["app_id"] == .string("org.example.Silent") }
         #expect(silent?["fetch_offences"] == .uint64(1), "\(String(describing: silent))")
         #expect(daemon.stop() == .status(0))
+    }
+
+    /// A SimulateFetch call for `app`, to send without waiting for its answer.
+    static func simulateFetch(_ app: String, on client: RawClient) throws -> Message {
+        let message = try client.bus.newMethodCall(
+            destination: "org.bgtaskd.BackgroundTasks1", path: "/org/bgtaskd/BackgroundTasks1",
+            interface: "org.bgtaskd.BackgroundTasks1.Fetch", member: "SimulateFetch")
+        try message.append(app)
+        return message
     }
 }
