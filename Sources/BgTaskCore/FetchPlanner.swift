@@ -100,6 +100,8 @@ public enum FetchPlanReason: Sendable, Equatable, CustomStringConvertible {
     }
 
     static func duration(_ seconds: Double) -> String {
+        // An interval a client asked for can be up to 1e300 s: no Int holds that.
+        guard seconds < 1e15 else { return "\(seconds) s" }
         if seconds >= 3600, seconds.truncatingRemainder(dividingBy: 3600) == 0 { return "\(Int(seconds / 3600)) h" }
         if seconds >= 60 { return "\(Int((seconds / 60).rounded())) min" }
         return "\(Int(seconds)) s"

@@ -105,15 +105,19 @@ import Testing
         let cases: [(Double, String?)] = [
             (0, nil), (-0.0, nil), (1, nil), (.greatestFiniteMagnitude, nil), (1e300, nil), (.infinity, nil),
             (1e299, nil), (.leastNonzeroMagnitude, nil), (-1, Self.invalid), (.nan, Self.invalid), (-.infinity, Self.invalid),
+            // Just below "never": a custom interval no Int can hold (bgtaskctl apps once trapped on it, and at every start after).
+            (9.999999999999999e299, nil),
         ]
         for (seconds, expected) in cases {
             #expect(app.errorName("Fetch", "SetMinimumFetchInterval") { try $0.append(seconds) } == expected, "\(seconds)")
             #expect(app.errorName("Fetch", "GetFetchRegistration") == nil, "after \(seconds)")
+            #expect(app.errorName("Manager", "GetApplications") == nil, "after \(seconds)")
         }
         try daemon.crashAndRestart()
         let again = try RawClient(daemon)
         try again.call("Manager", "CheckIn") { try $0.append(Self.app) }
         #expect(again.errorName("Fetch", "GetFetchRegistration") == nil)
+        #expect(again.errorName("Manager", "GetApplications") == nil)
         #expect(daemon.stop() == .status(0))
     }
 }
