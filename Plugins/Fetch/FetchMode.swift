@@ -39,12 +39,16 @@ final class FetchMode: ModePlugin {
     private var declared: [String: AppInfo] = [:]
 
     /// SimulateFetch calls that launched their app, by wake token: answered
-    /// once the app has its PerformFetch, or with why it could not get it.
-    private var simulations: [String: PluginCall] = [:]
+    /// once the app has its PerformFetch, or with why it could not get it, or
+    /// (success: it is still starting) at `answerBy`, realtime µs.
+    private var simulations: [String: (call: PluginCall, answerBy: UInt64)] = [:]
+    /// How long a SimulateFetch waits for a launched app before it answers that it was launched.
+    static let simulationWait: UInt64 = 5_000_000
 
     /// The memory a batch may change, as it was when the batch began (see ``rollBack()``).
     private var checkpointed: (
-        planner: AdaptivePlanner, tokens: [String: (app: String, at: UInt64)], unsaved: Set<String>, simulations: [String: PluginCall]
+        planner: AdaptivePlanner, tokens: [String: (app: String, at: UInt64)], unsaved: Set<String>,
+        simulations: [String: (call: PluginCall, answerBy: UInt64)]
     )?
 
     init(host: PluginHost) throws {
@@ -99,8 +103,8 @@ final class FetchMode: ModePlugin {
         guard let saved = checkpointed else { return }
         checkpointed = nil
         // A SimulateFetch whose wake was undone is answered as undone.
-        for (token, call) in simulations where saved.simulations[token] == nil {
-            call.fail(.bgtaskd("StorageFailed", "nothing was done: the fetch plugin's state could not be saved"))
+        for (token, simulation) in simulations where saved.simulations[token] == nil {
+            simulation.call.fail(.bgtaskd("StorageFailed", "nothing was done: the fetch plugin's state could not be saved"))
         }
         (planner, tokens, unsaved, simulations) = saved
         armNextWake()
@@ -176,13 +180,14 @@ final class FetchMode: ModePlugin {
         if host.appInfo(app)?.running == true {
             try call.reply()
         } else {
-            simulations[token] = call
+            simulations[token] = (call, host.realtimeMicroseconds + Self.simulationWait)
+            armNextWake()
         }
     }
 
     /// Answers the SimulateFetch waiting for this token's app, if one does.
     private func answerSimulation(_ token: String, failure: String? = nil) {
-        guard let call = simulations.removeValue(forKey: token) else { return }
+        guard let call = simulations.removeValue(forKey: token)?.call else { return }
         if let failure {
             call.fail(.failed(failure))
         } else {
@@ -244,7 +249,9 @@ final class FetchMode: ModePlugin {
                 answerSimulation(token, failure: "cannot launch \(app): \(reason)")
             }
             host.log(.warning, "cannot wake \(app) to fetch: \(reason)")
-        case .wakeOpportunity:
+        case .wakeOpportunity(let now):
+            // Launched apps still starting: their SimulateFetch says they were launched.
+            for (token, simulation) in simulations where simulation.answerBy <= now { answerSimulation(token) }
             wakeDueApps()
         case .appStateChanged(let app, _), .appGone(let app):
             review(app)
@@ -343,7 +350,8 @@ final class FetchMode: ModePlugin {
     }
 
     private func armNextWake() {
-        host.scheduleOpportunity(at: planner.nextWake() ?? 0)
+        let next = [planner.nextWake(), simulations.values.map(\.answerBy).min()].compactMap { $0 }.min()
+        host.scheduleOpportunity(at: next ?? 0)
     }
 
     /// Seconds east of UTC of the local time zone now (what habits are learned in).

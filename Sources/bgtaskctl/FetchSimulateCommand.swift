@@ -15,9 +15,9 @@ struct FetchSimulateCommand: ClientCommand {
             (X-BgTaskd-Modes=fetch;) and its Background App Refresh must be available. \
             Only trusted callers (unsandboxed processes of the daemon's user) may do this. \
             The command returns once the app has its PerformFetch; when the app had to be \
-            launched, that is after it checked in, and a launch that fails (a command that \
-            does not exist, an app that exits or never checks in within Fetch.WakeBudgetSec) \
-            is reported with the reason and exit status 1. Follow the fetch itself with \
+            launched, that is after it checked in, or after 5 s if it is still starting. A \
+            launch that fails (a command that does not exist, an app that exits without \
+            checking in) is reported with the reason and exit status 1. Follow the fetch itself with \
             'bgtaskctl apps' or the daemon's log.
 
             --json prints {"app_id": APP, "simulated": true}.
