@@ -1,7 +1,7 @@
 public import BgTaskCore
 import Foundation
 
-/// Every setting of docs/DESIGN.md §2, with its default from the seeds.
+/// Every setting of docs/DESIGN.md §2, with its default (the limits iOS sets, where it has one).
 ///
 /// Values come from systemd-style INI files and `--set Section.Key=VALUE`
 /// overrides, later sources winning. Everything is parsed and validated
