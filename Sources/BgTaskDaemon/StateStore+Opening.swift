@@ -16,16 +16,19 @@ extension StateStore {
 
     // MARK: Files
 
-    /// Creates the state directory (mode 0700) and checks that it and the
-    /// database can be written, so that problems are reported here in words
-    /// rather than by SQLite later. Returns whether the database must be
-    /// created (``createDatabase(path:migrations:logger:)``).
+    /// Creates the state directory (mode 0700) and an empty database file
+    /// (mode 0600: usage history is private), and checks that both can be
+    /// written, so that problems are reported here in words rather than by
+    /// SQLite later.
     ///
-    /// An existing database file that is empty is refused: the daemon's own
-    /// database is never empty (it is created whole under another name, then
-    /// renamed into place), so an empty one lost what it held (a truncation, a
-    /// file system that lost its data); starting afresh on it would hide that.
-    static func prepareFiles(directory: String, path: String) throws(StoreError) -> Bool {
+    /// An existing database file that is empty is refused: an empty database
+    /// the daemon did not just create lost what it held (a truncation, a file
+    /// system that lost its data), and starting afresh on it would hide that.
+    /// The daemon tells its own new database by a marker, `<file>.creating`,
+    /// made before the file and removed once its schema is written
+    /// (``finishCreation(path:)``): an empty file beside the marker is a
+    /// creation a crash interrupted, which is carried on.
+    static func prepareFiles(directory: String, path: String) throws(StoreError) {
         if let errorNumber = makeDirectories(directory) {
             throw StoreError(
                 .notWritable, path: path,
@@ -68,7 +71,7 @@ extension StateStore {
                             + "refusing to start. Fix its owner or mode.")
                 }
             }
-            if fileSize(path) == 0 {
+            if fileSize(path) == 0, fileType(creationMarker(path)) == nil {
                 throw StoreError(
                     .corrupt, path: path,
                     message: "\(path) is empty, but bgtaskd never leaves its database empty: what it held "
@@ -76,43 +79,29 @@ extension StateStore {
                         + "or a file system that lost data. Refusing to start afresh on it silently. "
                         + "To start afresh, remove the file; to recover, restore it from a backup.")
             }
-            return false
+        } else {
+            let marker = open(creationMarker(path), O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+            let descriptor = marker < 0 ? -1 : open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            let failure = errno
+            if marker >= 0 { _ = Glibc.close(marker) }
+            if descriptor >= 0 {
+                _ = Glibc.close(descriptor)
+            } else if failure != EEXIST {
+                let code: StoreError.Code = failure == ENOSPC || failure == EDQUOT ? .diskFull : .notWritable
+                throw StoreError(
+                    code, path: path,
+                    message: "\(path) cannot be created (\(describe(failure))). "
+                        + "Fix the permissions of \(directory), make room, or choose another state directory with --state-dir.")
+            }
         }
-        return true
     }
 
-    /// Creates a new database whole: its schema is written under a temporary
-    /// name, which is renamed into place only once complete, so the database
-    /// file is never seen empty (see ``prepareFiles(directory:path:)``). A
-    /// temporary left by a creation that was interrupted is ours to remove.
-    static func createDatabase(path: String, migrations: [Migration], logger: Logger) throws(StoreError) {
-        let temporary = path + ".new"
-        for file in [temporary, temporary + "-journal", temporary + "-wal", temporary + "-shm"] { unlink(file) }
-        // Private from the first byte (usage history is private).
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            let code: StoreError.Code = errno == ENOSPC || errno == EDQUOT ? .diskFull : .notWritable
-            throw StoreError(
-                code, path: path,
-                message: "\(temporary) cannot be created (\(describe(errno))). "
-                    + "Fix the permissions of its directory, make room, or choose another state directory with --state-dir.")
-        }
-        _ = Glibc.close(descriptor)
-        do {
-            // A rollback journal, not WAL: when it closes the database is one complete file.
-            let queue = try DatabaseQueue(path: temporary)
-            try migrator(for: migrations).migrate(queue)
-            try queue.close()
-        } catch {
-            for file in [temporary, temporary + "-journal"] { unlink(file) }
-            throw failure(error, path: path)
-        }
-        guard rename(temporary, path) == 0 else {
-            let reason = describe(errno)
-            unlink(temporary)
-            throw StoreError(.notWritable, path: path, message: "\(path) cannot be created by renaming \(temporary) (\(reason)).")
-        }
-        logger.notice("Created the state database", metadata: ["path": "\(path)"])
+    /// The marker of a database being created (see ``prepareFiles(directory:path:)``).
+    static func creationMarker(_ path: String) -> String { path + ".creating" }
+
+    /// The new database has its schema: it is no longer empty, and its marker goes.
+    static func finishCreation(path: String) {
+        _ = unlink(creationMarker(path))
     }
 
     /// `mkdir -p` with mode 0700; the `errno` of the first failure, if any.

@@ -73,10 +73,9 @@ public final class StateStore {
         while directory.count > 1, directory.hasSuffix("/") { directory.removeLast() }
         self.path = (directory == "/" ? "" : directory) + "/" + Self.fileName
         self.logger = logger
-        if try Self.prepareFiles(directory: directory, path: path) {
-            try Self.createDatabase(path: path, migrations: migrations, logger: logger)
-        }
+        try Self.prepareFiles(directory: directory, path: path)
         queue = try Self.openDatabase(path: path, migrations: migrations, exclusive: exclusive, logger: logger)
+        Self.finishCreation(path: path)
     }
 
     deinit { close() }

@@ -424,7 +424,7 @@ import Glibc
 
     @Test func anotherProgramsDatabaseIsRefused() throws {
         let other = [StateStore.Migration("other", sql: "PRAGMA application_id = 42; CREATE TABLE notes (body TEXT)")]
-        try StateStore.createDatabase(path: databasePath, migrations: other, logger: Self.logger)
+        try StateStore(directory: directory.root, logger: Self.logger, migrations: other).close()
 
         let error = try #require(refusal())
         #expect(error.code == .notADatabase)
@@ -443,13 +443,14 @@ import Glibc
         #expect(stat(databasePath, &info) == 0 && info.st_size == 0, "left as it was")
     }
 
-    /// A creation a crash interrupted leaves only a temporary of its own, which the next start replaces.
+    /// A creation a crash interrupted (the empty file beside its marker) is carried on.
     @Test func anInterruptedCreationStartsAfresh() throws {
-        #expect(FileManager.default.createFile(atPath: databasePath + ".new", contents: Data()))
+        #expect(FileManager.default.createFile(atPath: databasePath + ".creating", contents: Data()))
+        #expect(FileManager.default.createFile(atPath: databasePath, contents: Data()))
         let store = try open()
         try store.putRecord(plugin: "fetch", collection: "apps", key: "k", data: [1])
         store.close()
-        #expect(!FileManager.default.fileExists(atPath: databasePath + ".new"))
+        #expect(!FileManager.default.fileExists(atPath: databasePath + ".creating"), "the marker goes once the schema is written")
         #expect(try open().records(plugin: "fetch", collection: "apps").map(\.key) == ["k"])
     }
 
