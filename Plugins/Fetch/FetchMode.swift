@@ -175,14 +175,11 @@ final class FetchMode: ModePlugin {
             throw ModeError.bgtaskd("RefreshDisabled", "Background App Refresh is \(info.refreshStatus) for \(app)")
         }
         let token = try wake(app)
-        // A running app has its PerformFetch now; one being launched answers
-        // when it has it, or says why it could not (a command that does not start).
-        if host.appInfo(app)?.running == true {
-            try call.reply()
-        } else {
-            simulations[token] = (call, host.realtimeMicroseconds + Self.simulationWait)
-            armNextWake()
-        }
+        // Answered once the app has its PerformFetch (a running app: right
+        // after this call), or with why it could not (a command that does not
+        // start), or after a while if it is still starting.
+        simulations[token] = (call, host.realtimeMicroseconds + Self.simulationWait)
+        armNextWake()
     }
 
     /// Answers the SimulateFetch waiting for this token's app, if one does.
@@ -233,7 +230,6 @@ final class FetchMode: ModePlugin {
             } catch {
                 host.log(.warning, "cannot send PerformFetch: \(error)")
             }
-            saveUnsaved()
         case .tokenExpired(let app, let token):
             answerSimulation(token, failure: "\(app) was launched but never checked in to take its fetch (it exited, or did not call CheckIn within \(wakeBudget) s); see the daemon's log")
             guard let (_, at) = tokens.removeValue(forKey: token) else { return }
@@ -261,7 +257,10 @@ final class FetchMode: ModePlugin {
         case .appCheckedIn, .tokenCompleted, .appWoken:
             break
         }
-        saveUnsaved()
+        // A wake's delivery writes nothing: its answer to SimulateFetch and
+        // its PerformFetch depend on no commit. The wake's bookkeeping is
+        // written by the next batch (the outcome's, at the latest).
+        if case .tokenReady = event {} else { saveUnsaved() }
         armNextWake()
     }
 

@@ -256,12 +256,14 @@ extension Daemon: PluginHostDelegate {
             throw CoreError(.modeNotDeclared, "\(app) does not declare the \(reason) mode")
         }
         let token = Self.newToken()
+        keepEngineForUndo()
         let actions = try engine.requestWake(WakeRequest(app: app, reason: reason, plugin: plugin, budget: budget, token: token))
         perform(actions)
         return token
     }
 
     func completeWake(token: String, connection: ConnectionID) throws(CoreError) {
+        keepEngineForUndo()
         perform(try engine.completeWake(token: token, caller: connection))
     }
 
@@ -293,7 +295,12 @@ extension Daemon: PluginHostDelegate {
     var hasUncommittedWrites: Bool { store.hasUncommittedWrites }
 
     func beginBatch() {
-        batchCheckpoint = BatchCheckpoint(engine: engine, queued: plugins.map(\.queuedCount))
+        batchCheckpoint = BatchCheckpoint(engine: nil, queued: plugins.map(\.queuedCount))
+    }
+
+    /// The engine is about to change inside a batch: keep it as it was, once per batch.
+    private func keepEngineForUndo() {
+        if batchCheckpoint != nil, batchCheckpoint!.engine == nil { batchCheckpoint!.engine = engine }
     }
 
     func endBatch(committed: Bool) {
@@ -305,7 +312,7 @@ extension Daemon: PluginHostDelegate {
         }
         // The engine forgets the batch's wakes and completions (no offence can
         // come of a wake whose event was never sent); the events it set off go.
-        engine = checkpoint.engine
+        if let kept = checkpoint.engine { engine = kept }
         for (plugin, count) in zip(plugins, checkpoint.queued) { plugin.dropQueued(after: count) }
         perform([])
         if !checkpoint.launches.isEmpty {

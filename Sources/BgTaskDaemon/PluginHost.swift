@@ -143,7 +143,7 @@ final class PluginHost {
             }
             let appID: AppID? = if case .app(let id) = daemon.engine.app(of: identity.connection) { id } else { identity.appID }
             let call = PluginCall(message: message, identity: identity, appID: appID, host: self)
-            self.batch {
+            let committed = self.batch(holdingWhatItSends: true) {
                 interface.withCString { i in
                     member.withCString { m in
                         self.descriptor.pointee.handle_call!(context, i, m, call.handle)
@@ -151,9 +151,12 @@ final class PluginHost {
                 }
             }
             // What the call set off (a wake of a running app is ready at once)
-            // follows its reply at once, each event a batch of its own.
-            // If the plugin neither answered nor kept the call, it is answered Failed when `call` goes.
+            // runs right after it, each event a batch of its own, and its
+            // signals leave before the call's reply: an app's event does not
+            // wait for the acknowledgement of the call that caused it.
             self.flush()
+            committed?.send(logger: self.logger)
+            // If the plugin neither answered nor kept the call, it is answered Failed when `call` goes.
         }
     }
 
@@ -215,8 +218,15 @@ final class PluginHost {
     /// (`batch_rollback`), the daemon undoes the wakes and completions the
     /// batch asked for and drops the events and launches it set off, and
     /// every reply held here answers `StorageFailed`.
-    func batch(_ body: () -> Void) {
-        guard outbox == nil else { return body() }
+    ///
+    /// With `holdingWhatItSends`, a batch that commits returns its outbox
+    /// instead of sending it: the caller sends it when it likes.
+    @discardableResult
+    func batch(holdingWhatItSends: Bool = false, _ body: () -> Void) -> PluginOutbox? {
+        guard outbox == nil else {
+            body()
+            return nil
+        }
         let outbox = PluginOutbox()
         self.outbox = outbox
         delegate.beginBatch()
@@ -230,8 +240,10 @@ final class PluginHost {
         } else {
             delegate.endBatch(committed: true)
             if let context, let commit = batchCommit { commit(context) }
+            if holdingWhatItSends { return outbox }
             outbox.send(logger: logger)
         }
+        return nil
     }
 
     /// The descriptor's batch functions, when its version has them (2 and later).
