@@ -45,11 +45,10 @@ final class FetchMode: ModePlugin {
     /// How long a SimulateFetch waits for a launched app before it answers that it was launched.
     static let simulationWait: UInt64 = 5_000_000
 
-    /// The memory a batch may change, as it was when the batch began (see ``rollBack()``).
-    private var checkpointed: (
-        planner: AdaptivePlanner, tokens: [String: (app: String, at: UInt64)], unsaved: Set<String>,
-        simulations: [String: (call: PluginCall, answerBy: UInt64)]
-    )?
+    /// How to undo what the current batch changed (see ``rollBack()``).
+    private var undo = UndoLog()
+    /// Apps whose planner state the current batch saved for undo already.
+    private var touched: Set<String> = []
 
     init(host: PluginHost) throws {
         self.host = host
@@ -93,21 +92,49 @@ final class FetchMode: ModePlugin {
     // MARK: Batches
 
     func checkpoint() {
-        checkpointed = (planner, tokens, unsaved, simulations)
+        undo.clear()
+        touched.removeAll(keepingCapacity: true)
     }
 
     /// A batch's writes were rolled back (a full disk): an interval it set, a
     /// result it recorded, a wake it planned are forgotten; bookkeeping it
     /// failed to write is written by a later batch.
     func rollBack() {
-        guard let saved = checkpointed else { return }
-        checkpointed = nil
-        // A SimulateFetch whose wake was undone is answered as undone.
-        for (token, simulation) in simulations where saved.simulations[token] == nil {
-            simulation.call.fail(.bgtaskd("StorageFailed", "nothing was done: the fetch plugin's state could not be saved"))
-        }
-        (planner, tokens, unsaved, simulations) = saved
+        undo.undoAll()
+        touched.removeAll(keepingCapacity: true)
         armNextWake()
+    }
+
+    // MARK: Changes, undoable
+
+    /// The app's planner state is about to change: save it once per batch.
+    private func touch(_ app: String) {
+        guard touched.insert(app).inserted else { return }
+        let saved = planner.apps[app]
+        undo.record { [unowned self] in self.planner.reinstate(app, saved, at: self.host.realtimeMicroseconds) }
+    }
+
+    private func setToken(_ token: String, _ value: (app: String, at: UInt64)?) {
+        let old = tokens[token]
+        undo.record { [unowned self] in self.tokens[token] = old }
+        tokens[token] = value
+    }
+
+    private func setSimulation(_ token: String, _ value: (call: PluginCall, answerBy: UInt64)?) {
+        let old = simulations[token]
+        undo.record { [unowned self] in
+            // A SimulateFetch whose wake is undone is answered as undone.
+            if old == nil, let added = self.simulations[token] {
+                added.call.fail(.bgtaskd("StorageFailed", "nothing was done: the fetch plugin's state could not be saved"))
+            }
+            self.simulations[token] = old
+        }
+        simulations[token] = value
+    }
+
+    private func markUnsaved(_ app: String) {
+        guard unsaved.insert(app).inserted else { return }
+        undo.record { [unowned self] in self.unsaved.remove(app) }
     }
 
     // MARK: Calls
@@ -129,6 +156,7 @@ final class FetchMode: ModePlugin {
         let app = try declaringApp(call.caller.appID)
         let now = host.realtimeMicroseconds
         if planner.apps[app]?.record.interval != interval {
+            touch(app)
             planner.register(app, interval: interval, at: now)
             review(app)
         }
@@ -158,7 +186,8 @@ final class FetchMode: ModePlugin {
         let result: FetchResult
         do { result = try FetchResult(parsing: resultText, of: "fetch") } catch { throw ModeError.invalidArgs(error.message) }
         try host.complete(token: token, connection: call.caller.connection)
-        if let (app, at) = tokens.removeValue(forKey: token) {
+        if let (app, at) = tokens[token] {
+            setToken(token, nil)
             try record(result, for: app, at: at)
             host.logWhenCommitted(.info, "\(app) completed its fetch: \(result.rawValue)")
         }
@@ -178,13 +207,14 @@ final class FetchMode: ModePlugin {
         // Answered once the app has its PerformFetch (a running app: right
         // after this call), or with why it could not (a command that does not
         // start), or after a while if it is still starting.
-        simulations[token] = (call, host.realtimeMicroseconds + Self.simulationWait)
+        setSimulation(token, (call, host.realtimeMicroseconds + Self.simulationWait))
         armNextWake()
     }
 
     /// Answers the SimulateFetch waiting for this token's app, if one does.
     private func answerSimulation(_ token: String, failure: String? = nil) {
-        guard let call = simulations.removeValue(forKey: token)?.call else { return }
+        guard let call = simulations[token]?.call else { return }
+        setSimulation(token, nil)
         if let failure {
             call.fail(.failed(failure))
         } else {
@@ -222,7 +252,7 @@ final class FetchMode: ModePlugin {
     func handle(_ event: PluginEvent) {
         switch event {
         case .tokenReady(_, let token, let connection):
-            answerSimulation(token)
+            // The event first: a reply to the same connection sent before it would hold it back.
             do {
                 try host.emit("PerformFetch", interface: BgTaskNames.fetch, to: connection) { (signal) throws(ModeError) in
                     try signal.append(token)
@@ -230,9 +260,11 @@ final class FetchMode: ModePlugin {
             } catch {
                 host.log(.warning, "cannot send PerformFetch: \(error)")
             }
+            answerSimulation(token)
         case .tokenExpired(let app, let token):
             answerSimulation(token, failure: "\(app) was launched but never checked in to take its fetch (it exited, or did not call CheckIn within \(wakeBudget) s); see the daemon's log")
-            guard let (_, at) = tokens.removeValue(forKey: token) else { return }
+            guard let (_, at) = tokens[token] else { return }
+            setToken(token, nil)
             host.logWhenCommitted(.notice, "\(app) did not complete its fetch within \(wakeBudget) s: offence counted")
             do {
                 try record(nil, for: app, at: at)
@@ -241,7 +273,7 @@ final class FetchMode: ModePlugin {
             }
         case .launchFailed(let app, let token, let reason):
             if let token {
-                tokens[token] = nil
+                setToken(token, nil)
                 answerSimulation(token, failure: "cannot launch \(app): \(reason)")
             }
             host.log(.warning, "cannot wake \(app) to fetch: \(reason)")
@@ -280,6 +312,7 @@ final class FetchMode: ModePlugin {
             } catch {
                 host.log(.warning, "cannot wake \(app) to fetch: \(error)")
                 // Back in line at its next interval: the host holds broken launches back.
+                touch(app)
                 planner.skipped(app, at: host.realtimeMicroseconds)
                 do { try save(app) } catch { host.log(.warning, "cannot store the fetch record of \(app): \(error)") }
             }
@@ -294,16 +327,21 @@ final class FetchMode: ModePlugin {
     private func wake(_ app: String) throws -> String {
         let now = host.realtimeMicroseconds
         let token = try host.wake(app, reason: "fetch", budget: wakeBudget)
-        tokens[token] = (app, now)
+        setToken(token, (app, now))
         // Counts for the interval from now; the outcome comes with CompleteFetch.
         known(app, at: now)
+        touch(app)
         planner.skipped(app, at: now)
-        unsaved.insert(app)
+        markUnsaved(app)
         return token
     }
 
     /// Writes records whose bookkeeping changed.
     private func saveUnsaved() {
+        guard !unsaved.isEmpty else { return }
+        let written = unsaved
+        // If the batch is undone, these still need writing.
+        undo.record { [unowned self] in self.unsaved.formUnion(written) }
         for app in unsaved {
             guard let record = planner.apps[app]?.record else { continue }
             do {
@@ -336,12 +374,16 @@ final class FetchMode: ModePlugin {
         let now = host.realtimeMicroseconds
         let foreground = isForeground(app)
         if foreground != planner.isOpen(app) {
+            touch(app)
             if foreground { planner.opened(app, at: now) } else { planner.closed(app, at: now) }
             saveLearning(app)
         }
         let info = host.appInfo(app)
         let eligible = info.map { $0.modes.contains("fetch") && $0.refreshStatus == "available" } ?? false
-        if eligible != planner.apps[app]?.isEligible { planner.setEligible(app, eligible, at: now) }
+        if eligible != planner.apps[app]?.isEligible {
+            touch(app)
+            planner.setEligible(app, eligible, at: now)
+        }
     }
 
     private func reviewApps() {
@@ -366,6 +408,7 @@ final class FetchMode: ModePlugin {
     /// A fetch wake's outcome (nil: unanswered), at the time of the wake.
     private func record(_ result: FetchResult?, for app: String, at: UInt64) throws {
         known(app, at: at)
+        touch(app)
         planner.fetched(app, result: result, at: at)
         try save(app)
         saveLearning(app)
@@ -375,6 +418,7 @@ final class FetchMode: ModePlugin {
     /// (interval never), so that its outcomes and offences are kept.
     private func known(_ app: String, at now: UInt64) {
         if planner.apps[app] == nil {
+            touch(app)
             planner.register(app, interval: .never, at: now)
             review(app)
         }

@@ -64,17 +64,19 @@ final class RemoteNotificationsMode: ModePlugin {
     /// How long pushes due before a restart wait for their apps to check in again.
     static let restartGrace: UInt64 = 5_000_000
 
-    /// The memory a batch may change, as it was when the batch began (see ``rollBack()``).
-    private struct Checkpoint {
-        var inboxes: [String: PushInbox]
-        var tokens: [String: (app: String, push: String)]
-        var inFlight: Set<String>
+    /// The counters a batch may change, as they were when it began (see ``rollBack()``).
+    private struct Counters {
         var lastSequence: UInt64
         var stateVersion: UInt64
         var redeliverAfter: UInt64
         var expirationBound: UInt64
     }
-    private var checkpointed: Checkpoint?
+    private var counters: Counters?
+    /// How to undo what the current batch changed in inboxes, tokens and
+    /// pushes on their way: one app's inbox at a time, never all of them.
+    private var undo = UndoLog()
+    /// Apps whose inbox the current batch saved for undo already.
+    private var touched: Set<String> = []
 
     init(host: PluginHost) throws {
         self.host = host
@@ -136,25 +138,47 @@ final class RemoteNotificationsMode: ModePlugin {
     // MARK: Batches
 
     func checkpoint() {
-        checkpointed = Checkpoint(
-            inboxes: inboxes, tokens: tokens, inFlight: inFlight, lastSequence: lastSequence,
-            stateVersion: stateVersion, redeliverAfter: redeliverAfter, expirationBound: expirationBound)
+        undo.clear()
+        touched.removeAll(keepingCapacity: true)
+        counters = Counters(
+            lastSequence: lastSequence, stateVersion: stateVersion, redeliverAfter: redeliverAfter,
+            expirationBound: expirationBound)
     }
 
     /// A batch's writes were rolled back (a full disk): a push it accepted is
     /// forgotten, one it completed or dropped is back, and the counters are as they were.
     func rollBack() {
-        guard let saved = checkpointed else { return }
-        checkpointed = nil
-        inboxes = saved.inboxes
-        tokens = saved.tokens
-        inFlight = saved.inFlight
-        lastSequence = saved.lastSequence
-        stateVersion = saved.stateVersion
-        redeliverAfter = saved.redeliverAfter
-        expirationBound = saved.expirationBound
+        undo.undoAll()
+        touched.removeAll(keepingCapacity: true)
+        if let saved = counters {
+            lastSequence = saved.lastSequence
+            stateVersion = saved.stateVersion
+            redeliverAfter = saved.redeliverAfter
+            expirationBound = saved.expirationBound
+        }
         armedAt = nil
         armTimer()
+    }
+
+    /// The app's inbox is about to change: save it once per batch.
+    private func touch(_ app: String) {
+        guard touched.insert(app).inserted else { return }
+        let saved = inboxes[app]
+        undo.record { [unowned self] in self.inboxes[app] = saved }
+    }
+
+    private func setToken(_ token: String, _ value: (app: String, push: String)?) {
+        let old = tokens[token]
+        undo.record { [unowned self] in self.tokens[token] = old }
+        tokens[token] = value
+    }
+
+    private func setInFlight(_ id: String, _ delivering: Bool) {
+        guard inFlight.contains(id) != delivering else { return }
+        undo.record { [unowned self] in
+            if delivering { self.inFlight.remove(id) } else { self.inFlight.insert(id) }
+        }
+        if delivering { inFlight.insert(id) } else { inFlight.remove(id) }
     }
 
     /// The app's inbox, or a new one with a full bucket.
@@ -206,6 +230,7 @@ final class RemoteNotificationsMode: ModePlugin {
             collapseID: options.collapseID, receivedAt: now, sequence: lastSequence,
             hasAlert: payload.alert != nil, isSilent: payload.isSilent, state: .held)
         // Taken out of the dictionary while it changes, so that its pushes are not copied on append.
+        touch(app)
         var box = inboxes.removeValue(forKey: app) ?? inbox(app)
         let (admission, removed) = box.admit(&push, canWake: info.refreshStatus == "available", now: now)
         inboxes[app] = box
@@ -236,8 +261,10 @@ final class RemoteNotificationsMode: ModePlugin {
         let result: FetchResult
         do { result = try FetchResult(parsing: resultText, of: "notification") } catch { throw ModeError.invalidArgs(error.message) }
         try host.complete(token: token, connection: call.caller.connection)
-        if let (app, id) = tokens.removeValue(forKey: token) {
-            inFlight.remove(id)
+        if let (app, id) = tokens[token] {
+            setToken(token, nil)
+            setInFlight(id, false)
+            touch(app)
             if inboxes[app]?.complete(id) != nil {
                 try host.delete(collection: "pushes", key: id)
                 try saveState(app)
@@ -287,14 +314,17 @@ final class RemoteNotificationsMode: ModePlugin {
                 host.log(.warning, "cannot send NotificationReceived: \(error)")
             }
         case .tokenExpired(let app, let token):
-            guard let (_, id) = tokens.removeValue(forKey: token) else { return }
-            inFlight.remove(id)
+            guard let (_, id) = tokens[token] else { return }
+            setToken(token, nil)
+            setInFlight(id, false)
+            touch(app)
             inboxes[app]?.counts.offences += 1
             putBack(app, id)
             host.logWhenCommitted(.notice, "\(app) did not complete push \(id) within \(wakeBudget) s: offence counted; it waits for the next wake")
         case .launchFailed(let app, let token, let reason):
-            if let token, let (_, id) = tokens.removeValue(forKey: token) {
-                inFlight.remove(id)
+            if let token, let (_, id) = tokens[token] {
+                setToken(token, nil)
+                setInFlight(id, false)
                 putBack(app, id)
             }
             host.log(.warning, "cannot wake \(app) for a push: \(reason)")
@@ -331,7 +361,9 @@ final class RemoteNotificationsMode: ModePlugin {
 
     /// Makes every held push of the app due, then delivers everything due.
     private func deliverWithHeld(_ app: String) {
-        guard inboxes[app]?.pushes.isEmpty == false, var box = inboxes.removeValue(forKey: app) else { return }
+        guard inboxes[app]?.pushes.isEmpty == false else { return }
+        touch(app)
+        guard var box = inboxes.removeValue(forKey: app) else { return }
         let taken = box.takeHeld()
         inboxes[app] = box
         for push in taken { persist("store push \(push.id)") { try store(push) } }
@@ -344,8 +376,8 @@ final class RemoteNotificationsMode: ModePlugin {
         for push in box.due where !inFlight.contains(push.id) {
             do {
                 let token = try host.wake(app, reason: Self.name, budget: wakeBudget)
-                tokens[token] = (app, push.id)
-                inFlight.insert(push.id)
+                setToken(token, (app, push.id))
+                setInFlight(push.id, true)
             } catch {
                 host.log(.warning, "cannot wake \(app) for push \(push.id): \(error.message); it waits for the next wake")
                 putBack(app, push.id)
@@ -356,6 +388,7 @@ final class RemoteNotificationsMode: ModePlugin {
 
     /// A push whose wake did not happen waits for the next one.
     private func putBack(_ app: String, _ id: String) {
+        touch(app)
         inboxes[app]?.hold(id)
         if let push = inboxes[app]?.pushes.first(where: { $0.id == id }) {
             persist("store push \(push.id)") { try store(push) }
@@ -366,6 +399,9 @@ final class RemoteNotificationsMode: ModePlugin {
 
     private func dropExpired(at now: UInt64) {
         for app in inboxes.keys {
+            // Only inboxes with something expired are touched (and saved for undo).
+            guard let earliest = inboxes[app]?.earliestExpiration, now / 1_000_000 >= earliest else { continue }
+            touch(app)
             guard let expired = inboxes[app]?.dropExpired(at: now), !expired.isEmpty else { continue }
             for push in expired {
                 persist("delete push \(push.id)") { try host.delete(collection: "pushes", key: push.id) }

@@ -171,6 +171,15 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         replan(app, at: now)
     }
 
+    /// Puts an app back as it was (`state`, from ``apps``), or forgets it
+    /// when it was not there, and plans it again: what undoing changes the
+    /// fetch mode could not store takes.
+    public mutating func reinstate(_ app: String, _ state: AppState?, at now: UInt64) {
+        guard let state else { return remove(app) }
+        apps[app] = state
+        replan(app, at: now)
+    }
+
     /// Forgets an app altogether.
     public mutating func remove(_ app: String) {
         if let number = numbers[app] {

@@ -109,6 +109,41 @@ extension BackgroundEngine {
         return [.wakeCompleted(token: token, plugin: wake.plugin, app: wake.app)]
     }
 
+    /// What undoing a wake request or a completion of `token` for `app` (the
+    /// token's app when nil) takes, captured before the change.
+    public func undoPoint(token: String, app: AppID? = nil) -> WakeUndo? {
+        guard let id = app ?? wakes[token]?.app else { return nil }
+        let key = AppKey.app(id)
+        let record = apps[key]
+        return WakeUndo(
+            key: key, token: token, appExisted: record != nil, launch: record?.launch, wake: wakes[token],
+            wakeIndex: record?.wakes.firstIndex(of: token))
+    }
+
+    /// Puts the app and the wake back as they were at `point`: a requested
+    /// wake is gone (no offence, no launch), a completed one is pending again.
+    public mutating func undo(_ point: WakeUndo) {
+        wakes[point.token] = point.wake
+        if let wake = point.wake {
+            timers.schedule(.wake(point.token), at: wake.deadline)
+        } else {
+            timers.cancel(.wake(point.token))
+        }
+        if apps[point.key] == nil {
+            guard point.appExisted, case .app(let id) = point.key else { return }
+            // A completion removed the app's record (nothing else held it): a fresh one holds the wake again.
+            apps[point.key] = AppRecord(budget: policy.budget, owner: defaultOwner(id))
+        }
+        modifyApp(point.key) { app in
+            app.launch = point.launch
+            app.wakes.removeAll { $0 == point.token }
+            if let index = point.wakeIndex { app.wakes.insert(point.token, at: min(index, app.wakes.count)) }
+        }
+        // A record the undone request made goes with it.
+        if !point.appExisted, removeAppIfUnused(point.key) { return }
+        refreshClock(point.key)
+    }
+
     /// The app's desktop entry changed: a failed launch may work now.
     public mutating func clearLaunchBackoff(_ app: AppID) {
         backoffs[app] = nil

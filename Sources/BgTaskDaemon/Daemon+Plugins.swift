@@ -256,14 +256,14 @@ extension Daemon: PluginHostDelegate {
             throw CoreError(.modeNotDeclared, "\(app) does not declare the \(reason) mode")
         }
         let token = Self.newToken()
-        keepEngineForUndo()
+        noteUndo(token: token, app: app)
         let actions = try engine.requestWake(WakeRequest(app: app, reason: reason, plugin: plugin, budget: budget, token: token))
         perform(actions)
         return token
     }
 
     func completeWake(token: String, connection: ConnectionID) throws(CoreError) {
-        keepEngineForUndo()
+        noteUndo(token: token)
         perform(try engine.completeWake(token: token, caller: connection))
     }
 
@@ -295,12 +295,19 @@ extension Daemon: PluginHostDelegate {
     var hasUncommittedWrites: Bool { store.hasUncommittedWrites }
 
     func beginBatch() {
-        batchCheckpoint = BatchCheckpoint(engine: nil, queued: plugins.map(\.queuedCount))
+        batchCheckpoint = BatchCheckpoint(queued: plugins.map(\.queuedCount))
     }
 
-    /// The engine is about to change inside a batch: keep it as it was, once per batch.
-    private func keepEngineForUndo() {
-        if batchCheckpoint != nil, batchCheckpoint!.engine == nil { batchCheckpoint!.engine = engine }
+    /// The engine is about to change for `token` inside a batch: note how to undo it.
+    private func noteUndo(token: String, app: AppID? = nil) {
+        guard batchCheckpoint != nil, let point = engine.undoPoint(token: token, app: app) else { return }
+        batchCheckpoint!.undo.append(point)
+    }
+
+    func commitPoint() {
+        guard let checkpoint = batchCheckpoint else { return }
+        beginBatch()
+        for (app, reason) in checkpoint.launches { launch(app, reason: reason) }
     }
 
     func endBatch(committed: Bool) {
@@ -312,7 +319,7 @@ extension Daemon: PluginHostDelegate {
         }
         // The engine forgets the batch's wakes and completions (no offence can
         // come of a wake whose event was never sent); the events it set off go.
-        if let kept = checkpoint.engine { engine = kept }
+        for point in checkpoint.undo.reversed() { engine.undo(point) }
         for (plugin, count) in zip(plugins, checkpoint.queued) { plugin.dropQueued(after: count) }
         perform([])
         if !checkpoint.launches.isEmpty {

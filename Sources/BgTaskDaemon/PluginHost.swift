@@ -143,20 +143,18 @@ final class PluginHost {
             }
             let appID: AppID? = if case .app(let id) = daemon.engine.app(of: identity.connection) { id } else { identity.appID }
             let call = PluginCall(message: message, identity: identity, appID: appID, host: self)
-            let committed = self.batch(holdingWhatItSends: true) {
+            self.batch {
                 interface.withCString { i in
                     member.withCString { m in
                         self.descriptor.pointee.handle_call!(context, i, m, call.handle)
                     }
                 }
+                // What the call set off (a wake of a running app is ready at
+                // once) goes out with its reply, in the same commit.
+                self.deliverQueued()
             }
-            // What the call set off (a wake of a running app is ready at once)
-            // runs right after it, each event a batch of its own, and its
-            // signals leave before the call's reply: an app's event does not
-            // wait for the acknowledgement of the call that caused it.
-            self.flush()
-            committed?.send(logger: self.logger)
             // If the plugin neither answered nor kept the call, it is answered Failed when `call` goes.
+            self.scheduleFlush()
         }
     }
 
@@ -188,15 +186,29 @@ final class PluginHost {
         loop.later { [weak self] in self?.flush() }
     }
 
-    /// Delivers queued events now, each as a batch of its own: a commit that
-    /// fails undoes that event only.
+    /// Delivers queued events now, in one batch.
     func flush() {
         flushScheduled = false
-        guard outbox == nil else { return }
+        guard outbox == nil, !queued.isEmpty else { return }
+        batch { deliverQueued() }
+    }
+
+    private func deliverQueued() {
         while !queued.isEmpty, let context {
             let event = queued.removeFirst()
-            batch { event.withCEvent { descriptor.pointee.event!(context, $0) } }
+            event.withCEvent { descriptor.pointee.event!(context, $0) }
         }
+    }
+
+    /// A signal of the plugin's went out at once, inside a batch: nothing was
+    /// written before it (else it would wait for the commit), so what the
+    /// batch did up to here needs no commit, and is known outside now. The
+    /// batch starts again from here: a commit that fails later undoes only
+    /// what came after (the plugin and the daemon take a new checkpoint).
+    func sentAtOnce() {
+        guard outbox != nil else { return }
+        delegate.commitPoint()
+        if let context, let begin = batchBegin { begin(context) }
     }
 
     /// Set while ``batch(_:)`` runs: what the plugin sends waits there for the commit.
@@ -218,15 +230,8 @@ final class PluginHost {
     /// (`batch_rollback`), the daemon undoes the wakes and completions the
     /// batch asked for and drops the events and launches it set off, and
     /// every reply held here answers `StorageFailed`.
-    ///
-    /// With `holdingWhatItSends`, a batch that commits returns its outbox
-    /// instead of sending it: the caller sends it when it likes.
-    @discardableResult
-    func batch(holdingWhatItSends: Bool = false, _ body: () -> Void) -> PluginOutbox? {
-        guard outbox == nil else {
-            body()
-            return nil
-        }
+    func batch(_ body: () -> Void) {
+        guard outbox == nil else { return body() }
         let outbox = PluginOutbox()
         self.outbox = outbox
         delegate.beginBatch()
@@ -240,10 +245,8 @@ final class PluginHost {
         } else {
             delegate.endBatch(committed: true)
             if let context, let commit = batchCommit { commit(context) }
-            if holdingWhatItSends { return outbox }
             outbox.send(logger: logger)
         }
-        return nil
     }
 
     /// The descriptor's batch functions, when its version has them (2 and later).

@@ -78,6 +78,7 @@ enum PluginHostAPI {
                 return 0
             }
             if r >= 0 { r = sd_bus_send(nil, message, nil) }
+            if r >= 0 { host.sentAtOnce() }
             return r < 0 ? host.fail(-r, "cannot send the signal: \(String(cString: strerror(-r)))") : 0
         }
         api.message_free = { message in sd_bus_message_unref(message) }

@@ -35,9 +35,13 @@ protocol PluginHostDelegate: AnyObject {
     /// The batch committed (launches it asked for start now), or its commit
     /// failed and everything it did outside the plugin is undone.
     func endBatch(committed: Bool)
+    /// What the batch did so far stands (it needed no commit): launches start,
+    /// and a failure later undoes only what comes after.
+    func commitPoint()
 }
 
 extension PluginHostDelegate {
     func beginBatch() {}
     func endBatch(committed: Bool) {}
+    func commitPoint() {}
 }

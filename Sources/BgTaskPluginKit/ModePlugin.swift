@@ -30,9 +30,11 @@ public protocol ModePlugin: AnyObject {
     func handle(_ event: PluginEvent)
     /// Adds what the plugin knows about an app to `bgtaskctl apps`.
     func describe(app: String, into description: inout [String: PluginValue])
-    /// A call or an event is about to run as one batch of writes: remember
-    /// the memory that ``rollBack()`` must restore. Swift values make this a
-    /// copy that costs nothing until something changes.
+    /// A batch of writes begins (a call with the events it sets off, or a
+    /// group of events), or starts again right after a signal that went out
+    /// at once (this is then called from inside ``PluginHost/emit(_:interface:to:_:)``):
+    /// remember what ``rollBack()`` must restore. Keep it cheap, an
+    /// ``UndoLog`` cleared, not a copy of everything.
     func checkpoint()
     /// The batch's writes could not be committed (a full disk): restore the
     /// memory remembered at ``checkpoint()``, so that nothing of it remains.

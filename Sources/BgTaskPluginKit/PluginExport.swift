@@ -68,7 +68,8 @@ public enum PluginExport {
         }
         d.pointee.batch_begin = { context in
             let box = PluginBox.from(context)
-            box.host.committedLogs.removeAll()
+            // Inside a batch this is a new starting point: what was logged so far stands.
+            box.host.flushCommittedLogs()
             box.host.inBatch = true
             box.plugin.checkpoint()
         }

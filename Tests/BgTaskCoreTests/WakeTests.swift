@@ -170,6 +170,38 @@ import Testing
         let reused = #expect(throws: CoreError.self) { try engine.requestWake(request("t1")) }
         #expect(reused?.code == .invalidArgs)
     }
+
+    /// A plugin batch whose commit fails undoes the wakes and completions it asked for.
+    @Test mutating func aWakeAndACompletionCanBeUndone() throws {
+        let app = caller(":1.41", pid: 600)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: app)
+        // A wake asked for, then undone: as if never asked for.
+        let beforeWake = try #require(engine.undoPoint(token: "t1", app: weather))
+        _ = try engine.requestWake(request("t1"))
+        #expect(engine.nextDeadline() != nil)
+        engine.undo(beforeWake)
+        #expect(engine.nextDeadline() == nil)
+        #expect(engine.pendingWakes(of: weather).isEmpty)
+        #expect(throws: CoreError.self) { try engine.completeWake(token: "t1", caller: app.connection) }
+        // A completion undone: the wake is pending again, with its deadline.
+        _ = try engine.requestWake(request("t2", budget: .seconds(30)))
+        let beforeCompletion = try #require(engine.undoPoint(token: "t2"))
+        _ = try engine.completeWake(token: "t2", caller: app.connection)
+        engine.undo(beforeCompletion)
+        #expect(engine.pendingWakes(of: weather) == ["t2"])
+        #expect(engine.nextDeadline() == clock.now + .seconds(30))
+        #expect(try engine.completeWake(token: "t2", caller: app.connection) == [
+            .wakeCompleted(token: "t2", plugin: "fetch", app: weather),
+        ])
+        // A wake for an app that was not running: undone, nothing is launched and no record remains.
+        let stranger = try AppID(validating: "org.example.Stranger")
+        let beforeLaunch = try #require(engine.undoPoint(token: "t3", app: stranger))
+        #expect(try engine.requestWake(WakeRequest(app: stranger, reason: "fetch", plugin: "fetch", budget: .seconds(30), token: "t3"))
+                == [.launch(stranger, reason: "fetch")])
+        engine.undo(beforeLaunch)
+        #expect(!engine.isLaunching(stranger))
+        #expect(engine.nextDeadline() == nil)
+    }
 }
 
 /// Regressions found by driving the daemon for real.

@@ -223,13 +223,16 @@ typedef struct bgt_host_api {
     int (*usage_history)(bgt_host *host, const char *app_id, uint64_t since_usec, bgt_usage_fn each,
                          void *userdata);
 
-    /* Durable records of this plugin, in the daemon's database. Each
-     * handle_call, and each event, is one batch: its writes are committed
-     * together when it returns (group commit). The call's reply goes out only
-     * after that commit, and so does every signal sent after the first write:
-     * nobody hears of a write before it is on disk. A signal sent before any
-     * write of the batch goes out at once, so send one before writing only
-     * when it tells of nothing the batch changes.
+    /* Durable records of this plugin, in the daemon's database. A
+     * handle_call with the events it sets off, and the events the host
+     * delivers together at other times, are one batch: its writes are
+     * committed together when it returns (group commit). The call's reply
+     * goes out only after that commit, and so does every signal sent after
+     * the first write: nobody hears of a write before it is on disk. A signal
+     * sent before any write of the batch goes out at once; what the batch did
+     * up to then needed no commit and is known outside, so the batch starts
+     * again there (the host calls batch_begin again, from inside the send: a
+     * later failure undoes only what came after).
      *
      * If the commit fails (the disk is full, an I/O error), nothing of the
      * batch takes effect: the reply becomes the error
@@ -284,8 +287,9 @@ typedef struct bgt_plugin_descriptor {
 
     /* Descriptor version 2 (ABI 1.2); a host reads these only from a
      * descriptor whose struct_version is at least 2. Either may be NULL.
-     * batch_begin: a call or an event is about to run as one batch (see the
-     * durable records above): remember what batch_rollback must restore.
+     * batch_begin: a batch begins, or starts again after a signal that went
+     * out at once (see the durable records above; it may be called from
+     * inside signal_send): remember what batch_rollback must restore.
      * batch_rollback: that batch's commit failed: restore the memory
      * remembered at batch_begin. A plugin without them keeps in memory what
      * a failed batch changed. batch_commit: the batch's writes are on disk

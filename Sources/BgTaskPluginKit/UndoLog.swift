@@ -1,0 +1,30 @@
+/// What undoing a batch takes, change by change: a plugin notes, before each
+/// change of its memory in a call or an event, how to put it back, and runs
+/// the notes backwards if the host rolls the batch back (see
+/// ``ModePlugin/rollBack()``). Its cost is the size of what changed, never
+/// the size of everything the plugin holds.
+public struct UndoLog {
+    private var steps: [() -> Void] = []
+
+    public init() {}
+
+    /// Whether anything was noted since ``clear()``.
+    public var isEmpty: Bool { steps.isEmpty }
+
+    /// Notes how to undo the change about to be made.
+    public mutating func record(_ undo: @escaping () -> Void) {
+        steps.append(undo)
+    }
+
+    /// Forgets the notes: a new batch begins.
+    public mutating func clear() {
+        steps.removeAll(keepingCapacity: true)
+    }
+
+    /// Undoes everything noted, the last change first, and forgets the notes.
+    public mutating func undoAll() {
+        let undo = steps
+        steps.removeAll(keepingCapacity: true)
+        for step in undo.reversed() { step() }
+    }
+}
