@@ -18,6 +18,13 @@ struct AppRecord: Sendable {
     /// The uid the app belongs to: only connections of this uid may join it.
     /// nil when unknown (then anyone of any uid may; only tests do that).
     var owner: UInt32?
+    /// Suspended (iOS's word): in the background with nothing to do, or held
+    /// back while the machine sleeps or the backlog drains. Its clocks are
+    /// paused, and its processes frozen where the daemon can tie them to it.
+    var suspended = false
+    /// A SIGTERM went to its processes and the SIGKILL is pending: it must
+    /// run to end, so it is not suspended meanwhile.
+    var terminatingUntil: MonotonicInstant?
 
     init(budget: Duration, owner: UInt32?) {
         clock = BackgroundClock(budget: budget)

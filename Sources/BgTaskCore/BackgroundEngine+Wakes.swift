@@ -8,6 +8,19 @@ extension BackgroundEngine {
         !(apps[.app(app)]?.checkedIn.isEmpty ?? true)
     }
 
+    /// Whether the app has a connection now (checked in, or identified by its sandbox or unit).
+    public func isConnected(_ app: AppID) -> Bool {
+        !(apps[.app(app)]?.connections.isEmpty ?? true)
+    }
+
+    /// Apps with a connection now (checked in or identified), by id.
+    public var connectedApps: [AppID] {
+        apps.compactMap { key, app in
+            guard case .app(let id) = key, !app.connections.isEmpty else { return nil }
+            return id
+        }.sorted { $0.rawValue < $1.rawValue }
+    }
+
     /// Whether the daemon is launching the app, or launched it and it still runs.
     public func isLaunching(_ app: AppID) -> Bool {
         apps[.app(app)]?.launch != nil
@@ -41,26 +54,41 @@ extension BackgroundEngine {
             throw CoreError(.failed, "not launching \(request.app) for another \(Int(wait.seconds.rounded(.up))) s: its last launch failed: \(backoff.lastError)")
         }
         if apps[key] == nil { apps[key] = AppRecord(budget: policy.budget, owner: defaultOwner(request.app)) }
-        let deadline = now + request.budget
         wakes[request.token] = WakeRecord(
             token: request.token, app: request.app, reason: request.reason, plugin: request.plugin,
-            deadline: deadline, deliveredTo: target)
-        timers.schedule(.wake(request.token), at: deadline)
+            clock: BackgroundClock(budget: request.budget), deliveredTo: nil)
+        modifyApp(key) { $0.wakes.append(request.token) }
+        var actions: [CoreAction] = []
+        // While the backlog after a wake drains, a background app waits for
+        // its turn (which may be now: then it starts it at once).
+        if drain != nil, isHeldBack(key) {
+            joinDrain(key, into: &actions)
+            reconcile(key, into: &actions)
+            return actions
+        }
+        if let target {
+            wakes[request.token]!.deliveredTo = target
+            reconcile(key, into: &actions)  // thawed before the event reaches it
+            actions.append(.deliverWake(token: request.token, plugin: request.plugin, app: request.app, connection: target))
+            return actions
+        }
         let launch = modifyApp(key) { app -> Bool in
-            app.wakes.append(request.token)
-            guard target == nil, app.launch == nil else { return false }
+            guard app.launch == nil else { return false }
             app.launch = LaunchRecord(reason: request.reason)
             return true
         } ?? false
-        if let target {
-            return [.deliverWake(token: request.token, plugin: request.plugin, app: request.app, connection: target)]
-        }
-        return launch ? [.launch(request.app, reason: request.reason)] : []
+        reconcile(key, into: &actions)
+        if launch { actions.append(.launch(request.app, reason: request.reason)) }
+        return actions
     }
 
     /// The shell started the launched app's process.
-    public mutating func launchStarted(_ app: AppID, process: ProcessRef) {
+    @discardableResult
+    public mutating func launchStarted(_ app: AppID, process: ProcessRef) -> [CoreAction] {
         modifyApp(.app(app)) { $0.launch?.process = process }
+        var actions: [CoreAction] = []
+        reconcile(.app(app), into: &actions)
+        return actions
     }
 
     /// Launching the app failed: its waiting wakes are dropped, and launches are
@@ -73,7 +101,7 @@ extension BackgroundEngine {
             let wake = dropWake(token)
             actions.append(.wakeFailed(token: token, plugin: wake.plugin, app: app, reason: error))
         }
-        removeAppIfUnused(.app(app))
+        if !removeAppIfUnused(.app(app)) { reconcile(.app(app), into: &actions) } else { leaveDrain(.app(app), into: &actions) }
         return actions
     }
 
@@ -94,7 +122,7 @@ extension BackgroundEngine {
             }
         }
         if apps[key]?.connections.isEmpty ?? true { actions.append(.appGone(app)) }
-        removeAppIfUnused(key)
+        if !removeAppIfUnused(key) { reconcile(key, into: &actions) } else { leaveDrain(key, into: &actions) }
         return actions
     }
 
@@ -105,8 +133,9 @@ extension BackgroundEngine {
             throw CoreError(.noSuchToken, "no wake with token '\(token.prefix(80))' is pending for this app")
         }
         _ = dropWake(token)
-        removeAppIfUnused(.app(wake.app))
-        return [.wakeCompleted(token: token, plugin: wake.plugin, app: wake.app)]
+        var actions: [CoreAction] = [.wakeCompleted(token: token, plugin: wake.plugin, app: wake.app)]
+        if !removeAppIfUnused(.app(wake.app)) { reconcile(.app(wake.app), into: &actions) }
+        return actions
     }
 
     /// What undoing a wake request or a completion of `token` for `app` (the
@@ -122,15 +151,17 @@ extension BackgroundEngine {
 
     /// Puts the app and the wake back as they were at `point`: a requested
     /// wake is gone (no offence, no launch), a completed one is pending again.
-    public mutating func undo(_ point: WakeUndo) {
+    /// Returns the freeze or thaw that takes, if any.
+    @discardableResult
+    public mutating func undo(_ point: WakeUndo) -> [CoreAction] {
+        var actions: [CoreAction] = []
         wakes[point.token] = point.wake
-        if let wake = point.wake {
-            timers.schedule(.wake(point.token), at: wake.deadline)
-        } else {
-            timers.cancel(.wake(point.token))
-        }
+        timers.cancel(.wake(point.token))
         if apps[point.key] == nil {
-            guard point.appExisted, case .app(let id) = point.key else { return }
+            guard point.appExisted, case .app(let id) = point.key else {
+                leaveDrain(point.key, into: &actions)
+                return actions
+            }
             // A completion removed the app's record (nothing else held it): a fresh one holds the wake again.
             apps[point.key] = AppRecord(budget: policy.budget, owner: defaultOwner(id))
         }
@@ -140,8 +171,12 @@ extension BackgroundEngine {
             if let index = point.wakeIndex { app.wakes.insert(point.token, at: min(index, app.wakes.count)) }
         }
         // A record the undone request made goes with it.
-        if !point.appExisted, removeAppIfUnused(point.key) { return }
-        refreshClock(point.key)
+        if !point.appExisted, removeAppIfUnused(point.key) {
+            leaveDrain(point.key, into: &actions)
+            return actions
+        }
+        reconcile(point.key, into: &actions)
+        return actions
     }
 
     /// The app's desktop entry changed: a failed launch may work now.
@@ -166,7 +201,7 @@ extension BackgroundEngine {
         let key = AppKey.app(wake.app)
         guard let app = apps[key] else { return }
         if !app.connections.isEmpty, app.state != .background {
-            removeAppIfUnused(key)
+            if !removeAppIfUnused(key) { reconcile(key, into: &actions) }
             return
         }
         var processes: [ProcessRef] = []
@@ -175,7 +210,7 @@ extension BackgroundEngine {
         }
         if let launched = app.launch?.process, !processes.contains(launched) { processes.append(launched) }
         terminate(processes, of: key, now: now, into: &actions)
-        removeAppIfUnused(key)
+        if !removeAppIfUnused(key) { reconcile(key, into: &actions) } else { leaveDrain(key, into: &actions) }
     }
 
     private func undeliveredWakes(of app: AppID) -> [String] {

@@ -42,6 +42,8 @@ enum TimerTarget: Hashable, Sendable {
     case app(AppKey)
     case wake(String)
     case kill(ProcessRef, AppKey)
+    /// The end of an app's turn while the backlog after a wake drains.
+    case chunk(AppKey)
 }
 
 /// The core's state machine: apps, connections, tasks, wakes and launches and
@@ -59,6 +61,8 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     var backoffs: [AppID: LaunchBackoff] = [:]
     var lastTaskID: UInt32 = 0
     var timers = DeadlineQueue<TimerTarget, MonotonicInstant>()
+    /// The backlog after a wake from sleep, while it drains.
+    var drain: DrainState?
     /// The uid an app belongs to before anything of it runs: the shell
     /// answers the daemon's own uid for apps with a desktop entry (they are
     /// that user's apps), nil for others, which belong to their first claimant.
@@ -135,6 +139,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
             app.openTasks += 1
             return app.warned
         } ?? false
+        reconcile(key, into: &actions)
         let remaining = secondsRemaining(of: key)
         // Inside the warning window already: this task's expiration handler runs at once.
         if warned { actions.append(.sendTaskExpiring(connection, task: id, secondsLeft: remaining)) }
@@ -152,8 +157,9 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         connections[caller]!.tasks.remove(id)
         let key = connections[caller]!.app
         modifyApp(key) { $0.openTasks -= 1 }
-        refreshClock(key)
-        return [.tasksChanged]
+        var actions: [CoreAction] = [.tasksChanged]
+        reconcile(key, into: &actions)
+        return actions
     }
 
     /// Moves the caller's app to `state`; the background clock follows.
@@ -161,9 +167,10 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         let key = connections[register(caller)]!.app
         guard apps[key]!.state != state else { return [] }
         modifyApp(key) { $0.state = state }
-        refreshClock(key)
-        if case .app(let id) = key { return [.appStateChanged(id, state)] }
-        return []
+        var actions: [CoreAction] = []
+        reconcile(key, into: &actions)
+        if case .app(let id) = key { actions.append(.appStateChanged(id, state)) }
+        return actions
     }
 
     /// Binds the caller's connection to `appIDText`. The id must be valid, must
@@ -205,36 +212,58 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         let reason = app.launch?.reason ?? "user"
         if app.launch != nil { backoffs[appID] = nil }  // it started and checked in: the launch works
         if firstCheckIn { actions.append(.appCheckedIn(appID, connection, reason: reason)) }
-        // Waiting events go to this connection, in the order they were asked for.
-        var pending: UInt32 = 0
-        for token in app.wakes where wakes[token]?.delivered == false {
-            wakes[token]!.deliveredTo = connection
-            pending += 1
-            actions.append(.deliverWake(token: token, plugin: wakes[token]!.plugin, app: appID, connection: connection))
+        // Waiting events go to this connection, in the order they were asked
+        // for, unless the app waits for its turn in the backlog after a wake.
+        var deliveries: [CoreAction] = []
+        if !isHeldBack(key) {
+            for token in app.wakes where wakes[token]?.delivered == false {
+                wakes[token]!.deliveredTo = connection
+                deliveries.append(.deliverWake(token: token, plugin: wakes[token]!.plugin, app: appID, connection: connection))
+            }
         }
-        return CheckInResult(reason: reason, pending: pending, actions: actions)
+        reconcile(key, into: &actions)
+        return CheckInResult(reason: reason, pending: UInt32(deliveries.count), actions: actions + deliveries)
     }
 
     /// Forgets a connection that left the bus; its tasks close at once.
     public mutating func disconnect(_ connection: ConnectionID) -> [CoreAction] {
+        let frozenBefore = connections[connection].map { apps[$0.app]?.suspended == true ? freezableProcesses($0.app) : [] } ?? []
         guard let record = connections.removeValue(forKey: connection) else { return [] }
         for id in record.tasks { tasks[id] = nil }
         var actions: [CoreAction] = record.tasks.isEmpty ? [] : [.tasksChanged]
         actions += detach(connection, from: record.app, taking: record.tasks.count)
+        reconcile(record.app, into: &actions)
+        // A frozen process the daemon can no longer tie to the app (its
+        // connection was the tie) is thawed: nothing would thaw it later.
+        let untied = frozenBefore.filter { !freezableProcesses(record.app).contains($0) }
+        if !untied.isEmpty { actions.append(.thaw(record.app, untied)) }
         return actions
     }
 
-    /// The machine goes to sleep or wakes: every background clock pauses or resumes.
+    /// The machine goes to sleep or wakes. Asleep, every background app is
+    /// suspended and every clock pauses; awake, the background apps with work
+    /// left (the backlog) run in turns (see ``DrainState``).
     public mutating func setSleeping(_ sleeping: Bool) -> [CoreAction] {
         guard sleeping != isSleeping else { return [] }
         isSleeping = sleeping
-        for key in apps.keys { refreshClock(key) }
-        return [.sleepingChanged(sleeping)]
+        var actions: [CoreAction] = [.sleepingChanged(sleeping)]
+        if sleeping {
+            if drain != nil {
+                for entry in drain!.running { timers.cancel(.chunk(entry.key)) }
+                drain = nil
+                actions.append(.drainChanged)
+            }
+            for key in apps.keys.sorted(by: { $0.description < $1.description }) { reconcile(key, into: &actions) }
+        } else {
+            startDrain(into: &actions)
+        }
+        return actions
     }
 
     /// Handles every deadline that is due: warnings, expiries, SIGKILLs.
     public mutating func fireDueTimers() -> [CoreAction] {
         var actions: [CoreAction] = []
+        var turnsOver: [AppKey] = []
         let now = clock.now
         while let target = timers.popDue(at: now) {
             switch target {
@@ -244,8 +273,11 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
                 expireWake(token, now: now, into: &actions)
             case .kill(let process, let key):
                 actions.append(.signalProcess(process, .kill, app: key))
+            case .chunk(let key):
+                turnsOver.append(key)
             }
         }
+        if !turnsOver.isEmpty { turnsEnded(turnsOver, into: &actions) }
         return actions
     }
 
@@ -299,8 +331,8 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         let now = clock.now
         let launchBudget: Duration? = {
             guard let app = apps[key], app.connections.isEmpty, app.launch != nil,
-                  let first = app.wakes.compactMap({ wakes[$0]?.deadline }).min() else { return nil }
-            return first.duration(since: now)
+                  let first = app.wakes.compactMap({ wakes[$0]?.clock.remaining(at: now) }).min() else { return nil }
+            return first
         }()
         modifyApp(key) { app in
             app.connections.append(connection)
@@ -371,8 +403,8 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     mutating func refreshClock(_ key: AppKey) {
         let now = clock.now
         let sleeping = isSleeping
-        modifyApp(key) { app in
-            if app.state == .background && !sleeping {
+        let wakesRun = modifyApp(key) { app -> Bool in
+            if app.state == .background && !sleeping && !app.suspended {
                 app.clock.start(at: now)
             } else {
                 app.clock.pause(at: now)
@@ -381,8 +413,20 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
                 app.warned = false
                 if app.openTasks == 0 { app.clock.reset() }
             }
-        }
+            return !sleeping && !app.suspended
+        } ?? false
         reschedule(key)
+        // A wake's budget drains only while its app runs.
+        for token in apps[key]?.wakes ?? [] {
+            guard wakes[token] != nil else { continue }
+            if wakesRun {
+                wakes[token]!.clock.start(at: now)
+                if let deadline = wakes[token]!.clock.deadline { timers.schedule(.wake(token), at: deadline) }
+            } else {
+                wakes[token]!.clock.pause(at: now)
+                timers.cancel(.wake(token))
+            }
+        }
     }
 
     /// Keeps the app's timer in step with its next warning or deadline.
@@ -432,6 +476,11 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
 
     /// SIGTERM now, SIGKILL after the grace period if still alive.
     mutating func terminate(_ processes: [ProcessRef], of key: AppKey, now: MonotonicInstant, into actions: inout [CoreAction]) {
+        guard !processes.isEmpty else { return }
+        // A frozen process must be thawed to take SIGTERM, and is not frozen again before SIGKILL.
+        let killAt = now + policy.killGrace
+        modifyApp(key) { $0.terminatingUntil = killAt }
+        reconcile(key, into: &actions)
         for process in processes {
             actions.append(.signalProcess(process, .terminate, app: key))
             // A SIGKILL already pending for this process keeps its earlier time.

@@ -11,6 +11,15 @@ public enum CoreAction: Equatable, Sendable {
     case tasksChanged
     /// The machine went to sleep or woke up (the `Sleeping` property).
     case sleepingChanged(Bool)
+    /// Freeze these processes of the app (the ones the daemon can tie to it):
+    /// the app is suspended.
+    case freeze(AppKey, [ProcessRef])
+    /// Thaw them: the app runs again. Always before an event is handed to it
+    /// or a signal is sent to it.
+    case thaw(AppKey, [ProcessRef])
+    /// Draining the backlog after a wake began, moved on or ended (the
+    /// `Draining` and `Backlog` properties).
+    case drainChanged
 
     /// Start the app in the background for `reason`; report back with
     /// `launchStarted` or `launchFailed`.

@@ -10,15 +10,23 @@ public struct TaskPolicy: Sendable, Equatable {
     public var maxTasksPerConnection: Int
     /// Longest task name, in UTF-8 bytes.
     public var maxNameBytes: Int
+    /// Background apps running at once while the backlog after a wake from
+    /// sleep is drained (`Scheduler.MaxConcurrentWakes`).
+    public var maxConcurrentWakes: Int
+    /// How long one app runs at a time while the backlog is drained (`Scheduler.ChunkSec`).
+    public var chunk: Duration
 
     public init(
         budget: Duration = .seconds(600), warning: Duration = .seconds(5),
-        killGrace: Duration = .seconds(2), maxTasksPerConnection: Int = 100, maxNameBytes: Int = 256
+        killGrace: Duration = .seconds(2), maxTasksPerConnection: Int = 100, maxNameBytes: Int = 256,
+        maxConcurrentWakes: Int = 2, chunk: Duration = .seconds(10)
     ) {
         self.budget = budget
         self.warning = warning
         self.killGrace = killGrace
         self.maxTasksPerConnection = maxTasksPerConnection
         self.maxNameBytes = maxNameBytes
+        self.maxConcurrentWakes = max(1, maxConcurrentWakes)
+        self.chunk = chunk
     }
 }

@@ -7,7 +7,9 @@ struct WakeRecord: Sendable {
     var reason: String
     /// The plugin that asked for the wake and gets its outcome.
     var plugin: String
-    var deadline: MonotonicInstant
+    /// The budget: it drains while the app runs, and is paused while the app
+    /// is suspended (the machine sleeps, or the app waits for its turn).
+    var clock: BackgroundClock
     /// The connection the event was handed to (`deliverWake`), nil while it waits.
     /// If the wake expires, this connection's process is the one terminated.
     var deliveredTo: ConnectionID?

@@ -1,0 +1,211 @@
+// Implementation notes: suspension and the backlog after a wake
+//
+// iOS suspends an app that is in the background with nothing to do, and
+// every background app when the device sleeps: it stays in memory, frozen,
+// and its clocks stop. Here an app is suspended when it is in the background
+// (or was launched and has not checked in yet: nobody sees it) and either the
+// machine sleeps, or it has no work (no open task, no wake pending, no launch
+// under way), or the backlog is draining and it is not its turn. The engine
+// decides; the shell freezes the processes the engine names — only those it
+// can tie to the app: the one the daemon launched, and those whose app id it
+// verified (Flatpak, systemd unit). A process that merely claimed an id with
+// CheckIn, or a connection that is an app of its own, is never frozen; its
+// clocks still stop. An app is thawed before any event is handed to it and
+// before it is signalled, and is not frozen again while its SIGKILL is pending.
+//
+// On a wake from sleep the background apps with work left — tasks paused by
+// the sleep, wakes asked for meanwhile or since — form the backlog. At most
+// `policy.maxConcurrentWakes` of them run at once, each for at most
+// `policy.chunk`; then it is suspended again (its budgets keep what is left)
+// and goes to the back of the queue while the next one runs. An app that
+// runs out of work leaves at once and the next one starts. Apps that get work
+// while the backlog drains join the queue (a wake for an app that is not
+// running launches it only on its turn). Foreground apps are never held back.
+// The backlog is done when the queue is empty and nobody has a turn.
+
+extension BackgroundEngine {
+    // MARK: Queries
+
+    /// Whether the app is suspended (iOS's word; `bgtaskctl apps` shows it).
+    public func isSuspended(_ key: AppKey) -> Bool {
+        apps[key]?.suspended ?? false
+    }
+
+    /// Whether the backlog after a wake from sleep is being drained.
+    public var isDraining: Bool { drain != nil }
+
+    /// The backlog: apps having their turn now, then those waiting, in turn order.
+    public var backlog: (running: [AppKey], waiting: [AppKey]) {
+        (drain?.running.map(\.key) ?? [], drain?.queue ?? [])
+    }
+
+    // MARK: Deciding
+
+    /// An app in the background, or launched and not yet checked in.
+    func isBackground(_ app: AppRecord) -> Bool {
+        app.state == .background || app.connections.isEmpty
+    }
+
+    /// Open tasks, pending wakes, or a launch not yet checked in.
+    func hasWork(_ key: AppKey) -> Bool {
+        guard let app = apps[key] else { return false }
+        if app.openTasks > 0 || !app.wakes.isEmpty { return true }
+        if let launch = app.launch, !launch.checkedIn { return true }
+        return false
+    }
+
+    /// The processes the daemon can tie to the app: the one it launched, and
+    /// those of connections whose app id it verified.
+    func freezableProcesses(_ key: AppKey) -> [ProcessRef] {
+        guard case .app = key, let app = apps[key] else { return [] }
+        var processes: [ProcessRef] = []
+        if let launched = app.launch?.process { processes.append(launched) }
+        for connection in app.connections {
+            guard let identity = connections[connection]?.identity, identity.appIDSource != nil,
+                  let process = identity.process, !processes.contains(process) else { continue }
+            processes.append(process)
+        }
+        return processes
+    }
+
+    /// Whether the drain can hold the app back: it can freeze its processes,
+    /// or it has none yet (it is launched only on its turn).
+    func canHoldBack(_ key: AppKey) -> Bool {
+        guard case .app = key, let app = apps[key] else { return false }
+        if app.connections.isEmpty && app.launch?.process == nil { return true }
+        return !freezableProcesses(key).isEmpty
+    }
+
+    /// Whether the backlog holds the app back now (it waits for its turn).
+    func isHeldBack(_ key: AppKey) -> Bool {
+        guard let drain, let app = apps[key], isBackground(app) else { return false }
+        return !drain.isRunning(key) && canHoldBack(key)
+    }
+
+    func shouldSuspend(_ key: AppKey) -> Bool {
+        guard let app = apps[key], isBackground(app) else { return false }
+        if let until = app.terminatingUntil, clock.now < until { return false }
+        if isSleeping || isHeldBack(key) { return true }
+        return !hasWork(key)
+    }
+
+    /// Brings the app's suspension, its place in the backlog and its clocks
+    /// in line with its state; the freeze or thaw it takes goes into `actions`.
+    mutating func reconcile(_ key: AppKey, into actions: inout [CoreAction]) {
+        guard let app = apps[key] else {
+            leaveDrain(key, into: &actions)
+            return
+        }
+        // The next app's turn goes after this one's freeze (see turnsEnded).
+        var next: [CoreAction] = []
+        defer { actions += next }
+        if drain != nil {
+            if drain!.isRunning(key), !hasWork(key) || !isBackground(app) {
+                leaveDrain(key, into: &next)
+            } else if !drain!.isRunning(key), !drain!.isQueued(key), hasWork(key), isHeldBack(key) {
+                joinDrain(key, into: &actions)
+            }
+        }
+        guard let current = apps[key] else { return }
+        let suspend = shouldSuspend(key)
+        if suspend != current.suspended {
+            modifyApp(key) { $0.suspended = suspend }
+            let processes = freezableProcesses(key)
+            if !processes.isEmpty { actions.append(suspend ? .freeze(key, processes) : .thaw(key, processes)) }
+        }
+        refreshClock(key)
+    }
+
+    // MARK: The backlog
+
+    /// After a wake: every background app with work left waits for its turn.
+    mutating func startDrain(into actions: inout [CoreAction]) {
+        let backlog = apps.keys.filter { key in
+            guard let app = apps[key], isBackground(app), hasWork(key) else { return false }
+            return canHoldBack(key)
+        }.sorted { $0.description < $1.description }
+        if !backlog.isEmpty {
+            drain = DrainState(queue: backlog)
+            actions.append(.drainChanged)
+        }
+        settleDrain(into: &actions)
+        // Everything else (foreground apps, apps that cannot be held back) runs again.
+        for key in apps.keys.sorted(by: { $0.description < $1.description }) where drain?.isRunning(key) != true {
+            reconcile(key, into: &actions)
+        }
+    }
+
+    /// The app has work and waits for its turn (which may come at once).
+    mutating func joinDrain(_ key: AppKey, into actions: inout [CoreAction]) {
+        guard drain != nil, !drain!.isQueued(key), !drain!.isRunning(key) else { return }
+        drain!.queue.append(key)
+        actions.append(.drainChanged)
+        settleDrain(into: &actions)
+    }
+
+    /// The app is done (or gone, or came to the foreground): its turn ends and the next one starts.
+    mutating func leaveDrain(_ key: AppKey, into actions: inout [CoreAction]) {
+        guard drain != nil, drain!.isRunning(key) || drain!.isQueued(key) else { return }
+        drain!.running.removeAll { $0.key == key }
+        drain!.queue.removeAll { $0 == key }
+        timers.cancel(.chunk(key))
+        actions.append(.drainChanged)
+        settleDrain(into: &actions)
+    }
+
+    /// These apps' turns are over: each goes to the back of the queue if it
+    /// still has work, and the next ones start. Turns that end together are
+    /// settled together, so an app whose next turn comes at once is not
+    /// frozen and thawed in between. The freezes come before the next turns'
+    /// thaws in `actions`: the shell lets those freezes complete first, so
+    /// that no more than `maxConcurrentWakes` apps ever run at once.
+    mutating func turnsEnded(_ keys: [AppKey], into actions: inout [CoreAction]) {
+        guard drain != nil else { return }
+        var ended: [AppKey] = []
+        for key in keys where drain!.isRunning(key) {
+            drain!.running.removeAll { $0.key == key }
+            if hasWork(key) { drain!.queue.append(key) }
+            ended.append(key)
+        }
+        guard !ended.isEmpty else { return }
+        var next: [CoreAction] = [.drainChanged]
+        settleDrain(into: &next)
+        for key in ended where drain?.isRunning(key) != true { reconcile(key, into: &actions) }
+        actions += next
+    }
+
+    /// Gives free turns to the next apps in the queue; ends the backlog when it is empty.
+    mutating func settleDrain(into actions: inout [CoreAction]) {
+        while let current = drain, current.running.count < policy.maxConcurrentWakes, !current.queue.isEmpty {
+            let key = drain!.queue.removeFirst()
+            guard hasWork(key), let app = apps[key], isBackground(app) else {
+                if apps[key] != nil { reconcile(key, into: &actions) }
+                continue
+            }
+            let until = clock.now + policy.chunk
+            drain!.running.append((key, until))
+            timers.schedule(.chunk(key), at: until)
+            reconcile(key, into: &actions)  // thawed before its events reach it
+            startWork(key, into: &actions)
+        }
+        if let current = drain, current.isEmpty {
+            drain = nil
+            actions.append(.drainChanged)
+        }
+    }
+
+    /// The app's turn: its waiting events go to its latest connection, or it is launched.
+    private mutating func startWork(_ key: AppKey, into actions: inout [CoreAction]) {
+        guard case .app(let id) = key, let app = apps[key] else { return }
+        if let target = app.checkedIn.last {
+            for token in app.wakes where wakes[token]?.delivered == false {
+                wakes[token]!.deliveredTo = target
+                actions.append(.deliverWake(token: token, plugin: wakes[token]!.plugin, app: id, connection: target))
+            }
+        } else if app.launch == nil, let first = app.wakes.first.flatMap({ wakes[$0] }) {
+            modifyApp(key) { $0.launch = LaunchRecord(reason: first.reason) }
+            actions.append(.launch(id, reason: first.reason))
+        }
+        refreshClock(key)
+    }
+}

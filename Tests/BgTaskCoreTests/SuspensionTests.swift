@@ -1,0 +1,233 @@
+import BgTaskCore
+import BgTaskTestKit
+import Testing
+
+/// Suspension (iOS's "suspended") and the backlog drained in turns after a
+/// wake from sleep, with a manual clock.
+@Suite struct SuspensionTests {
+    let clock = ManualClock()
+    var engine: BackgroundEngine<ManualClock>
+
+    init() {
+        engine = BackgroundEngine(
+            policy: TaskPolicy(budget: .seconds(600), warning: .seconds(5), killGrace: .seconds(2),
+                               maxConcurrentWakes: 2, chunk: .seconds(10)),
+            clock: clock)
+    }
+
+    static func app(_ n: Int) -> AppID { try! AppID(validating: "org.example.App\(n)") }
+
+    /// A caller whose app id the daemon verified (its process can be frozen).
+    func verified(_ n: Int) -> CallerIdentity {
+        CallerIdentity(connection: ConnectionID(":1.\(n)"), process: ProcessRef(pid: Int32(100 + n), serial: UInt64(n)),
+                       appID: Self.app(n), appIDSource: .flatpak, isSandboxed: true)
+    }
+
+    /// Checks each caller in as its app, begins a task and goes to the background.
+    mutating func backgroundWithATask(_ callers: [CallerIdentity]) throws {
+        for caller in callers {
+            _ = try engine.checkIn(appID: caller.appID!.rawValue, caller: caller)
+            _ = try engine.beginTask(named: "t", caller: caller)
+            _ = engine.setState(.background, caller: caller)
+        }
+    }
+
+    func freezes(_ actions: [CoreAction]) -> [AppKey] {
+        actions.compactMap { if case .freeze(let key, _) = $0 { key } else { nil } }
+    }
+
+    func thaws(_ actions: [CoreAction]) -> [AppKey] {
+        actions.compactMap { if case .thaw(let key, _) = $0 { key } else { nil } }
+    }
+
+    func request(_ n: Int, _ token: String, budget: Duration = .seconds(30)) -> WakeRequest {
+        WakeRequest(app: Self.app(n), reason: "fetch", plugin: "fetch", budget: budget, token: token)
+    }
+
+    @Test mutating func aBackgroundAppWithNothingToDoIsSuspendedAndThawedBeforeItsNextEvent() throws {
+        let caller = verified(1)
+        let key = AppKey.app(Self.app(1))
+        _ = try engine.checkIn(appID: Self.app(1).rawValue, caller: caller)
+        #expect(freezes(engine.setState(.background, caller: caller)) == [key])
+        #expect(engine.isSuspended(key))
+        // A wake thaws it first, then hands it the event.
+        let actions = try engine.requestWake(request(1, "t1"))
+        #expect(actions == [
+            .thaw(key, [caller.process!]),
+            .deliverWake(token: "t1", plugin: "fetch", app: Self.app(1), connection: caller.connection),
+        ])
+        // Completed: nothing left to do, suspended again.
+        #expect(freezes(try engine.completeWake(token: "t1", caller: caller.connection)) == [key])
+        // Coming to the foreground thaws it; the foreground is never frozen.
+        #expect(thaws(engine.setState(.active, caller: caller)) == [key])
+        #expect(!engine.isSuspended(key))
+    }
+
+    @Test mutating func anOpenTaskKeepsItRunningUntilItEnds() throws {
+        let caller = verified(1)
+        let key = AppKey.app(Self.app(1))
+        _ = try engine.checkIn(appID: Self.app(1).rawValue, caller: caller)
+        let begun = try engine.beginTask(named: "upload", caller: caller)
+        #expect(freezes(engine.setState(.background, caller: caller)).isEmpty)
+        #expect(freezes(try engine.endTask(begun.id, caller: caller.connection)) == [key])
+    }
+
+    /// A frozen app whose process leaves the bus (it died, or closed its
+    /// connection): the connection was the daemon's only tie to the process,
+    /// so it is thawed now or never.
+    @Test mutating func aFrozenProcessWhoseConnectionIsGoneIsThawed() throws {
+        let caller = verified(1)
+        let key = AppKey.app(Self.app(1))
+        _ = try engine.checkIn(appID: Self.app(1).rawValue, caller: caller)
+        #expect(freezes(engine.setState(.background, caller: caller)) == [key])
+        let gone = engine.disconnect(caller.connection)
+        #expect(gone.contains(.thaw(key, [caller.process!])), "\(gone)")
+        #expect(!engine.isSuspended(key))
+        #expect(engine.state(of: key) == nil, "nothing of the app is left")
+    }
+
+    @Test mutating func aClaimedIDIsNeverFrozenButItsClockStopsWhileTheMachineSleeps() throws {
+        let claimed = CallerIdentity(connection: ConnectionID(":1.9"), process: ProcessRef(pid: 909, serial: 9))
+        _ = try engine.checkIn(appID: "org.example.Claimed", caller: claimed)
+        _ = try engine.beginTask(named: "t", caller: claimed)
+        _ = engine.setState(.background, caller: claimed)
+        clock.advance(by: .seconds(100))
+        let sleep = engine.setSleeping(true)
+        #expect(freezes(sleep).isEmpty, "the daemon cannot tie its process to the app")
+        clock.advance(by: .seconds(3600))
+        #expect(engine.secondsRemaining(for: claimed) == 500, "asleep, no time passes for it")
+        _ = engine.setSleeping(false)
+        clock.advance(by: .seconds(10))
+        #expect(engine.secondsRemaining(for: claimed) == 490)
+    }
+
+    @Test mutating func sleepFreezesEveryBackgroundAppAndNeverAForegroundOne() throws {
+        let background = verified(1), foreground = verified(2)
+        for caller in [background, foreground] {
+            _ = try engine.checkIn(appID: caller.appID!.rawValue, caller: caller)
+            _ = try engine.beginTask(named: "t", caller: caller)
+        }
+        _ = engine.setState(.background, caller: background)
+        clock.advance(by: .seconds(50))
+        let sleep = engine.setSleeping(true)
+        #expect(sleep.first == .sleepingChanged(true))
+        #expect(freezes(sleep) == [.app(Self.app(1))])
+        clock.advance(by: .seconds(7200))
+        let wake = engine.setSleeping(false)
+        #expect(thaws(wake) == [.app(Self.app(1))])
+        #expect(engine.secondsRemaining(for: background) == 550, "its task kept the budget it had")
+    }
+
+    @Test mutating func theBacklogAfterAWakeRunsInTurnsOfAtMostTwoApps() throws {
+        let callers = (1...5).map(verified)
+        var tasks: [Int: UInt32] = [:]
+        for (n, caller) in zip(1..., callers) {
+            _ = try engine.checkIn(appID: caller.appID!.rawValue, caller: caller)
+            tasks[n] = try engine.beginTask(named: "sync", caller: caller).id
+            _ = engine.setState(.background, caller: caller)
+        }
+        _ = engine.setSleeping(true)
+        clock.advance(by: .seconds(3600))
+
+        var running: Set<AppKey> = []
+        var most = 0
+        func apply(_ actions: [CoreAction]) {
+            for action in actions {
+                if case .thaw(let key, _) = action { running.insert(key) }
+                if case .freeze(let key, _) = action { running.remove(key) }
+            }
+            most = max(most, running.count)
+        }
+        let wake = engine.setSleeping(false)
+        apply(wake)
+        #expect(engine.isDraining)
+        #expect(running == [.app(Self.app(1)), .app(Self.app(2))])
+        #expect(engine.backlog.waiting == [.app(Self.app(3)), .app(Self.app(4)), .app(Self.app(5))])
+
+        // The first turns end after 10 s: those two wait again, the next two run.
+        clock.advance(by: .seconds(10))
+        apply(engine.fireDueTimers())
+        #expect(running == [.app(Self.app(3)), .app(Self.app(4))])
+        #expect(engine.backlog.waiting == [.app(Self.app(5)), .app(Self.app(1)), .app(Self.app(2))])
+
+        // An app that ends its work leaves at once, and the next starts without waiting for the turn to end.
+        clock.advance(by: .seconds(3))
+        apply(try engine.endTask(tasks.removeValue(forKey: 3)!, caller: callers[2].connection))
+        #expect(running == [.app(Self.app(4)), .app(Self.app(5))])
+
+        // Everyone finishes in turn; then the backlog is done and the apps stay suspended.
+        var rounds = 0
+        while engine.isDraining, rounds < 20 {
+            for key in running {
+                guard case .app(let id) = key, let n = Int(id.rawValue.dropFirst("org.example.App".count)),
+                      let task = tasks.removeValue(forKey: n) else { continue }
+                apply(try engine.endTask(task, caller: callers[n - 1].connection))
+                break
+            }
+            clock.advance(by: .seconds(10))
+            apply(engine.fireDueTimers())
+            rounds += 1
+        }
+        #expect(!engine.isDraining)
+        #expect(tasks.isEmpty)
+        #expect(most == 2, "never more than Scheduler.MaxConcurrentWakes at once")
+        #expect(running.isEmpty)
+    }
+
+    @Test mutating func aWakeForAnAppNotRunningWaitsForItsTurnToLaunch() throws {
+        let busy = [verified(1), verified(2)]
+        try backgroundWithATask(busy)
+        _ = engine.setSleeping(true)
+        _ = engine.setSleeping(false)
+        // Two turns are taken: App3 is not launched yet, and its budget does not run.
+        #expect(try engine.requestWake(request(3, "t3", budget: .seconds(30))).contains(.launch(Self.app(3), reason: "fetch")) == false)
+        #expect(engine.backlog.waiting == [.app(Self.app(3))])
+        clock.advance(by: .seconds(10))
+        let next = engine.fireDueTimers()
+        #expect(next.contains(.launch(Self.app(3), reason: "fetch")), "its turn: launched now")
+        #expect(!next.contains(.wakeExpired(token: "t3", plugin: "fetch", app: Self.app(3))))
+        // Launched and checked in, it starts in the background with the whole budget: nothing drained while it waited.
+        _ = engine.launchStarted(Self.app(3), process: ProcessRef(pid: 303, serial: 303))
+        let launched = CallerIdentity(connection: ConnectionID(":1.33"), process: ProcessRef(pid: 303, serial: 303),
+                                      appID: Self.app(3), appIDSource: .launched)
+        let checkIn = try engine.checkIn(appID: Self.app(3).rawValue, caller: launched)
+        #expect(checkIn.pending == 1)
+        #expect(engine.secondsRemaining(for: launched) == 30)
+    }
+
+    @Test mutating func aWakeBudgetPausesWhileTheAppWaitsForItsNextTurn() throws {
+        let callers = (1...4).map(verified)
+        try backgroundWithATask(callers)
+        _ = engine.setSleeping(true)
+        _ = engine.setSleeping(false)
+        // App1 has its turn; a 15 s wake would outlast the 10 s turn.
+        _ = try engine.requestWake(request(1, "w1", budget: .seconds(15)))
+        clock.advance(by: .seconds(10))
+        let turnOver = engine.fireDueTimers()
+        #expect(freezes(turnOver).contains(.app(Self.app(1))))
+        #expect(engine.backlog.waiting.contains(.app(Self.app(1))))
+        // A whole turn of waiting later it has not expired: its 5 s left waited with it.
+        clock.advance(by: .seconds(10))
+        let again = engine.fireDueTimers()
+        #expect(thaws(again).contains(.app(Self.app(1))))
+        #expect(!again.contains(.wakeExpired(token: "w1", plugin: "fetch", app: Self.app(1))))
+        clock.advance(by: .seconds(4))
+        #expect(!engine.fireDueTimers().contains(.wakeExpired(token: "w1", plugin: "fetch", app: Self.app(1))))
+        clock.advance(by: .seconds(1))
+        #expect(engine.fireDueTimers().contains(.wakeExpired(token: "w1", plugin: "fetch", app: Self.app(1))))
+    }
+
+    @Test mutating func aFrozenAppIsThawedForSIGTERMAndNotFrozenAgainBeforeSIGKILL() throws {
+        let caller = verified(1)
+        let key = AppKey.app(Self.app(1))
+        _ = try engine.checkIn(appID: Self.app(1).rawValue, caller: caller)
+        _ = engine.setState(.background, caller: caller)
+        _ = try engine.requestWake(request(1, "t1", budget: .seconds(5)))
+        clock.advance(by: .seconds(5))
+        let expired = engine.fireDueTimers()
+        // The wake ran out: SIGTERM, and the app (now without work) is not frozen meanwhile.
+        #expect(expired.contains(.signalProcess(caller.process!, .terminate, app: key)))
+        #expect(freezes(expired).isEmpty)
+        #expect(!engine.isSuspended(key))
+    }
+}
