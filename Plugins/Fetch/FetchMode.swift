@@ -286,6 +286,10 @@ final class FetchMode: ModePlugin {
         case .appsChanged, .refreshChanged:
             declared.removeAll()
             reviewApps()
+        case .sleepChanged(let sleeping, let now):
+            // Nothing is fetched while asleep; on waking the plain timer's beat moves to the wake.
+            // (A fact, not a write: nothing of it is undone if the event's batch fails.)
+            planner.setSleeping(sleeping, at: now)
         case .appCheckedIn, .tokenCompleted, .appWoken:
             break
         }

@@ -342,7 +342,7 @@ final class RemoteNotificationsMode: ModePlugin {
             }
         case .appsChanged, .refreshChanged:
             appInfos.removeAll()
-        case .tokenCompleted, .appStateChanged, .appGone:
+        case .tokenCompleted, .appStateChanged, .appGone, .sleepChanged:
             break
         }
         armTimer()

@@ -40,6 +40,9 @@ final class AppLauncher {
         "INVOCATION_ID",
     ]
 
+    /// How the names of daemons' app groups begin.
+    static let groupPrefix = "bgtaskd-apps-"
+
     private let loop: EventLoop
     private let systemd: SystemdUserManager?
     private let appBusAddress: String?
@@ -298,7 +301,7 @@ final class AppLauncher {
     private func noteNoCgroup(_ why: String) {
         guard !loggedNoCgroup else { return }
         loggedNoCgroup = true
-        logger.notice("\(why); launched apps get no cgroup of their own and are frozen with SIGSTOP")
+        logger.notice("\(why); launched apps get no cgroup of their own, so suspending one stops it with SIGSTOP")
     }
 
     private func spawn(_ request: Request, cgroupProcsFD: Int32?) -> Result<ProcessSpawner.Child, LaunchError> {
@@ -399,6 +402,7 @@ final class AppLauncher {
     /// frozen forever), removed when empty, and otherwise removed once its
     /// processes are gone. Call once at start, before launching anything.
     func reclaimCgroupsOfEarlierRuns() {
+        removeEmptyGroupsOfOtherDaemons()
         // Only in the daemon's own group: other daemons' apps may share the parent cgroup.
         guard cgroupGroup != nil, let appsDirectory,
               let names = try? FileManager.default.contentsOfDirectory(atPath: appsDirectory) else { return }
@@ -420,6 +424,28 @@ final class AppLauncher {
             }
         }
         if removed > 0 { logger.info("removed \(removed) empty cgroups of apps launched by an earlier run") }
+    }
+
+    /// Groups of other daemons (other state directories) whose apps have all
+    /// exited after their daemon stopped: their empty directories are removed,
+    /// so that short-lived daemons (tests, demos) leave no litter. Only empty
+    /// cgroups are touched: nothing of a running daemon's app is thawed or
+    /// moved, and a live daemon makes its group again when it next launches.
+    private func removeEmptyGroupsOfOtherDaemons() {
+        guard let hierarchy, let cgroupGroup,
+              let groups = try? FileManager.default.contentsOfDirectory(atPath: hierarchy.ownDirectory)
+        else { return }
+        var removed = 0
+        for group in groups where group.hasPrefix(Self.groupPrefix) && group != cgroupGroup {
+            let directory = hierarchy.ownDirectory + "/" + group
+            guard Cgroup(path: directory).isPopulated == false,
+                  let units = try? FileManager.default.contentsOfDirectory(atPath: directory) else { continue }
+            for unit in units where unit.hasPrefix("app-\(LaunchUnitName.launcher)-") && unit.hasSuffix(".scope") {
+                _ = rmdir(directory + "/" + unit)
+            }
+            if rmdir(directory) == 0 { removed += 1 }
+        }
+        if removed > 0 { logger.info("removed \(removed) empty cgroup groups left by other bgtaskd instances") }
     }
 
     /// At shutdown: the group directory goes if no app cgroup is left in it.
@@ -472,27 +498,7 @@ final class AppLauncher {
         return true
     }
 
-    // MARK: Freezing and killing
-
-    /// Freezes the app: `cgroup.freeze` where it has a v2 cgroup, else SIGSTOP.
-    /// Returns whether the request was made.
-    func freeze(_ p: LaunchedProcess) -> Bool { setFrozen(p, true) }
-
-    /// Thaws what ``freeze(_:)`` froze.
-    func thaw(_ p: LaunchedProcess) -> Bool { setFrozen(p, false) }
-
-    private func setFrozen(_ p: LaunchedProcess, _ frozen: Bool) -> Bool {
-        guard let record = tracked(p) else { return false }
-        if let cgroup = cgroup(of: record) {
-            do throws(Cgroup.Failure) {
-                try cgroup.setFrozen(frozen)
-                return true
-            } catch {
-                logger.warning("\(error); using \(frozen ? "SIGSTOP" : "SIGCONT") for \(p)")
-            }
-        }
-        return signal(record, frozen ? SIGSTOP : SIGCONT)
-    }
+    // MARK: Killing
 
     /// SIGKILLs every process of the launch: `cgroup.kill` where it has a
     /// cgroup (also after the main process exited), else the main process

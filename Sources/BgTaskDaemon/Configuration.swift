@@ -35,7 +35,8 @@ public struct Configuration: Sendable, Equatable {
     public var taskPolicy: TaskPolicy {
         TaskPolicy(
             budget: .seconds(double: taskBudgetSec), warning: .seconds(double: taskWarningSec),
-            killGrace: .seconds(double: taskKillGraceSec), maxTasksPerConnection: maxTasksPerConnection)
+            killGrace: .seconds(double: taskKillGraceSec), maxTasksPerConnection: maxTasksPerConnection,
+            maxConcurrentWakes: maxConcurrentWakes, chunk: .seconds(double: chunkSec))
     }
 
     /// One configuration key: where it lives, what it accepts, where it goes.

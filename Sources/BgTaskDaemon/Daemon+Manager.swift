@@ -138,10 +138,15 @@ extension Daemon {
 
     func getApplications(_ call: Message) throws(BusError) {
         serve(call) { [unowned self] _ in
-            let entries = registry.entries.filter { !$0.modes.isEmpty || engine.isRunning($0.id) }
+            let connected = engine.connectedApps
+            let entries = registry.entries.filter { !$0.modes.isEmpty || engine.isRunning($0.id) || connected.contains($0.id) }
+            // Apps connected now that have no desktop entry (a scope or Flatpak named them) are listed too.
+            let listed = Set(registry.entries.map(\.id))
+            let unlisted = connected.filter { !listed.contains($0) }
             try call.reply { (reply) throws(BusError) in
                 try reply.container("a", "a{sv}") { () throws(BusError) in
-                    for entry in entries { try describe(entry, into: reply) }
+                    for entry in entries { try describe(entry.id, entry, into: reply) }
+                    for id in unlisted { try describe(id, nil, into: reply) }
                 }
             }
         }
@@ -150,9 +155,22 @@ extension Daemon {
     func simulateSleep(_ call: Message, sleeping: Bool) throws(BusError) {
         serve(call) { [unowned self] caller in
             try requireTrusted(caller, "simulate sleep and wake")
-            let actions = engine.setSleeping(sleeping)
-            try call.reply()
-            perform(actions)
+            if !sleeping, sleepSource == .logind {
+                logger.notice("SimulateWake refused: the machine sleeps by logind's word")
+                throw CoreError(.notPermitted, "the machine sleeps by logind's word (PrepareForSleep); it wakes when logind says so")
+            }
+            guard sleeping else {
+                try call.reply()
+                return leaveSleep(.simulated)
+            }
+            // Answered once the apps are frozen and the state is durable, as logind's lock is released.
+            enterSleep(.simulated) { [logger] _ in
+                do throws(BusError) {
+                    try call.reply()
+                } catch {
+                    logger.debug("cannot answer SimulateSleep: \(error.message)")
+                }
+            }
         }
     }
 
@@ -208,6 +226,12 @@ extension Daemon {
                 }),
                 BusProperty("Sleeping", "b", change: .emitsChange, getter: getter { (daemon, reply) throws(BusError) in
                     try reply.append(daemon.engine.isSleeping)
+                }),
+                BusProperty("Draining", "b", change: .emitsChange, getter: getter { (daemon, reply) throws(BusError) in
+                    try reply.append(daemon.engine.isDraining)
+                }),
+                BusProperty("Backlog", "as", change: .emitsChange, getter: getter { (daemon, reply) throws(BusError) in
+                    try daemon.getBacklog(reply)
                 }),
             ])
     }

@@ -27,7 +27,13 @@ extension Daemon {
             self.broadcast(PluginEvent(type: BGT_EVENT_REFRESH_CHANGED, realtimeMicroseconds: Self.realtimeMicroseconds))
         }
         power.start()
-        launcher.onExit = { [unowned self] process, status in self.launchedProcessExited(process, status) }
+        launcher.onExit = { [unowned self] process, status in
+            self.freezer.forget(pid: process.pid)
+            self.launchedProcessExited(process, status)
+        }
+        logind.onPrepareForSleep = { [unowned self] sleeping in self.logindPrepareForSleep(sleeping) }
+        logind.onVanished = { [unowned self] in self.logindVanished() }
+        logind.start()
         launcher.reclaimCgroupsOfEarlierRuns()
     }
 
@@ -161,7 +167,7 @@ extension Daemon {
                 do {
                     let ref = try processes.open(pid: process.pid)
                     launchedProcesses[process.pid] = ref
-                    engine.launchStarted(app, process: ref)
+                    perform(engine.launchStarted(app, process: ref))
                     logger.info("launched \(app) for \(reason)", metadata: ["pid": "\(process.pid)", "unit": "\(process.unit)"])
                 } catch {
                     perform(engine.launchFailed(app, error: "it exited at once (\(error))"))
@@ -181,24 +187,26 @@ extension Daemon {
     }
 
     /// What `bgtaskctl apps` shows of one app (`GetApplications`).
-    func describe(_ entry: DesktopEntry, into message: Message) throws(BusError) {
-        let refresh = refreshStatus(of: entry.id)
+    func describe(_ id: AppID, _ entry: DesktopEntry?, into message: Message) throws(BusError) {
+        let refresh = refreshStatus(of: id)
         var fields: [BusValue.DictionaryEntry] = [
-            .init(key: .string("app_id"), value: .variant(.string(entry.id.rawValue))),
-            .init(key: .string("name"), value: .variant(.string(entry.name ?? ""))),
-            .init(key: .string("modes"), value: .variant(.array(element: "s", entry.modes.map(BusValue.string)))),
+            .init(key: .string("app_id"), value: .variant(.string(id.rawValue))),
+            .init(key: .string("name"), value: .variant(.string(entry?.name ?? ""))),
+            .init(key: .string("modes"), value: .variant(.array(element: "s", (entry?.modes ?? []).map(BusValue.string)))),
             .init(key: .string("refresh_status"), value: .variant(.string(refresh.status.rawValue))),
             .init(key: .string("refresh_reason"), value: .variant(.string(refresh.reason))),
-            .init(key: .string("running"), value: .variant(.bool(engine.isRunning(entry.id)))),
-            .init(key: .string("launching"), value: .variant(.bool(engine.isLaunching(entry.id)))),
+            .init(key: .string("running"), value: .variant(.bool(engine.isRunning(id)))),
+            .init(key: .string("launching"), value: .variant(.bool(engine.isLaunching(id)))),
         ]
-        if let state = engine.state(of: .app(entry.id)), engine.isRunning(entry.id) {
+        if let state = engine.state(of: .app(id)), engine.isConnected(id) {
             fields.append(.init(key: .string("state"), value: .variant(.string(state.rawValue))))
         }
-        if let problem = entry.execProblem {
+        // iOS's "suspended": in the background with nothing to do, or held back while asleep or draining.
+        fields.append(.init(key: .string("suspended"), value: .variant(.bool(engine.isSuspended(.app(id))))))
+        if let problem = entry?.execProblem {
             fields.append(.init(key: .string("exec_problem"), value: .variant(.string(problem))))
         }
-        if let backoff = engine.launchBackoff(for: entry.id) {
+        if let backoff = engine.launchBackoff(for: id) {
             fields.append(.init(key: .string("launch_error"), value: .variant(.string(backoff.lastError))))
         }
         try message.container("a", "{sv}") { () throws(BusError) in
@@ -208,8 +216,8 @@ extension Daemon {
                     try message.append(value: field.value)
                 }
             }
-            for plugin in plugins where entry.modes.contains(plugin.name) {
-                plugin.describe(entry.id, into: message)
+            for plugin in plugins where entry?.modes.contains(plugin.name) == true {
+                plugin.describe(id, into: message)
             }
         }
     }
@@ -319,9 +327,11 @@ extension Daemon: PluginHostDelegate {
         }
         // The engine forgets the batch's wakes and completions (no offence can
         // come of a wake whose event was never sent); the events it set off go.
-        for point in checkpoint.undo.reversed() { engine.undo(point) }
+        var undone: [CoreAction] = []
+        for point in checkpoint.undo.reversed() { undone += engine.undo(point) }
         for (plugin, count) in zip(plugins, checkpoint.queued) { plugin.dropQueued(after: count) }
-        perform([])
+        // What undoing takes (a freeze, a turn freed for the next app) happens now.
+        perform(undone)
         if !checkpoint.launches.isEmpty {
             logger.notice("not launching \(checkpoint.launches.map(\.0.rawValue).joined(separator: ", ")): the wake was undone")
         }

@@ -1,4 +1,5 @@
 import BgTaskCore
+import BgTaskPluginABI
 import BgTaskProtocol
 import CBgTaskShim
 import CSystemd
@@ -39,6 +40,12 @@ public final class Daemon {
     let registry: AppRegistry
     let launcher: AppLauncher
     let power: PowerMonitor
+    /// logind on the system bus: the delay lock and PrepareForSleep.
+    let logind: LogindMonitor
+    /// Carries out the engine's freezes and thaws.
+    let freezer: Freezer
+    /// Why the machine sleeps, while it does (logind's word, or a Simulate call).
+    var sleepSource: SleepSource?
     /// Background App Refresh switches, as stored.
     var refreshSettings: RefreshSettings
     /// Loaded and started mode plugins.
@@ -83,6 +90,11 @@ public final class Daemon {
             loop: loop, sessionBus: settings.bus == .system ? nil : bus, appBusAddress: appBusAddress, logger: logger,
             cgroupGroup: Self.cgroupGroup(forStateDirectory: store.path))
         power = PowerMonitor(systemBus: .system, loop: loop, logger: logger)
+        logind = LogindMonitor(systemBus: .system, loop: loop, logger: logger)
+        freezer = Freezer(
+            loop: loop, launcher: launcher, processes: processes,
+            systemd: settings.bus == .system ? nil : SystemdUserManager(bus: bus),
+            hierarchy: CgroupHierarchy.current(), logger: logger)
         callers.onDisconnect = { [unowned self] identity in
             self.perform(self.engine.disconnect(identity.connection))
         }
@@ -95,7 +107,7 @@ public final class Daemon {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in path.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
         let hex = String(hash, radix: 16)
-        return "bgtaskd-apps-" + String(repeating: "0", count: 16 - hex.count) + hex
+        return AppLauncher.groupPrefix + String(repeating: "0", count: 16 - hex.count) + hex
     }
 
     /// CLOCK_REALTIME in µs since the Unix epoch.
@@ -149,6 +161,9 @@ public final class Daemon {
         let code = try loop.run()
         _ = sd_notify(0, "STOPPING=1")
         stopPlugins()
+        // Nothing stays frozen after the daemon.
+        freezer.thawAll()
+        logind.stop()
         launcher.removeGroupIfEmpty()
         try? store.closeOpenUsage(at: Self.realtimeMicroseconds)
         store.close()
@@ -176,6 +191,7 @@ public final class Daemon {
     func perform(_ actions: [CoreAction]) {
         var signals: [(ProcessRef, ProcessSignal, AppKey)] = []
         var expiredOwners: [ConnectionID] = []
+        var drainChanged = false
         for action in actions {
             switch action {
             case .sendTaskExpiring(let connection, let task, let secondsLeft):
@@ -192,13 +208,26 @@ public final class Daemon {
             case .tasksChanged:
                 properties.changed("Tasks")
             case .sleepingChanged(let sleeping):
-                logger.info(sleeping ? "machine going to sleep: background clocks paused" : "machine awake")
                 properties.changed("Sleeping")
                 properties.flush()
+                broadcast(PluginEvent(
+                    type: BGT_EVENT_SLEEP_CHANGED, state: sleeping ? "sleeping" : "awake",
+                    realtimeMicroseconds: Self.realtimeMicroseconds))
                 if !sleeping { offerWakeOpportunities() }
+            case .freeze(let app, let refs):
+                freezer.freeze(app, refs)
+            case .thaw(let app, let refs):
+                freezer.thaw(app, refs)
+            case .drainChanged:
+                drainChanged = true
             default:
                 performAppAction(action)
             }
+        }
+        if drainChanged {
+            properties.changed("Draining")
+            properties.changed("Backlog")
+            logDrain()
         }
         if !signals.isEmpty {
             bus.flush()

@@ -112,6 +112,13 @@ final class ProcessTable {
         return true
     }
 
+    /// Stops (SIGSTOP) or continues (SIGCONT) the process: freezing's last
+    /// resort. Returns whether the signal went out.
+    func stop(_ ref: ProcessRef, _ stopped: Bool) -> Bool {
+        guard let handle = handles[ref], ref.pid != ownPID, ref.pid > 1 else { return false }
+        return bgt_pidfd_send_signal(handle.pidfd, stopped ? SIGSTOP : SIGCONT) >= 0
+    }
+
     /// The process is gone but its connection may live on in a child that
     /// inherited it: signal whoever holds the connection now.
     private func signalHeirs(of ref: ProcessRef, _ handle: Handle, _ number: Int32) -> Bool {

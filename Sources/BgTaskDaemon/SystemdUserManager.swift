@@ -1,7 +1,8 @@
 import SDBus
 
-/// The systemd user manager as the launcher uses it: whether it is on the
-/// session bus, and `StartTransientUnit` for a launched app's scope.
+/// The systemd user manager as the launcher and the freezer use it: whether
+/// it is on the session bus, `StartTransientUnit` for a launched app's scope,
+/// and `FreezeUnit`/`ThawUnit`.
 /// Asynchronous only; replies arrive on the bus's loop.
 struct SystemdUserManager {
     static let busName = "org.freedesktop.systemd1"
@@ -49,6 +50,20 @@ struct SystemdUserManager {
             try bus.callAsync(call, timeout: Self.timeout) { result in
                 completion(result.flatMap { reply in Result { () throws(BusError) in try reply.readObjectPath() } })
             }
+        } catch {
+            completion(.failure(error))
+        }
+    }
+
+    /// Freezes or thaws a unit (`FreezeUnit`/`ThawUnit`); systemd answers
+    /// once the unit's cgroup is frozen or thawed.
+    func setFrozen(unit: String, _ frozen: Bool, _ completion: @escaping (Result<Void, BusError>) -> Void) {
+        do throws(BusError) {
+            let call = try bus.newMethodCall(
+                destination: Self.busName, path: Self.path, interface: Self.interface,
+                member: frozen ? "FreezeUnit" : "ThawUnit")
+            try call.append(unit)
+            try bus.callAsync(call, timeout: Self.timeout) { result in completion(result.map { _ in () }) }
         } catch {
             completion(.failure(error))
         }

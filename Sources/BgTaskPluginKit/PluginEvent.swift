@@ -23,4 +23,6 @@ public enum PluginEvent: Equatable, Sendable {
     /// Another mode's wake reached `app` at `connection` (`reason`: that mode):
     /// events waiting for the app may ride along.
     case appWoken(app: String, connection: String, reason: String)
+    /// The machine goes to sleep (`true`) or woke (`false`) at that moment.
+    case sleepChanged(sleeping: Bool, realtimeMicroseconds: UInt64)
 }

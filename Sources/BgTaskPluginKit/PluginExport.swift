@@ -102,6 +102,8 @@ public enum PluginExport {
         case BGT_EVENT_REFRESH_CHANGED: return .refreshChanged
         case BGT_EVENT_APP_WOKEN:
             return .appWoken(app: text(event.app_id), connection: text(event.connection), reason: text(event.reason))
+        case BGT_EVENT_SLEEP_CHANGED:
+            return .sleepChanged(sleeping: text(event.state) == "sleeping", realtimeMicroseconds: event.realtime_usec)
         default: return nil  // newer hosts may send events this plugin does not know
         }
     }

@@ -79,6 +79,15 @@ public final class Message {
     }
 
     public func readUInt32() throws(BusError) -> UInt32 { try readBasic(UInt8(ascii: "u"), UInt32(0)) }
+
+    /// Reads a unix fd (`h`) and returns a duplicate of it (close-on-exec)
+    /// that the caller owns: the message's own closes with the message.
+    public func readUnixFD() throws(BusError) -> Int32 {
+        let fd = try readBasic(UInt8(ascii: "h"), Int32(-1))
+        let copy = fcntl(fd, F_DUPFD_CLOEXEC, 3)
+        if copy < 0 { throw BusError.errno(-errno, "duplicating a file descriptor") }
+        return copy
+    }
     public func readInt32() throws(BusError) -> Int32 { try readBasic(UInt8(ascii: "i"), Int32(0)) }
     public func readUInt64() throws(BusError) -> UInt64 { try readBasic(UInt8(ascii: "t"), UInt64(0)) }
     public func readInt64() throws(BusError) -> Int64 { try readBasic(UInt8(ascii: "x"), Int64(0)) }

@@ -269,14 +269,22 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
         let process = try launchSleep(launcher, loop)
         defer { if exit == nil { launcher.killAll(process); _ = drive(loop) { exit != nil } } }
         let cgroup = Cgroup(path: try #require(process.cgroupPath))
+        let (freezer, ref, table) = try freezer(for: process, launcher, loop)
+        defer { table.release(ref) }
 
-        #expect(launcher.freeze(process))
+        freezer.freeze(.app(appID), [ref])
+        #expect(freezer.isFrozen(ref))
         #expect(drive(loop) { cgroup.isFrozen == true })
-        #expect(launcher.thaw(process))
+        var settled: Bool?
+        freezer.whenSettled(timeout: 5_000_000) { settled = $0 }
+        #expect(drive(loop) { settled != nil })
+        #expect(settled == true)
+        freezer.thaw(.app(appID), [ref])
+        #expect(!freezer.isFrozen(ref))
         #expect(drive(loop) { cgroup.isFrozen == false })
 
         // SIGKILL reaches a frozen v2 cgroup.
-        #expect(launcher.freeze(process))
+        freezer.freeze(.app(appID), [ref])
         #expect(drive(loop) { cgroup.isFrozen == true })
         #expect(launcher.killAll(process))
         #expect(drive(loop) { exit != nil })
@@ -293,10 +301,12 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
         let process = try launchSleep(launcher, loop)
         defer { if exit == nil { launcher.killAll(process); _ = drive(loop) { exit != nil } } }
         #expect(process.placement == .process && process.cgroupPath == nil)
+        let (freezer, ref, table) = try freezer(for: process, launcher, loop)
+        defer { table.release(ref) }
 
-        #expect(launcher.freeze(process))
+        freezer.freeze(.app(appID), [ref])
         #expect(drive(loop) { processState(process.pid) == "T" })
-        #expect(launcher.thaw(process))
+        freezer.thaw(.app(appID), [ref])
         #expect(drive(loop) { processState(process.pid) == "S" })
         #expect(launcher.killAll(process))
         #expect(drive(loop) { exit != nil })
@@ -429,6 +439,18 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
         launcher.launch(appID: appID, commandLine: ["sleep", "30"], reason: "fetch") { result = $0 }
         #expect(drive(loop) { result != nil })
         return try #require(result).get()
+    }
+
+    /// A freezer over the launcher, and the launched process's handle in its process table.
+    private func freezer(
+        for process: LaunchedProcess, _ launcher: AppLauncher, _ loop: EventLoop
+    ) throws -> (Freezer, ProcessRef, ProcessTable) {
+        let table = ProcessTable(logger: logger)
+        let ref = try table.open(pid: process.pid)
+        let freezer = Freezer(
+            loop: loop, launcher: launcher, processes: table, systemd: nil, hierarchy: Self.writableHierarchy,
+            logger: logger)
+        return (freezer, ref, table)
     }
 
     /// The app directories in the daemon's cgroup.

@@ -5,7 +5,8 @@ import Testing
 
 /// The example app, launched by the daemon through its desktop entry for a
 /// simulated background fetch: it checks in (by itself, from its launch
-/// environment), fetches a real file, completes and exits.
+/// environment), fetches a real file and completes; then, in the background
+/// with nothing to do, it is suspended (frozen), and thawed for its next event.
 @Suite struct ExampleAppTests {
     @Test func simulatedFetchLaunchesTheExampleAppWhichFetchesAndCompletes() throws {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-example-\(UUID())").path
@@ -25,14 +26,19 @@ import Testing
         #expect(daemon.log.contains("app=org.example.FetchDemo caller=") && daemon.log.contains("pending=1 reason=fetch"),
                 "the launched app checked in with its launch reason and its pending event")
         #expect(try String(contentsOfFile: scratch + "/cache", encoding: .utf8) == "forecast: sunny\n")
-        #expect(daemon.process.waitForStandardError(containing: "org.example.FetchDemo exited: exited with code 0"), "\(daemon.log)")
+        // Done, in the background with nothing to do: suspended (frozen), as iOS suspends it.
+        #expect(daemon.process.waitForStandardError(containing: "froze org.example.FetchDemo"), "\(daemon.log)")
+        let suspended = try admin.applications().first { $0["app_id"] == .string("org.example.FetchDemo") }
+        #expect(suspended?["suspended"] == .bool(true), "\(String(describing: suspended))")
 
-        // Again, with nothing new: launched again (it exited), and it says so.
+        // Again, with nothing new: the suspended app is thawed (not launched again) and says so.
         try admin.call("Fetch", "SimulateFetch") { try $0.append("org.example.FetchDemo") }
         #expect(daemon.process.waitForStandardError(containing: "completed its fetch: noData", timeout: .seconds(20)), "\(daemon.log)")
+        #expect(daemon.log.contains("thawed org.example.FetchDemo"), "\(daemon.log)")
+        #expect(daemon.log.components(separatedBy: "launched org.example.FetchDemo for fetch").count == 2, "launched once")
         let demo = try admin.applications().first { $0["app_id"] == .string("org.example.FetchDemo") }
         #expect(demo?["fetch_last_result"] == .string("noData"), "\(String(describing: demo))")
-        #expect(demo?["launch_error"] == nil, "two good launches are no failure: \(String(describing: demo))")
+        #expect(demo?["launch_error"] == nil, "\(String(describing: demo))")
         #expect(daemon.stop() == .status(0))
     }
 
@@ -56,7 +62,7 @@ import Testing
 
         #expect(daemon.process.waitForStandardError(containing: "launched org.example.NewsDemo for remote-notification", timeout: .seconds(20)),
                 "\(daemon.log)")
-        #expect(daemon.process.waitForStandardError(containing: "exited: exited with code 0", timeout: .seconds(20)), "\(daemon.log)")
+        #expect(daemon.process.waitForStandardError(containing: "froze org.example.NewsDemo", timeout: .seconds(20)), "\(daemon.log)")
         #expect(try String(contentsOfFile: scratch + "/cache", encoding: .utf8) == "headline: rain\n",
                 "the push made the app refresh its copy")
         // Completed: the daemon holds nothing more for it, and says what came of it.

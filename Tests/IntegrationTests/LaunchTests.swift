@@ -85,6 +85,41 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// Groups of daemons that are gone (other state directories), whose apps
+    /// exited after them, are removed at start; a group with a process in it
+    /// is left alone.
+    @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func emptyGroupsOfOtherDaemonsAreRemovedAtStart() throws {
+        let tag = "\(getpid())\(Int.random(in: 0..<1_000_000))"
+        let empty = "\(IdentityTests.cgroupRoot)/bgtaskd-apps-emptytest\(tag)"
+        let busy = "\(IdentityTests.cgroupRoot)/bgtaskd-apps-busytest\(tag)"
+        for group in [empty, busy] {
+            try FileManager.default.createDirectory(
+                atPath: group + "/app-bgtaskd-org.example.Gone-0000abcd.scope", withIntermediateDirectories: true)
+        }
+        let sleeper = try ChildProcess("/bin/sh", [
+            "-c", "echo $$ > '\(busy)/app-bgtaskd-org.example.Gone-0000abcd.scope/cgroup.procs' && exec sleep 60",
+        ])
+        defer {
+            sleeper.stop()
+            sleeper.waitForExit()
+            rmdir(busy + "/app-bgtaskd-org.example.Gone-0000abcd.scope")
+            rmdir(busy)
+            rmdir(empty + "/app-bgtaskd-org.example.Gone-0000abcd.scope")
+            rmdir(empty)
+        }
+        // The sleeper is in the busy group before the daemon looks.
+        let by = ContinuousClock.now + .seconds(5)
+        while (try? String(contentsOfFile: busy + "/cgroup.events", encoding: .utf8))?.contains("populated 1") != true,
+              ContinuousClock.now < by { Thread.sleep(forTimeInterval: 0.02) }
+
+        let daemon = try DaemonUnderTest()
+        #expect(!FileManager.default.fileExists(atPath: empty), "\(daemon.log)")
+        // (Which daemon logged the removal depends on the tests running alongside.)
+        #expect(FileManager.default.fileExists(atPath: busy + "/app-bgtaskd-org.example.Gone-0000abcd.scope"))
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func launchedAppThatNeverAnswersIsTerminatedAfterTheBudget() throws {
         let daemon = try DaemonUnderTest(
             settings: ["Fetch.WakeBudgetSec=2", "Tasks.KillGraceSec=1"],

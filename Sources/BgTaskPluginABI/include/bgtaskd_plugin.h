@@ -131,6 +131,10 @@ enum {
     /* 1.1: another plugin's wake was delivered to app_id at connection (reason:
      * that plugin's mode). Events waiting for the app may ride along now. */
     BGT_EVENT_APP_WOKEN = 11,
+    /* 1.2: the machine goes to sleep (state "sleeping") or woke (state
+     * "awake"). Nothing runs in the background while it sleeps; after a wake
+     * the backlog is drained in turns, and a WAKE_OPPORTUNITY follows. */
+    BGT_EVENT_SLEEP_CHANGED = 12,
 };
 
 typedef struct bgt_event {

@@ -1,0 +1,115 @@
+import BgTaskCore
+import BgTaskProtocol
+import CBgTaskShim
+import Glibc
+import SDBus
+
+// Sleep and wake (docs/DESIGN.md §6). logind's PrepareForSleep and the
+// Manager's SimulateSleep/SimulateWake take the same path: asleep, the engine
+// suspends every background app (the freezer freezes them) and stops every
+// clock; the state is made durable; only then is logind's delay lock
+// released. Awake, the lock is taken again and the backlog drains in turns.
+
+/// Why the machine sleeps.
+enum SleepSource: String, Sendable {
+    /// logind's PrepareForSleep(true).
+    case logind
+    /// A trusted caller's SimulateSleep.
+    case simulated
+}
+
+extension Daemon {
+    /// How long the daemon lets freezes complete before it releases logind's
+    /// lock anyway: well inside logind's wait (InhibitDelayMaxUSec).
+    var sleepSettleTimeout: UInt64 { min(1_000_000, logind.delayMax / 4) }
+
+    /// The machine goes to sleep: suspend background apps, make the state
+    /// durable, then `done` (with how long it took, µs).
+    func enterSleep(_ source: SleepSource, done: @escaping (UInt64) -> Void = { _ in }) {
+        let started = bgt_monotonic_usec()
+        if let current = sleepSource {
+            logger.notice("asked to sleep (\(source.rawValue)) while already asleep (\(current.rawValue)): nothing to do")
+            return done(0)
+        }
+        sleepSource = source
+        logger.info("going to sleep (\(source == .logind ? "logind: PrepareForSleep(true)" : "SimulateSleep")): freezing background apps, stopping their clocks")
+        perform(engine.setSleeping(true))
+        freezer.whenSettled(timeout: sleepSettleTimeout) { [weak self] complete in
+            guard let self else { return }
+            // What must survive the sleep (a battery that runs out) is on disk before the machine sleeps.
+            do {
+                try self.store.checkpoint()
+            } catch {
+                self.logger.warning("cannot make the state durable before sleep: \(error)")
+            }
+            let elapsed = bgt_monotonic_usec() - started
+            let unfinished = complete ? "" : " (some freezes had not completed)"
+            self.logger.info(
+                "ready to sleep in \(elapsed / 1000).\(elapsed % 1000 / 100) ms: \(self.freezer.frozenCount) processes frozen\(unfinished)")
+            done(elapsed)
+        }
+    }
+
+    /// The machine woke: clocks run again and the backlog drains in turns.
+    func leaveSleep(_ source: SleepSource) {
+        guard let current = sleepSource else {
+            logger.notice("told of a wake (\(source.rawValue)) while awake: nothing to do")
+            return
+        }
+        sleepSource = nil
+        logger.info("awake (\(current == .logind ? "logind: PrepareForSleep(false)" : "SimulateWake")): draining the backlog in turns of at most \(settings.configuration.maxConcurrentWakes) apps, \(settings.configuration.chunkSec) s each")
+        perform(engine.setSleeping(false))
+    }
+
+    // MARK: logind
+
+    func logindPrepareForSleep(_ sleeping: Bool) {
+        if sleeping {
+            if sleepSource == .simulated {
+                logger.notice("logind: PrepareForSleep(true) during a simulated sleep: the sleep is logind's now")
+                sleepSource = .logind
+            }
+            enterSleep(.logind) { [weak self] elapsed in
+                guard let self else { return }
+                guard self.logind.releaseInhibitor() else { return }
+                let limit = self.logind.delayMax
+                let text = "released logind's sleep delay lock \(elapsed / 1000) ms after PrepareForSleep(true) (logind waits up to \(limit / 1000) ms)"
+                if elapsed > limit { self.logger.warning("\(text): too late, logind went on without waiting") } else { self.logger.info("\(text)") }
+            }
+        } else {
+            logind.takeInhibitor()
+            if sleepSource == nil {
+                logger.notice("logind: PrepareForSleep(false) without a sleep: nothing to drain")
+                return
+            }
+            leaveSleep(.logind)
+        }
+    }
+
+    /// logind went away: a sleep it announced has no end coming from it.
+    func logindVanished() {
+        if sleepSource == .logind {
+            logger.notice("logind left the bus while the machine was asleep by its word: counting that as a wake")
+            leaveSleep(.logind)
+        }
+    }
+
+    // MARK: The backlog
+
+    func logDrain() {
+        let (running, waiting) = engine.backlog
+        if !engine.isDraining {
+            logger.info("backlog drained: background apps run as usual")
+        } else {
+            logger.info("draining the backlog: running \(running.map(\.description).joined(separator: ", ")); waiting \(waiting.count)")
+        }
+    }
+
+    /// The Backlog property: apps having their turn, then those waiting.
+    func getBacklog(_ reply: Message) throws(BusError) {
+        let (running, waiting) = engine.backlog
+        try reply.container("a", "s") { () throws(BusError) in
+            for key in running + waiting { try reply.append(key.description) }
+        }
+    }
+}

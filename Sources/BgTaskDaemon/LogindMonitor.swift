@@ -1,0 +1,202 @@
+import CSystemd
+import Glibc
+import Logging
+import SDBus
+
+// Implementation notes
+//
+// logind (org.freedesktop.login1 on the system bus) tells of a suspend with
+// PrepareForSleep(true) just before, and PrepareForSleep(false) after the
+// resume. A `delay` inhibitor for `sleep` — an fd from
+// Manager.Inhibit("sleep", "bgtaskd", why, "delay") — makes logind wait,
+// up to InhibitDelayMaxUSec (5 s by default), until every such fd is closed:
+// the daemon takes one at start and after every resume, and closes it once
+// the background apps are frozen and the state is on disk.
+//
+// The monitor follows logind's name: matches for NameOwnerChanged and
+// PrepareForSleep go out first, then the name is looked up; when logind
+// appears (or restarts) a new lock is taken, when it goes away the lock is
+// dropped and the owner is told. Without a system bus or without logind
+// nothing happens here, and SimulateSleep/SimulateWake drive the same path.
+
+/// Follows logind: the sleep delay lock, and PrepareForSleep.
+final class LogindMonitor {
+    static let service = "org.freedesktop.login1"
+    static let path = "/org/freedesktop/login1"
+    static let interface = "org.freedesktop.login1.Manager"
+    /// What logind shows as the reason of the lock (`systemd-inhibit --list`).
+    static let why = "Freezing background apps and saving their state"
+    private static let callTimeout: UInt64 = 10_000_000
+
+    private let address: Bus.Address
+    private let loop: EventLoop
+    private let logger: Logger
+    private var bus: Bus?
+    private var slots: [Slot] = []
+    /// The delay lock, -1 when none is held.
+    private(set) var inhibitor: Int32 = -1
+    /// Whether logind is on the bus, as far as known.
+    private(set) var isPresent = false
+    /// logind's InhibitDelayMaxUSec: how long it waits for delay locks (µs).
+    private(set) var delayMax: UInt64 = 5_000_000
+    /// A request for a lock in flight (one at a time).
+    private var inhibiting = false
+
+    /// PrepareForSleep(true) (going to sleep) or (false) (resumed).
+    var onPrepareForSleep: (Bool) -> Void = { _ in }
+    /// logind left the bus.
+    var onVanished: () -> Void = {}
+
+    init(systemBus: Bus.Address, loop: EventLoop, logger: Logger) {
+        address = systemBus
+        self.loop = loop
+        self.logger = logger
+    }
+
+    deinit { releaseInhibitor() }
+
+    /// Connects to the system bus and follows logind. Call once.
+    func start() {
+        guard bus == nil else { return }
+        let bus: Bus
+        do throws(BusError) {
+            bus = try Bus.open(address, description: "bgtaskd-logind")
+            try bus.attach(to: loop)
+            slots.append(try bus.addMatch(
+                "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+                    + "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(Self.service)'"
+            ) { [weak self] message in self?.nameOwnerChanged(message) })
+            slots.append(try bus.addMatch(
+                "type='signal',sender='\(Self.service)',path='\(Self.path)',interface='\(Self.interface)',member='PrepareForSleep'"
+            ) { [weak self] message in
+                guard let sleeping = try? message.readBool() else { return }
+                self?.prepareForSleep(sleeping)
+            })
+        } catch {
+            logger.info("no logind (no system bus): sleep is only what SimulateSleep and SimulateWake say",
+                        metadata: ["error": "\(error.message)"])
+            return
+        }
+        self.bus = bus
+        lookUp()
+    }
+
+    /// Drops the lock and the bus (at shutdown).
+    func stop() {
+        releaseInhibitor()
+        slots.removeAll()
+        bus = nil
+    }
+
+    /// Takes a delay lock, unless one is held or being asked for.
+    func takeInhibitor() {
+        guard let bus, isPresent, inhibitor < 0, !inhibiting else { return }
+        inhibiting = true
+        do throws(BusError) {
+            let call = try bus.newMethodCall(
+                destination: Self.service, path: Self.path, interface: Self.interface, member: "Inhibit")
+            try call.append("sleep")
+            try call.append("bgtaskd")
+            try call.append(Self.why)
+            try call.append("delay")
+            try bus.callAsync(call, timeout: Self.callTimeout) { [weak self] result in self?.inhibited(result) }
+        } catch {
+            inhibiting = false
+            logger.warning("cannot ask logind for a sleep delay lock: \(error.message)")
+        }
+    }
+
+    /// Closes the delay lock: logind may go on with the sleep.
+    @discardableResult
+    func releaseInhibitor() -> Bool {
+        guard inhibitor >= 0 else { return false }
+        close(inhibitor)
+        inhibitor = -1
+        return true
+    }
+
+    // MARK: Replies and signals
+
+    private func inhibited(_ result: Result<Message, BusError>) {
+        inhibiting = false
+        switch result {
+        case .success(let reply):
+            do throws(BusError) {
+                let fd = try reply.readUnixFD()
+                if inhibitor >= 0 { close(inhibitor) }
+                inhibitor = fd
+                logger.info("took logind's sleep delay lock")
+            } catch {
+                logger.warning("logind's Inhibit answered without a lock: \(error.message)")
+            }
+        case .failure(let error):
+            logger.warning("logind refused a sleep delay lock: \(error.message)")
+        }
+    }
+
+    private func prepareForSleep(_ sleeping: Bool) {
+        onPrepareForSleep(sleeping)
+    }
+
+    private func nameOwnerChanged(_ message: Message) {
+        guard (try? message.readString()) == Self.service, (try? message.readString()) != nil,
+              let owner = try? message.readString() else { return }
+        setPresent(!owner.isEmpty)
+    }
+
+    private func lookUp() {
+        guard let bus else { return }
+        do throws(BusError) {
+            let call = try bus.newMethodCall(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                interface: "org.freedesktop.DBus", member: "NameHasOwner")
+            try call.append(Self.service)
+            try bus.callAsync(call, timeout: Self.callTimeout) { [weak self] result in
+                guard let self else { return }
+                let present = (try? result.get().readBool()) ?? false
+                if !present { self.logger.info("no logind on the system bus (yet): sleep is only what SimulateSleep and SimulateWake say") }
+                self.setPresent(present)
+            }
+        } catch {
+            logger.warning("cannot look for logind: \(error.message)")
+        }
+    }
+
+    private func setPresent(_ present: Bool) {
+        let was = isPresent
+        isPresent = present
+        if present {
+            // A logind that restarted forgot the old lock: take a new one.
+            if was { releaseInhibitor() }
+            logger.info("logind is on the system bus: bgtaskd takes a sleep delay lock")
+            readDelayMax()
+            takeInhibitor()
+        } else if was {
+            releaseInhibitor()
+            logger.notice("logind left the system bus: no sleep delay lock")
+            onVanished()
+        }
+    }
+
+    private func readDelayMax() {
+        guard let bus else { return }
+        do throws(BusError) {
+            let call = try bus.newMethodCall(
+                destination: Self.service, path: Self.path, interface: "org.freedesktop.DBus.Properties", member: "Get")
+            try call.append(Self.interface)
+            try call.append("InhibitDelayMaxUSec")
+            try bus.callAsync(call, timeout: Self.callTimeout) { [weak self] result in
+                guard let self else { return }
+                guard let reply = try? result.get(), let value = try? reply.readValue(), case .uint64(let usec) = value.unwrapped
+                else {
+                    self.logger.info("logind does not say how long it waits for delay locks (InhibitDelayMaxUSec); assuming \(self.delayMax / 1000) ms")
+                    return
+                }
+                self.delayMax = usec
+                self.logger.info("logind waits up to \(usec / 1000) ms for delay locks (InhibitDelayMaxUSec)")
+            }
+        } catch {
+            logger.debug("cannot read InhibitDelayMaxUSec: \(error.message)")
+        }
+    }
+}
