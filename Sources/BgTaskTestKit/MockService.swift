@@ -3,7 +3,7 @@ import Foundation
 /// A system service that ``MockSystemBus`` can stand in for with
 /// python-dbusmock, and the state it starts in.
 ///
-/// More services (`logind`, `networkManager`, `geoclue`) are meant to join as
+/// More services (`networkManager`, `geoclue`) are meant to join as
 /// further cases: each needs only its ``busName``, ``objectPath`` and launch
 /// arguments below.
 public enum MockService: Sendable, Equatable, CustomStringConvertible {
@@ -18,6 +18,11 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
     /// `notification_daemon` template). It is a session service: here it sits
     /// on the mock bus, so a daemon meant to use it must be on that bus too.
     case notificationDaemon
+    /// logind (`org.freedesktop.login1`, dbusmock's `logind` template), with
+    /// `InhibitDelayMaxUSec` added (the template has none). Its `Inhibit`
+    /// hands out a real fd and lists the lock until the fd is closed; it never
+    /// emits `PrepareForSleep` itself (``MockSystemBus/emitPrepareForSleep(_:)``).
+    case logind(inhibitDelayMaxUSec: UInt64 = 5_000_000)
 
     /// The bus names power-profiles-daemon has had.
     public enum PowerProfilesName: Sendable, Equatable, CaseIterable {
@@ -37,6 +42,7 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
         case .powerProfiles(_, .legacy): "net.hadess.PowerProfiles"
         case .powerProfiles(_, .current): "org.freedesktop.UPower.PowerProfiles"
         case .notificationDaemon: "org.freedesktop.Notifications"
+        case .logind: "org.freedesktop.login1"
         }
     }
 
@@ -47,6 +53,7 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
         case .powerProfiles(_, .legacy): "/net/hadess/PowerProfiles"
         case .powerProfiles(_, .current): "/org/freedesktop/UPower/PowerProfiles"
         case .notificationDaemon: "/org/freedesktop/Notifications"
+        case .logind: "/org/freedesktop/login1"
         }
     }
 
@@ -57,6 +64,7 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
         case .powerProfiles(_, .legacy): "net.hadess.PowerProfiles"
         case .powerProfiles(_, .current): "org.freedesktop.UPower.PowerProfiles"
         case .notificationDaemon: "org.freedesktop.Notifications"
+        case .logind: "org.freedesktop.login1.Manager"
         }
     }
 
@@ -66,6 +74,7 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
             "UPower (on battery: \(onBattery), battery: \(percentage.map { "\($0) %" } ?? "none"))"
         case .powerProfiles(let profile, _): "power-profiles-daemon as \(busName) (\(profile))"
         case .notificationDaemon: "notification daemon"
+        case .logind(let delay): "logind (InhibitDelayMaxUSec \(delay))"
         }
     }
 
@@ -85,6 +94,8 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
         case .notificationDaemon:
             // The template says "session bus"; --system puts it on the mock bus.
             return ["--system", "-t", "notification_daemon"]
+        case .logind:
+            return ["--system", "-t", "logind"]
         }
     }
 
@@ -93,6 +104,11 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .upower(let onBattery, let percentage):
             [Self.displayDeviceUpdate(onBattery: onBattery, percentage: percentage)]
+        case .logind(let delay):
+            [[
+                "call", busName, objectPath, "org.freedesktop.DBus.Mock", "AddProperty", "ssv", interface,
+                "InhibitDelayMaxUSec", "t", "\(delay)",
+            ]]
         case .powerProfiles, .notificationDaemon:
             []
         }

@@ -124,6 +124,33 @@ public final class MockSystemBus: @unchecked Sendable {
         }
     }
 
+    /// Emits logind's `PrepareForSleep(sleeping)` from the running logind mock.
+    public func emitPrepareForSleep(_ sleeping: Bool) throws {
+        guard let logind = services.first(where: { if case .logind = $0 { true } else { false } }) else {
+            throw TestKitError("no logind mock is running on this bus")
+        }
+        try busctlChecked([
+            "call", logind.busName, logind.objectPath, "org.freedesktop.DBus.Mock", "EmitSignal", "sssav",
+            logind.interface, "PrepareForSleep", "b", "1", "b", sleeping ? "true" : "false",
+        ])
+    }
+
+    /// The mock logind's inhibitors, as `ListInhibitors` returns them: (what, who, why, mode).
+    public func inhibitors() throws -> [(what: String, who: String, why: String, mode: String)] {
+        let result = try busctlChecked([
+            "--json=short", "call", "org.freedesktop.login1", "/org/freedesktop/login1",
+            "org.freedesktop.login1.Manager", "ListInhibitors",
+        ])
+        guard let object = try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any],
+              let data = object["data"] as? [[[Any]]], let list = data.first
+        else { throw TestKitError("cannot read ListInhibitors' answer: \(result.standardOutput)") }
+        return list.compactMap { entry in
+            guard entry.count >= 4, let what = entry[0] as? String, let who = entry[1] as? String,
+                  let why = entry[2] as? String, let mode = entry[3] as? String else { return nil }
+            return (what, who, why, mode)
+        }
+    }
+
     // MARK: Tools
 
     /// `busctl --address=ADDRESS ARGS` against this bus.

@@ -45,10 +45,11 @@ struct TestApp: AsyncParsableCommand {
             does), installs a fetch handler if --fetch-result is given and a notification \
             handler if --push-result is given, sets the fetch \
             interval if --fetch-interval is given, begins --tasks tasks named --name, \
-            switches to the background if asked, ends the tasks after --end-after seconds if \
-            given, then stays alive for --hold seconds. Everything goes through the SDK.
+            switches to the background if asked, ends the tasks after --end-after seconds (or \
+            once --work seconds of work are done) if given, then stays alive for --hold seconds. \
+            Everything goes through the SDK.
 
-            Lifetime: with --end-after the app exits 0 after the tasks ended and --hold \
+            Lifetime: with --end-after or --work the app exits 0 after the tasks ended and --hold \
             (default 0) passed. Without it the tasks stay open until they expire (or are \
             ended by --on-expire end); the app then stays --hold seconds if given, and \
             otherwise runs until it is killed.
@@ -69,6 +70,7 @@ struct TestApp: AsyncParsableCommand {
               expiring   task_id, seconds_left (the daemon's TaskExpiring)
               expired    task_id (the daemon's TaskExpired)
               ended      task_id (EndBackgroundTask succeeded)
+              worked     step, t (one --work step of 10 ms ran; t: CLOCK_MONOTONIC in µs)
               sigterm    (SIGTERM caught; exit 143 follows)
               error      name, message (the D-Bus error; exit 1 follows)
 
@@ -107,6 +109,9 @@ struct TestApp: AsyncParsableCommand {
     @Option(name: .customLong("end-after"), help: ArgumentHelp("End every task still open this many seconds after beginning them (fractions allowed). Without it, tasks stay open.", valueName: "SECONDS"))
     var endAfter: Double?
 
+    @Option(help: ArgumentHelp("Work this many seconds of running time once the tasks are begun, in 10 ms steps that each print \"worked\" (time spent frozen or stopped does not count), then end every task still open.", valueName: "SECONDS"))
+    var work: Double?
+
     @Option(name: .customLong("on-expire"), help: ArgumentHelp("On TaskExpiring: 'end' ends that task, 'ignore' does nothing (the app overstays and is terminated), 'exit' exits 0.", valueName: "end|ignore|exit"))
     var onExpire: ExpireAction = .ignore
 
@@ -122,6 +127,8 @@ struct TestApp: AsyncParsableCommand {
         guard (hold ?? 0) >= 0, (hold ?? 0).isFinite else { throw ValidationError("--hold must be a number of seconds, 0 or more") }
         guard (fetchHandlerDelay ?? 0) >= 0, (fetchHandlerDelay ?? 0).isFinite else { throw ValidationError("--fetch-handler-delay must be a number of seconds, 0 or more") }
         if fetchHandlerDelay != nil && fetchResult == nil { throw ValidationError("--fetch-handler-delay needs --fetch-result") }
+        guard (work ?? 0) >= 0, (work ?? 0) <= 86_400 else { throw ValidationError("--work must be a number of seconds from 0 to 86400") }
+        if work != nil && endAfter != nil { throw ValidationError("--work and --end-after exclude each other") }
     }
 
     func run() async throws {
@@ -210,13 +217,30 @@ struct TestApp: AsyncParsableCommand {
             try await Task.sleep(for: .seconds(endAfter))
             for id in book.openTasks { await Self.end(id, manager: manager, book: book) }
         }
+        if let work {
+            try await Self.work(seconds: work)
+            for id in book.openTasks { await Self.end(id, manager: manager, book: book) }
+        }
         await book.waitUntilAllClosed()
-        if let holdFor = hold ?? (endAfter != nil ? 0 : nil) {
+        if let holdFor = hold ?? (endAfter != nil || work != nil ? 0 : nil) {
             try await Task.sleep(for: .seconds(holdFor))
             manager.close()
             return
         }
         while true { try await Task.sleep(for: .seconds(3600)) }
+    }
+
+    /// Works in 10 ms steps until `seconds` worth have run, printing each
+    /// step with the time it ran: a frozen app prints nothing, so the lines
+    /// show when the app really ran.
+    private static func work(seconds: Double) async throws {
+        let steps = Int((seconds * 100).rounded(.up))
+        for step in 0..<steps {
+            try await Task.sleep(for: .milliseconds(10))
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            EventLog.emit("worked", ["step": .int(step + 1), "t": .int(now.tv_sec * 1_000_000 + now.tv_nsec / 1000)])
+        }
     }
 
     /// Reports every fetch handed over, and answers it with `answer` at once

@@ -1,0 +1,252 @@
+import BgTaskTestKit
+import Foundation
+import Glibc
+import Testing
+
+/// Sleep and wake through the real daemon: logind's delay lock (mocked on a
+/// private system bus), background apps frozen in their own cgroups, and the
+/// backlog after a wake drained in turns.
+@Suite struct SleepTests {
+    static let hasDBusMock = FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dbusmock")
+
+    /// Polls `condition` every 20 ms until it holds or `timeout` passes.
+    @discardableResult
+    private func eventually(_ timeout: Duration = .seconds(10), _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while try !condition() {
+            if ContinuousClock.now >= deadline { return false }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        return true
+    }
+
+    private func ourLocks(_ system: MockSystemBus) throws -> Int {
+        try system.inhibitors().filter { $0.who == "bgtaskd" && $0.what == "sleep" && $0.mode == "delay" }.count
+    }
+
+    // MARK: logind
+
+    @Test(.enabled(if: SleepTests.hasDBusMock, "needs python3-dbusmock"))
+    func logindDelayLockIsHeldWhileAwakeReleasedForSleepAndTakenAgainAfterResume() throws {
+        let system = try MockSystemBus(services: [.logind(inhibitDelayMaxUSec: 3_000_000)])
+        defer { system.stop() }
+        let daemon = try DaemonUnderTest(environment: system.environment)
+
+        #expect(try eventually { try ourLocks(system) == 1 }, "\(daemon.log)")
+        #expect(daemon.process.waitForStandardError(containing: "logind waits up to 3000 ms"), "\(daemon.log)")
+
+        try system.emitPrepareForSleep(true)
+        #expect(try eventually { try ourLocks(system) == 0 }, "released for the sleep: \(daemon.log)")
+        #expect(daemon.process.waitForStandardError(containing: "released logind's sleep delay lock"), "\(daemon.log)")
+        #expect(try daemon.property("Sleeping").contains("true"))
+        // logind's sleep ends only by logind's word.
+        let refused = try daemon.gdbusCall("SimulateWake")
+        #expect(refused.standardError.contains("Error.NotPermitted"), "\(refused)")
+        // A second PrepareForSleep(true) without a false between: logged, nothing else.
+        try system.emitPrepareForSleep(true)
+        #expect(daemon.process.waitForStandardError(containing: "while already asleep"), "\(daemon.log)")
+
+        try system.emitPrepareForSleep(false)
+        #expect(try eventually { try ourLocks(system) == 1 }, "taken again after the resume: \(daemon.log)")
+        #expect(try eventually { try daemon.property("Sleeping").contains("false") })
+        // A resume without a sleep: logged, and still one lock.
+        try system.emitPrepareForSleep(false)
+        #expect(daemon.process.waitForStandardError(containing: "PrepareForSleep(false) without a sleep"), "\(daemon.log)")
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(try ourLocks(system) == 1)
+        #expect(daemon.process.isRunning)
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test(.enabled(if: SleepTests.hasDBusMock, "needs python3-dbusmock"))
+    func logindComingAndGoingIsFollowed() throws {
+        let system = try MockSystemBus(services: [])
+        defer { system.stop() }
+        let daemon = try DaemonUnderTest(environment: system.environment)
+        #expect(daemon.process.waitForStandardError(containing: "no logind on the system bus"), "\(daemon.log)")
+
+        // logind appears after the daemon: a lock is taken.
+        try system.startService(.logind())
+        #expect(try eventually { try ourLocks(system) == 1 }, "\(daemon.log)")
+        // It restarts: the new logind gets a lock of its own.
+        system.stopService(.logind())
+        #expect(daemon.process.waitForStandardError(containing: "logind left the system bus"), "\(daemon.log)")
+        try system.startService(.logind())
+        #expect(try eventually { try ourLocks(system) == 1 }, "\(daemon.log)")
+
+        // It goes away in the middle of a sleep: nothing will say the
+        // machine woke, so the daemon counts it as a wake.
+        try system.emitPrepareForSleep(true)
+        #expect(try eventually { try daemon.property("Sleeping").contains("true") })
+        system.stopService(.logind())
+        #expect(daemon.process.waitForStandardError(containing: "counting that as a wake"), "\(daemon.log)")
+        #expect(try daemon.property("Sleeping").contains("false"))
+        #expect(daemon.stop() == .status(0))
+    }
+
+    // MARK: Freezing
+
+    /// Background apps are frozen in their cgroups for the sleep and use no
+    /// CPU while frozen; a foreground app is never frozen.
+    @Test(.enabled(if: ScopedApp.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func sleepFreezesBackgroundAppsAndNeverAForegroundOne() throws {
+        let daemon = try DaemonUnderTest(settings: ["Tasks.BudgetSec=120"])
+        let background = try ScopedApp(daemon, appID: "org.example.Busy", ["--background", "--work", "60"])
+        let foreground = try ScopedApp(daemon, appID: "org.example.Front", ["--hold", "60"])
+        defer {
+            background.stop()
+            foreground.stop()
+        }
+        #expect(background.process.waitForEvent("worked") != nil, "\(background.process.lines) \(daemon.log)")
+        #expect(foreground.process.waitForEvent("begun") != nil)
+
+        _ = try daemon.callManager("SimulateSleep")
+        // SimulateSleep answers once the freezes are complete.
+        #expect(background.isFrozen, "\(daemon.log)")
+        #expect(daemon.log.contains("froze org.example.Busy"), "\(daemon.log)")
+        #expect(daemon.log.contains("with cgroup.freeze"), "\(daemon.log)")
+        #expect(!foreground.isFrozen)
+        let admin = try RawClient(daemon)
+        let busy = try admin.applications().first { $0["app_id"] == .string("org.example.Busy") }
+        #expect(busy?["suspended"] == .bool(true), "\(String(describing: busy))")
+
+        // Frozen, it works no more and uses no CPU.
+        let steps = background.process.eventNames.count
+        let cpu = try #require(background.cpuUsec)
+        Thread.sleep(forTimeInterval: 0.5)
+        #expect(background.process.eventNames.count == steps)
+        #expect(background.cpuUsec == cpu)
+
+        _ = try daemon.callManager("SimulateWake")
+        #expect(background.waitUntilFrozen(false), "\(daemon.log)")
+        #expect(eventually { background.process.eventNames.count > steps + 5 }, "it works again")
+        #expect(daemon.stop() == .status(0))
+        #expect(!background.isFrozen, "nothing stays frozen after the daemon stops")
+    }
+
+    /// After a wake the backlog drains in turns: never more than
+    /// MaxConcurrentWakes apps run at once (as the apps' own work lines show),
+    /// each turn at most ChunkSec, until every app has done its work.
+    @Test(.enabled(if: ScopedApp.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func theBacklogAfterAWakeDrainsInTurns() throws {
+        let daemon = try DaemonUnderTest(settings: [
+            "Tasks.BudgetSec=120", "Scheduler.MaxConcurrentWakes=2", "Scheduler.ChunkSec=0.5",
+        ])
+        let apps = try (1...4).map { n in
+            try ScopedApp(daemon, appID: "org.example.Worker\(n)", ["--background", "--work", "0.8", "--hold", "60"])
+        }
+        defer { for app in apps { app.stop() } }
+        for app in apps { #expect(app.process.waitForEvent("state") != nil, "\(app.process.lines)") }
+        let slept = try daemon.bgtaskctl(["sleep"])
+        #expect(slept.succeeded && slept.standardOutput.contains("Asleep"), "\(slept)")
+        for app in apps { #expect(app.isFrozen, "\(daemon.log)") }
+        let asleep = try daemon.bgtaskctl(["status"])
+        #expect(asleep.standardOutput.contains("Sleeping: yes"), "\(asleep)")
+        var clock = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &clock)
+        let woke = clock.tv_sec * 1_000_000 + clock.tv_nsec / 1000
+
+        #expect(try daemon.bgtaskctl(["wake"]).succeeded)
+        #expect(try daemon.property("Draining").contains("true"), "\(daemon.log)")
+        let draining = try daemon.bgtaskctl(["status"])
+        #expect(draining.standardOutput.contains("Backlog:  draining: 4 apps (org.example.Worker"), "\(draining)")
+        // Each app does all its work and ends its task (it may be suspended
+        // before it hears EndBackgroundTask's answer, as iOS suspends an app
+        // whose last task ended: the Tasks property tells).
+        #expect(eventually(.seconds(30)) { apps.allSatisfy { $0.process.eventNames.filter { $0 == "worked" }.count == 80 } },
+                "\(apps.map { $0.process.eventNames.filter { $0 == "worked" }.count }) \(daemon.log)")
+        #expect(try !daemon.waitForTasks(timeout: .seconds(10)) { !$0.contains("Worker") }.contains("Worker"), "\(daemon.log)")
+        #expect(try eventually { try daemon.property("Draining").contains("false") }, "\(daemon.log)")
+        #expect(daemon.log.contains("backlog drained"))
+        // Done and in the background: suspended again.
+        for app in apps { #expect(app.waitUntilFrozen(), "\(daemon.log)") }
+        let listed = try daemon.bgtaskctl(["apps"]).standardOutput
+        #expect(listed.split(separator: "\n").filter { $0.contains("org.example.Worker") && $0.contains("suspended") }.count == 4,
+                "\(listed)")
+
+        // When each app ran after the wake, from its own lines.
+        let runs = apps.map { app in
+            app.process.events.compactMap { event -> Int? in
+                guard event["event"] as? String == "worked", let t = event["t"] as? Int, t > woke else { return nil }
+                return t
+            }
+        }
+        #expect(runs.allSatisfy { !$0.isEmpty })
+        let most = Self.mostAtOnce(runs, gap: 40_000)
+        #expect(most <= 2 && most >= 1, "at most MaxConcurrentWakes apps ran at once, saw \(most)")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// The most apps running at the same moment, from the times each one
+    /// worked: an app runs from a step to the next when they are under `gap` µs apart.
+    static func mostAtOnce(_ runs: [[Int]], gap: Int) -> Int {
+        var edges: [(Int, Int)] = []
+        for times in runs {
+            let sorted = times.sorted()
+            guard var start = sorted.first else { continue }
+            var last = start
+            for t in sorted.dropFirst() {
+                if t - last > gap {
+                    edges += [(start, 1), (last, -1)]
+                    start = t
+                }
+                last = t
+            }
+            edges += [(start, 1), (last, -1)]
+        }
+        // Ends before starts at the same instant.
+        edges.sort { $0.0 != $1.0 ? $0.0 < $1.0 : $0.1 < $1.1 }
+        var now = 0, most = 0
+        for (_, change) in edges {
+            now += change
+            most = max(most, now)
+        }
+        return most
+    }
+
+    /// An app killed while frozen is cleaned up: its tasks and its record go,
+    /// and the wake has nothing of it to drain.
+    @Test(.enabled(if: ScopedApp.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func anAppThatDiesWhileFrozenIsCleanedUp() throws {
+        let daemon = try DaemonUnderTest(settings: ["Tasks.BudgetSec=120"])
+        let app = try ScopedApp(daemon, appID: "org.example.Doomed", ["--background", "--hold", "60"])
+        defer { app.stop() }
+        #expect(app.process.waitForEvent("state") != nil)
+        _ = try daemon.callManager("SimulateSleep")
+        #expect(app.isFrozen)
+        app.process.send(SIGKILL)  // a frozen process still dies of SIGKILL
+        #expect(app.process.waitForExit() != nil)
+        #expect(try daemon.waitForTasks { !$0.contains("org.example.Doomed") }.contains("org.example.Doomed") == false)
+        #expect(daemon.process.waitForStandardError(containing: "thawed org.example.Doomed"), "\(daemon.log)")
+        _ = try daemon.callManager("SimulateWake")
+        #expect(try daemon.property("Draining").contains("false"))
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// A daemon SIGKILLed while apps are frozen: the next start thaws them.
+    @Test(.enabled(if: ScopedApp.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func appsFrozenByAKilledDaemonAreThawedAtTheNextStart() throws {
+        let daemon = try DaemonUnderTest(
+            settings: ["Fetch.WakeBudgetSec=60", "Tasks.BudgetSec=120"],
+            desktopEntries: [DesktopEntrySpec(id: "org.example.Sleeper", modes: ["fetch"], exec: "/bin/sleep 60")])
+        let admin = try RawClient(daemon)
+        try admin.bus.send(try LaunchTests.simulateFetch("org.example.Sleeper", on: admin))
+        admin.bus.flush()
+        #expect(daemon.process.waitForStandardError(containing: "launched org.example.Sleeper for fetch"), "\(daemon.log)")
+        let line = try #require(daemon.log.split(separator: "\n").first {
+            $0.contains("launched org.example.Sleeper") && $0.contains(" in /")
+        }, "\(daemon.log)")
+        let cgroup = String(try #require(line.split(separator: " in ").last))
+        _ = try daemon.callManager("SimulateSleep")
+        #expect((try? String(contentsOfFile: cgroup + "/cgroup.events", encoding: .utf8))?.contains("frozen 1") == true,
+                "\(daemon.log)")
+
+        try daemon.crashAndRestart()
+        #expect(daemon.process.waitForStandardError(containing: "thawed \(cgroup)"), "\(daemon.log)")
+        #expect(eventually {
+            (try? String(contentsOfFile: cgroup + "/cgroup.events", encoding: .utf8))?.contains("frozen 0") == true
+        })
+        try? "1".write(toFile: cgroup + "/cgroup.kill", atomically: false, encoding: .utf8)
+        #expect(daemon.stop() == .status(0))
+    }
+}
