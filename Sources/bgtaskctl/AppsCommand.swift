@@ -5,15 +5,18 @@ import Foundation
 struct AppsCommand: ClientCommand {
     static let configuration = CommandConfiguration(
         commandName: "apps",
-        abstract: "List the apps that declare a background mode or are checked in, with their refresh and fetch state.",
+        abstract: "List the apps that declare a background mode or are connected, with their refresh and fetch state.",
         discussion: """
             Calls the Manager's GetApplications: every app whose desktop entry declares \
-            a background mode (X-BgTaskd-Modes=) and every app checked in now.
+            a background mode (X-BgTaskd-Modes=) and every app connected now (checked in, \
+            or named by its Flatpak or systemd unit).
 
             MODES are the declared modes. REFRESH is the app's Background App Refresh \
-            status (available, denied or restricted). STATE is the app's state while a \
-            connection is checked in as it (active, inactive, background), 'launching' \
-            while the daemon starts it, else 'not running'. NEXT FETCH is when the next \
+            status (available, denied or restricted). STATE is the app's state while it \
+            is connected (active, inactive, background), 'suspended' while it is in the \
+            background and held still (nothing to do, the machine asleep, or waiting for \
+            its turn after a wake; its processes frozen where the daemon can tie them to \
+            it), 'launching' while the daemon starts it, else 'not running'. NEXT FETCH is when the next \
             background fetch is planned, in local time and from now; 'never' when the \
             app did not ask for fetch, 'held' while it is out of the schedule. WHY is the \
             planner's reason for that time: the time of day the app is usually opened, \
@@ -26,7 +29,7 @@ struct AppsCommand: ClientCommand {
 
             --json prints {"applications": [...]}, one object per app with the keys the \
             daemon sent (app_id, name, modes, refresh_status, refresh_reason, running, \
-            launching, state, exec_problem, launch_error, and the plugins' keys such as \
+            launching, state, suspended, exec_problem, launch_error, and the plugins' keys such as \
             fetch_policy, fetch_interval, fetch_next_usec, fetch_plan, fetch_held, fetch_last_result, \
             fetch_last_usec, fetch_offences). Times ending in _usec are CLOCK_REALTIME \
             microseconds. Keys may be added; ignore the ones you do not know.
@@ -48,7 +51,7 @@ struct AppsCommand: ClientCommand {
             return
         }
         if apps.isEmpty {
-            print("No app declares a background mode (X-BgTaskd-Modes=) and none is checked in.")
+            print("No app declares a background mode (X-BgTaskd-Modes=) and none is connected.")
             return
         }
         let now = Date()
@@ -67,7 +70,9 @@ struct AppsCommand: ClientCommand {
     }
 
     static func state(of app: ApplicationInfo) -> String {
-        if app.running { return app.state ?? "running" }
+        if app.suspended { return "suspended" }
+        if let state = app.state { return state }
+        if app.running { return "running" }
         return app.launching ? "launching" : "not running"
     }
 

@@ -42,6 +42,10 @@ struct ManagerState {
 
     var version: UInt32
     var sleeping: Bool
+    /// Whether the backlog after a wake is being drained in turns.
+    var draining: Bool
+    /// The backlog: apps having their turn, then those waiting.
+    var backlog: [String]
     var tasks: [Task]
     var plugins: [Plugin]
 
@@ -56,6 +60,17 @@ struct ManagerState {
         case .bool(let sleeping)?: self.sleeping = sleeping
         case nil: self.sleeping = false
         case let other: throw Self.malformed("Sleeping", other)
+        }
+        switch properties["Draining"] {
+        case .bool(let draining)?: self.draining = draining
+        case nil: self.draining = false
+        case let other: throw Self.malformed("Draining", other)
+        }
+        switch properties["Backlog"] {
+        case .array("s", let entries)?:
+            backlog = entries.compactMap { if case .string(let app) = $0 { app } else { nil } }
+        case nil: backlog = []
+        case let other: throw Self.malformed("Backlog", other)
         }
         tasks = try properties["Tasks"].map { (value) throws(ClientError) in try Self.tasks(from: value) } ?? []
         plugins = try properties["Plugins"].map { (value) throws(ClientError) in try Self.plugins(from: value) } ?? []

@@ -5,17 +5,24 @@ import BgTaskProtocol
 struct StatusCommand: ClientCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show whether bgtaskd is running, and its version, sleep state, tasks and plugins.",
+        abstract: "Show whether bgtaskd is running, and its version, sleep state, backlog, tasks and plugins.",
         discussion: """
             Asks the bus who owns org.bgtaskd.BackgroundTasks1 and which process \
             that is (org.freedesktop.DBus.GetConnectionUnixProcessID), then reads the \
-            Manager's properties (Version, Sleeping, Tasks, Plugins) from that same \
+            Manager's properties (Version, Sleeping, Draining, Backlog, Tasks, Plugins) from that same \
             connection. Does not start the daemon by D-Bus activation: if it is not \
             running, says so and exits with status 1.
 
+            Sleeping is whether the machine sleeps as far as the daemon knows (logind's \
+            PrepareForSleep, or bgtaskctl sleep): background apps are then frozen and \
+            their clocks stopped. Draining is the time after a wake when the background \
+            apps with work left run in turns (Scheduler.MaxConcurrentWakes at a time, \
+            Scheduler.ChunkSec each); Backlog lists the apps having their turn, then \
+            those waiting.
+
             --json prints one object: bus, name, unique_name, pid (null when the bus \
-            cannot tell), version, sleeping, task_count, plugins (a list of objects \
-            with name, version and abi_version).
+            cannot tell), version, sleeping, draining, backlog (app ids), task_count, \
+            plugins (a list of objects with name, version and abi_version).
             """)
 
     @OptionGroup(title: "Global options")
@@ -29,11 +36,14 @@ struct StatusCommand: ClientCommand {
         var pid: UInt32?
         var version: UInt32
         var sleeping: Bool
+        var draining: Bool
+        var backlog: [String]
         var taskCount: Int
         var plugins: [ManagerState.Plugin]
 
         private enum CodingKeys: String, CodingKey {
-            case bus, name, uniqueName = "unique_name", pid, version, sleeping, taskCount = "task_count", plugins
+            case bus, name, uniqueName = "unique_name", pid, version, sleeping, draining, backlog
+            case taskCount = "task_count", plugins
         }
 
         func encode(to encoder: any Encoder) throws {
@@ -44,6 +54,8 @@ struct StatusCommand: ClientCommand {
             try container.encode(pid, forKey: .pid)  // null, not absent, when unknown
             try container.encode(version, forKey: .version)
             try container.encode(sleeping, forKey: .sleeping)
+            try container.encode(draining, forKey: .draining)
+            try container.encode(backlog, forKey: .backlog)
             try container.encode(taskCount, forKey: .taskCount)
             try container.encode(plugins, forKey: .plugins)
         }
@@ -58,8 +70,8 @@ struct StatusCommand: ClientCommand {
 
         let report = Report(
             bus: client.address.description, name: BgTaskNames.busName, uniqueName: uniqueName,
-            pid: try? pid.get(), version: state.version, sleeping: state.sleeping,
-            taskCount: state.tasks.count, plugins: state.plugins)
+            pid: try? pid.get(), version: state.version, sleeping: state.sleeping, draining: state.draining,
+            backlog: state.backlog, taskCount: state.tasks.count, plugins: state.plugins)
         if global.json {
             try JSONOutput.print(report)
             return
@@ -73,7 +85,8 @@ struct StatusCommand: ClientCommand {
                 }
             }()),
             ("Version", "\(state.version)"),
-            ("Sleeping", state.sleeping ? "yes (background clocks paused)" : "no"),
+            ("Sleeping", state.sleeping ? "yes (background apps frozen, their clocks paused)" : "no"),
+            ("Backlog", Self.backlogText(draining: state.draining, backlog: state.backlog)),
             ("Tasks", state.tasks.isEmpty ? "none open" : "\(state.tasks.count) open (bgtaskctl tasks lists them)"),
         ]
         if state.plugins.isEmpty {
@@ -89,5 +102,12 @@ struct StatusCommand: ClientCommand {
             let head = label.isEmpty ? "" : label + ":"
             print("  " + head + String(repeating: " ", count: width - head.count) + " " + TextTable.printable(value))
         }
+    }
+
+    /// The backlog line: who has a turn, how many wait.
+    static func backlogText(draining: Bool, backlog: [String]) -> String {
+        guard draining else { return "none (not draining)" }
+        if backlog.isEmpty { return "draining, nobody left" }
+        return "draining: \(backlog.count) app\(backlog.count == 1 ? "" : "s") (\(backlog.joined(separator: ", ")))"
     }
 }
