@@ -57,6 +57,13 @@ final class Freezer {
     private var deferredThaws: [ProcessRef: Frozen] = [:]
     /// The longest a thaw waits for freezes in flight (µs).
     static let thawWait: UInt64 = 100_000
+    /// Re-reads of `cgroup.events` while freezes are in flight: the kernel
+    /// sends its change notification at most every 10 ms per file, while a
+    /// freeze usually completes well within a millisecond. From the first
+    /// delay, doubling up to the last (µs).
+    private static let recheckDelays: (first: UInt64, last: UInt64) = (250, 8_000)
+    private var recheckTimer: SDBus.Timer?
+    private var recheckDelay: UInt64 = 0
     /// Whether a systemd user manager is on the session bus (asked once, at start).
     private var userManager = false
 
@@ -235,6 +242,19 @@ final class Freezer {
             self?.eventsChanged(cgroup)
         }
         pending[cgroup.path] = (fd, watch)
+        if recheckTimer?.armedAt == nil {
+            if recheckTimer == nil { recheckTimer = try? loop.makeTimer { [weak self] in self?.recheck() } }
+            recheckDelay = Self.recheckDelays.first
+            recheckTimer?.arm(at: bgt_monotonic_usec() + recheckDelay)
+        }
+    }
+
+    /// Reads every pending cgroup's events again, and comes back later while any is still freezing.
+    private func recheck() {
+        for path in pending.keys.sorted() { eventsChanged(Cgroup(path: path)) }
+        guard !pending.isEmpty else { return }
+        recheckDelay = min(recheckDelay * 2, Self.recheckDelays.last)
+        recheckTimer?.arm(at: bgt_monotonic_usec() + recheckDelay)
     }
 
     private func eventsChanged(_ cgroup: Cgroup) {
