@@ -150,6 +150,9 @@ public final class Bus {
         try check(sd_bus_process(handle, nil), "processing the bus") > 0
     }
 
+    /// The connection's socket, to poll beside other fds (then ``processPending()``).
+    public var fd: Int32 { sd_bus_get_fd(handle) }
+
     /// Waits up to `timeout` µs for something to arrive (no event loop).
     public func wait(timeout: UInt64) throws(BusError) {
         try check(sd_bus_wait(handle, timeout), "waiting on the bus")

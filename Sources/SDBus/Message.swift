@@ -164,6 +164,8 @@ public final class Message {
     public func append(_ value: Double) throws(BusError) { try appendBasic(UInt8(ascii: "d"), value) }
     public func append(_ value: UInt8) throws(BusError) { try appendBasic(UInt8(ascii: "y"), value) }
     public func append(_ value: Bool) throws(BusError) { try appendBasic(UInt8(ascii: "b"), Int32(value ? 1 : 0)) }
+    /// Appends a unix fd (`h`): the message sends a duplicate, `fd` stays the caller's.
+    public func append(unixFD fd: Int32) throws(BusError) { try appendBasic(UInt8(ascii: "h"), fd) }
 
     public func openContainer(_ type: Character, _ contents: String) throws(BusError) {
         try check(sd_bus_message_open_container(handle, CChar(type.asciiValue!), contents), "opening '\(type)\(contents)'")
