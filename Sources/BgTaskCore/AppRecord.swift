@@ -18,10 +18,12 @@ struct AppRecord: Sendable {
     /// The uid the app belongs to: only connections of this uid may join it.
     /// nil when unknown (then anyone of any uid may; only tests do that).
     var owner: UInt32?
-    /// Suspended (iOS's word): in the background with nothing to do, or held
-    /// back while the machine sleeps or the backlog drains. Its clocks are
-    /// paused, and its processes frozen where the daemon can tie them to it.
+    /// Suspended (iOS's word): held back while the machine sleeps or while
+    /// it waits for its turn in the backlog, or launched by the daemon and
+    /// in the background with nothing to do. Its clocks are paused.
     var suspended = false
+    /// Its processes the shell was told to freeze (and not yet to thaw).
+    var frozen: [ProcessRef] = []
     /// A SIGTERM went to its processes and the SIGKILL is pending: it must
     /// run to end, so it is not suspended meanwhile.
     var terminatingUntil: MonotonicInstant?

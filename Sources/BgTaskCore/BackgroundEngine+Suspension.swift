@@ -2,16 +2,26 @@
 //
 // iOS suspends an app that is in the background with nothing to do, and
 // every background app when the device sleeps: it stays in memory, frozen,
-// and its clocks stop. Here an app is suspended when it is in the background
-// (or was launched and has not checked in yet: nobody sees it) and either the
-// machine sleeps, or it has no work (no open task, no wake pending, no launch
-// under way), or the backlog is draining and it is not its turn. The engine
-// decides; the shell freezes the processes the engine names — only those it
-// can tie to the app: the one the daemon launched, and those whose app id it
+// and its clocks stop. iOS also thaws it when the user brings it back; a
+// desktop daemon cannot see that (a window's focus is the compositor's), and
+// a frozen app cannot say it itself. So here an app in the background (or
+// launched and not checked in yet) is suspended
+//   - while the machine sleeps: every process the daemon can tie to it;
+//   - while it waits for its turn in the backlog after a wake: the same;
+//   - when the daemon launched it for a background event and it has nothing
+//     to do: only the process the daemon launched (a headless launch, which
+//     no user is looking at; an instance the user opened is left running).
+// The engine decides; the shell freezes the processes the engine names — only
+// those it can tie to the app: the one it launched, and those whose app id it
 // verified (Flatpak, systemd unit). A process that merely claimed an id with
 // CheckIn, or a connection that is an app of its own, is never frozen; its
-// clocks still stop. An app is thawed before any event is handed to it and
-// before it is signalled, and is not frozen again while its SIGKILL is pending.
+// clocks still stop. What is frozen is kept per app, so a process that turns
+// up later (a launch that completes while the app is held back) is frozen
+// too, and one that can no longer be tied to the app is thawed. An app is
+// thawed before any event is handed to it and before it is signalled, and is
+// not frozen again while its SIGKILL is pending. While the machine sleeps,
+// events for apps that can be held back wait: nothing is launched or
+// delivered until the wake, when the backlog takes them.
 //
 // On a wake from sleep the background apps with work left — tasks paused by
 // the sleep, wakes asked for meanwhile or since — form the backlog. At most
@@ -20,8 +30,9 @@
 // and goes to the back of the queue while the next one runs. An app that
 // runs out of work leaves at once and the next one starts. Apps that get work
 // while the backlog drains join the queue (a wake for an app that is not
-// running launches it only on its turn). Foreground apps are never held back.
-// The backlog is done when the queue is empty and nobody has a turn.
+// running launches it only on its turn). Foreground apps and idle apps are
+// never held back. The backlog is done when the queue is empty and nobody
+// has a turn.
 
 extension BackgroundEngine {
     // MARK: Queries
@@ -59,10 +70,10 @@ extension BackgroundEngine {
     func freezableProcesses(_ key: AppKey) -> [ProcessRef] {
         guard case .app = key, let app = apps[key] else { return [] }
         var processes: [ProcessRef] = []
-        if let launched = app.launch?.process { processes.append(launched) }
+        if let launched = app.launch?.process, !dying.contains(launched) { processes.append(launched) }
         for connection in app.connections {
             guard let identity = connections[connection]?.identity, identity.appIDSource != nil,
-                  let process = identity.process, !processes.contains(process) else { continue }
+                  let process = identity.process, !processes.contains(process), !dying.contains(process) else { continue }
             processes.append(process)
         }
         return processes
@@ -76,17 +87,23 @@ extension BackgroundEngine {
         return !freezableProcesses(key).isEmpty
     }
 
-    /// Whether the backlog holds the app back now (it waits for its turn).
+    /// Whether events for the app wait now: the machine sleeps, or the
+    /// backlog drains and it is not the app's turn (and it can be held back).
     func isHeldBack(_ key: AppKey) -> Bool {
-        guard let drain, let app = apps[key], isBackground(app) else { return false }
-        return !drain.isRunning(key) && canHoldBack(key)
+        guard let app = apps[key], isBackground(app), canHoldBack(key) else { return false }
+        if isSleeping { return true }
+        guard let drain else { return false }
+        return !drain.isRunning(key)
     }
 
-    func shouldSuspend(_ key: AppKey) -> Bool {
-        guard let app = apps[key], isBackground(app) else { return false }
-        if let until = app.terminatingUntil, clock.now < until { return false }
-        if isSleeping || isHeldBack(key) { return true }
-        return !hasWork(key)
+    /// Which of the app's processes should be frozen now, and whether it is
+    /// suspended at all (see the notes above).
+    func suspension(_ key: AppKey) -> (suspended: Bool, frozen: [ProcessRef]) {
+        guard let app = apps[key], isBackground(app) else { return (false, []) }
+        if let until = app.terminatingUntil, clock.now < until { return (false, []) }
+        if isSleeping || drain?.isQueued(key) == true { return (true, freezableProcesses(key)) }
+        if !hasWork(key), let launched = app.launch?.process { return (true, dying.contains(launched) ? [] : [launched]) }
+        return (false, [])
     }
 
     /// Brings the app's suspension, its place in the backlog and its clocks
@@ -107,12 +124,17 @@ extension BackgroundEngine {
             }
         }
         guard let current = apps[key] else { return }
-        let suspend = shouldSuspend(key)
-        if suspend != current.suspended {
-            modifyApp(key) { $0.suspended = suspend }
-            let processes = freezableProcesses(key)
-            if !processes.isEmpty { actions.append(suspend ? .freeze(key, processes) : .thaw(key, processes)) }
+        let (suspended, want) = suspension(key)
+        let thaw = current.frozen.filter { !want.contains($0) }
+        let freeze = want.filter { !current.frozen.contains($0) }
+        if suspended != current.suspended || !thaw.isEmpty || !freeze.isEmpty {
+            modifyApp(key) { app in
+                app.suspended = suspended
+                app.frozen = want
+            }
         }
+        if !thaw.isEmpty { actions.append(.thaw(key, thaw)) }
+        if !freeze.isEmpty { actions.append(.freeze(key, freeze)) }
         refreshClock(key)
     }
 

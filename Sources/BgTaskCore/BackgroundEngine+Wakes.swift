@@ -59,6 +59,11 @@ extension BackgroundEngine {
             clock: BackgroundClock(budget: request.budget), deliveredTo: nil)
         modifyApp(key) { $0.wakes.append(request.token) }
         var actions: [CoreAction] = []
+        // While the machine sleeps the event waits for the wake (the backlog takes it).
+        if isSleeping, isHeldBack(key) {
+            reconcile(key, into: &actions)
+            return actions
+        }
         // While the backlog after a wake drains, a background app waits for
         // its turn (which may be now: then it starts it at once).
         if drain != nil, isHeldBack(key) {
@@ -110,6 +115,7 @@ extension BackgroundEngine {
     /// launched for expire at once.
     public mutating func launchedProcessExited(_ app: AppID, process: ProcessRef, status: String) -> [CoreAction] {
         let key = AppKey.app(app)
+        dying.remove(process)
         guard let record = apps[key], let launch = record.launch, launch.process == process else { return [] }
         let neverCheckedIn = !launch.checkedIn
         modifyApp(key) { $0.launch = nil }
@@ -120,8 +126,14 @@ extension BackgroundEngine {
                 let wake = dropWake(token)
                 actions.append(.wakeExpired(token: token, plugin: wake.plugin, app: app))
             }
+        } else if apps[key]?.checkedIn.isEmpty == true, let first = undeliveredWakes(of: app).first.flatMap({ wakes[$0] }),
+                  !isHeldBack(key) {
+            // It had checked in, and went before events that came later could
+            // reach it: nobody would take them. Launched again, it does.
+            modifyApp(key) { $0.launch = LaunchRecord(reason: first.reason) }
+            actions.append(.launch(app, reason: first.reason))
         }
-        if apps[key]?.connections.isEmpty ?? true { actions.append(.appGone(app)) }
+        if apps[key]?.connections.isEmpty ?? true, apps[key]?.launch == nil { actions.append(.appGone(app)) }
         if !removeAppIfUnused(key) { reconcile(key, into: &actions) } else { leaveDrain(key, into: &actions) }
         return actions
     }

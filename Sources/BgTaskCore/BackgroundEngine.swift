@@ -63,6 +63,8 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     var timers = DeadlineQueue<TimerTarget, MonotonicInstant>()
     /// The backlog after a wake from sleep, while it drains.
     var drain: DrainState?
+    /// Processes sent SIGKILL that have not been seen to go yet: never frozen again.
+    var dying: Set<ProcessRef> = []
     /// The uid an app belongs to before anything of it runs: the shell
     /// answers the daemon's own uid for apps with a desktop entry (they are
     /// that user's apps), nil for others, which belong to their first claimant.
@@ -227,16 +229,22 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
 
     /// Forgets a connection that left the bus; its tasks close at once.
     public mutating func disconnect(_ connection: ConnectionID) -> [CoreAction] {
-        let frozenBefore = connections[connection].map { apps[$0.app]?.suspended == true ? freezableProcesses($0.app) : [] } ?? []
         guard let record = connections.removeValue(forKey: connection) else { return [] }
         for id in record.tasks { tasks[id] = nil }
+        if let process = record.identity.process, !connections.values.contains(where: { $0.identity.process == process }) {
+            dying.remove(process)
+        }
+        let frozenBefore = apps[record.app]?.frozen ?? []
         var actions: [CoreAction] = record.tasks.isEmpty ? [] : [.tasksChanged]
         actions += detach(connection, from: record.app, taking: record.tasks.count)
-        reconcile(record.app, into: &actions)
         // A frozen process the daemon can no longer tie to the app (its
         // connection was the tie) is thawed: nothing would thaw it later.
-        let untied = frozenBefore.filter { !freezableProcesses(record.app).contains($0) }
-        if !untied.isEmpty { actions.append(.thaw(record.app, untied)) }
+        if apps[record.app] == nil {
+            if !frozenBefore.isEmpty { actions.append(.thaw(record.app, frozenBefore)) }
+            leaveDrain(record.app, into: &actions)
+        } else {
+            reconcile(record.app, into: &actions)
+        }
         return actions
     }
 
@@ -264,6 +272,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     public mutating func fireDueTimers() -> [CoreAction] {
         var actions: [CoreAction] = []
         var turnsOver: [AppKey] = []
+        var killed: [AppKey] = []
         let now = clock.now
         while let target = timers.popDue(at: now) {
             switch target {
@@ -273,11 +282,19 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
                 expireWake(token, now: now, into: &actions)
             case .kill(let process, let key):
                 actions.append(.signalProcess(process, .kill, app: key))
+                dying.insert(process)
+                if !killed.contains(key) { killed.append(key) }
             case .chunk(let key):
                 turnsOver.append(key)
             }
         }
         if !turnsOver.isEmpty { turnsEnded(turnsOver, into: &actions) }
+        // The SIGKILLs went out: what is left of those apps may be suspended again.
+        for key in killed {
+            guard let until = apps[key]?.terminatingUntil, until <= now else { continue }
+            modifyApp(key) { $0.terminatingUntil = nil }
+            reconcile(key, into: &actions)
+        }
         return actions
     }
 

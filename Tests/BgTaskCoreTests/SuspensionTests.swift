@@ -44,32 +44,47 @@ import Testing
         WakeRequest(app: Self.app(n), reason: "fetch", plugin: "fetch", budget: budget, token: token)
     }
 
-    @Test mutating func aBackgroundAppWithNothingToDoIsSuspendedAndThawedBeforeItsNextEvent() throws {
-        let caller = verified(1)
+    /// An app the daemon launched for an event, checked in and done: it is
+    /// suspended (its launched process frozen) and thawed before its next event.
+    @Test mutating func aLaunchedAppWithNothingToDoIsSuspendedAndThawedBeforeItsNextEvent() throws {
         let key = AppKey.app(Self.app(1))
-        _ = try engine.checkIn(appID: Self.app(1).rawValue, caller: caller)
-        #expect(freezes(engine.setState(.background, caller: caller)) == [key])
+        #expect(try engine.requestWake(request(1, "t1")).contains(.launch(Self.app(1), reason: "fetch")))
+        let process = ProcessRef(pid: 101, serial: 1)
+        #expect(freezes(engine.launchStarted(Self.app(1), process: process)).isEmpty, "it has a wake to run")
+        let launched = CallerIdentity(connection: ConnectionID(":1.1"), process: process, appID: Self.app(1), appIDSource: .launched)
+        let checkIn = try engine.checkIn(appID: Self.app(1).rawValue, caller: launched)
+        #expect(checkIn.pending == 1)
+        // Completed: nothing left to do, suspended.
+        let done = try engine.completeWake(token: "t1", caller: launched.connection)
+        #expect(done.contains(.freeze(key, [process])), "\(done)")
         #expect(engine.isSuspended(key))
         // A wake thaws it first, then hands it the event.
-        let actions = try engine.requestWake(request(1, "t1"))
+        let actions = try engine.requestWake(request(1, "t2"))
         #expect(actions == [
-            .thaw(key, [caller.process!]),
-            .deliverWake(token: "t1", plugin: "fetch", app: Self.app(1), connection: caller.connection),
+            .thaw(key, [process]),
+            .deliverWake(token: "t2", plugin: "fetch", app: Self.app(1), connection: launched.connection),
         ])
-        // Completed: nothing left to do, suspended again.
-        #expect(freezes(try engine.completeWake(token: "t1", caller: caller.connection)) == [key])
-        // Coming to the foreground thaws it; the foreground is never frozen.
-        #expect(thaws(engine.setState(.active, caller: caller)) == [key])
+        // Coming to the foreground keeps it thawed; the foreground is never frozen.
+        _ = try engine.completeWake(token: "t2", caller: launched.connection)
+        #expect(thaws(engine.setState(.active, caller: launched)) == [key])
         #expect(!engine.isSuspended(key))
     }
 
-    @Test mutating func anOpenTaskKeepsItRunningUntilItEnds() throws {
+    /// An app the user opened (here identified by its Flatpak) is left
+    /// running in the background with nothing to do: frozen, it could not
+    /// hear the user bring it back, and the daemon cannot see that itself.
+    @Test mutating func anIdleAppTheUserOpenedIsNotFrozenOutsideSleep() throws {
         let caller = verified(1)
         let key = AppKey.app(Self.app(1))
         _ = try engine.checkIn(appID: Self.app(1).rawValue, caller: caller)
         let begun = try engine.beginTask(named: "upload", caller: caller)
         #expect(freezes(engine.setState(.background, caller: caller)).isEmpty)
-        #expect(freezes(try engine.endTask(begun.id, caller: caller.connection)) == [key])
+        #expect(freezes(try engine.endTask(begun.id, caller: caller.connection)).isEmpty)
+        #expect(!engine.isSuspended(key))
+        // While the machine sleeps it is frozen like every background app.
+        #expect(freezes(engine.setSleeping(true)) == [key])
+        #expect(thaws(engine.setSleeping(false)) == [key], "idle: thawed at the wake, not held for the backlog")
+        #expect(!engine.isDraining)
     }
 
     /// A frozen app whose process leaves the bus (it died, or closed its
@@ -79,7 +94,8 @@ import Testing
         let caller = verified(1)
         let key = AppKey.app(Self.app(1))
         _ = try engine.checkIn(appID: Self.app(1).rawValue, caller: caller)
-        #expect(freezes(engine.setState(.background, caller: caller)) == [key])
+        _ = engine.setState(.background, caller: caller)
+        #expect(freezes(engine.setSleeping(true)) == [key])
         let gone = engine.disconnect(caller.connection)
         #expect(gone.contains(.thaw(key, [caller.process!])), "\(gone)")
         #expect(!engine.isSuspended(key))
@@ -131,10 +147,15 @@ import Testing
 
         var running: Set<AppKey> = []
         var most = 0
+        // Apps thawed with work left (one that ended its task is idle and uses nothing).
         func apply(_ actions: [CoreAction]) {
             for action in actions {
                 if case .thaw(let key, _) = action { running.insert(key) }
                 if case .freeze(let key, _) = action { running.remove(key) }
+            }
+            running = running.filter { key in
+                guard case .app(let id) = key, let n = Int(id.rawValue.dropFirst("org.example.App".count)) else { return false }
+                return tasks[n] != nil
             }
             most = max(most, running.count)
         }
@@ -155,7 +176,7 @@ import Testing
         apply(try engine.endTask(tasks.removeValue(forKey: 3)!, caller: callers[2].connection))
         #expect(running == [.app(Self.app(4)), .app(Self.app(5))])
 
-        // Everyone finishes in turn; then the backlog is done and the apps stay suspended.
+        // Everyone finishes in turn; then the backlog is done.
         var rounds = 0
         while engine.isDraining, rounds < 20 {
             for key in running {
@@ -172,6 +193,44 @@ import Testing
         #expect(tasks.isEmpty)
         #expect(most == 2, "never more than Scheduler.MaxConcurrentWakes at once")
         #expect(running.isEmpty)
+    }
+
+    /// While the machine sleeps nothing is delivered to a held app and
+    /// nothing is launched: the events wait and the backlog takes them at the wake.
+    @Test mutating func eventsWaitWhileTheMachineSleepsAndRunInTheBacklog() throws {
+        let caller = verified(1)
+        let key = AppKey.app(Self.app(1))
+        _ = try engine.checkIn(appID: Self.app(1).rawValue, caller: caller)
+        _ = engine.setState(.background, caller: caller)
+        _ = engine.setSleeping(true)
+        let held = try engine.requestWake(request(1, "t1"))
+        #expect(!held.contains { if case .deliverWake = $0 { true } else { false } }, "\(held)")
+        #expect(thaws(held).isEmpty)
+        let notLaunched = try engine.requestWake(request(3, "t3"))
+        #expect(!notLaunched.contains(.launch(Self.app(3), reason: "fetch")), "\(notLaunched)")
+        // A check-in while asleep gets nothing either.
+        #expect(try engine.checkIn(appID: Self.app(1).rawValue, caller: caller).pending == 0)
+
+        let wake = engine.setSleeping(false)
+        #expect(wake.contains(.thaw(key, [caller.process!])))
+        #expect(wake.contains(.deliverWake(token: "t1", plugin: "fetch", app: Self.app(1), connection: caller.connection)))
+        #expect(wake.contains(.launch(Self.app(3), reason: "fetch")), "\(wake)")
+    }
+
+    /// A launch whose process starts after the app's turn ended: the new
+    /// process is frozen too, so no more than maxConcurrentWakes apps run.
+    @Test mutating func aProcessThatStartsWhileItsAppIsHeldBackIsFrozen() throws {
+        try backgroundWithATask([verified(1), verified(2), verified(4)])
+        _ = engine.setSleeping(true)
+        _ = try engine.requestWake(request(3, "t3", budget: .seconds(60)))
+        _ = engine.setSleeping(false)  // App1 and App2 take the two turns; App3 and App4 wait
+        clock.advance(by: .seconds(10))
+        #expect(engine.fireDueTimers().contains(.launch(Self.app(3), reason: "fetch")), "App3's turn")
+        clock.advance(by: .seconds(10))
+        _ = engine.fireDueTimers()  // its turn ends before its process started
+        #expect(engine.backlog.waiting.contains(.app(Self.app(3))))
+        let process = ProcessRef(pid: 303, serial: 303)
+        #expect(engine.launchStarted(Self.app(3), process: process) == [.freeze(.app(Self.app(3)), [process])])
     }
 
     @Test mutating func aWakeForAnAppNotRunningWaitsForItsTurnToLaunch() throws {

@@ -231,6 +231,25 @@ import Testing
                 == [.launch(weather, reason: "fetch")])
     }
 
+    /// A launched app that checked in and left its connection, whose process
+    /// then ran on: a wake for it waits for a CheckIn. When the process exits,
+    /// nobody would take that wake (it waited until its budget ran out, a
+    /// SimulateFetch for as long): the app is launched again for it.
+    @Test mutating func anAppThatExitsWithAWakeItNeverGotIsLaunchedAgain() throws {
+        _ = try engine.requestWake(WakeRequest(app: weather, reason: "fetch", plugin: "fetch", budget: .seconds(30), token: "t1"))
+        engine.launchStarted(weather, process: launched)
+        let app = CallerIdentity(connection: ConnectionID(":1.40"), process: launched, appID: weather, appIDSource: .launched)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: app)
+        _ = try engine.completeWake(token: "t1", caller: app.connection)
+        _ = engine.disconnect(app.connection)
+        let waiting = try engine.requestWake(WakeRequest(app: weather, reason: "push", plugin: "push", budget: .seconds(30), token: "t2"))
+        #expect(!waiting.contains(.launch(weather, reason: "push")), "its process still runs: it may check in again")
+        let exited = engine.launchedProcessExited(weather, process: launched, status: "exited with code 0")
+        #expect(exited.contains(.launch(weather, reason: "push")), "\(exited)")
+        #expect(!exited.contains(.appGone(weather)))
+        #expect(engine.launchBackoff(for: weather) == nil)
+    }
+
     /// An app in the foreground that misses a wake's budget has its miss
     /// counted, but is not terminated: nothing is in the foreground.
     @Test mutating func foregroundAppIsNotTerminatedForAMissedWake() throws {
