@@ -42,6 +42,8 @@ final class FetchMode: ModePlugin {
     /// once the app has its PerformFetch, or with why it could not get it, or
     /// (success: it is still starting) at `answerBy`, realtime µs.
     private var simulations: [String: (call: PluginCall, answerBy: UInt64)] = [:]
+    /// Whether the machine sleeps (the host says so with sleepChanged).
+    private var sleeping = false
     /// How long a SimulateFetch waits for a launched app before it answers that it was launched.
     static let simulationWait: UInt64 = 5_000_000
 
@@ -204,6 +206,12 @@ final class FetchMode: ModePlugin {
             throw ModeError.bgtaskd("RefreshDisabled", "Background App Refresh is \(info.refreshStatus) for \(app)")
         }
         let token = try wake(app)
+        // While the machine sleeps the wake waits for the machine's wake: say so now.
+        if sleeping {
+            host.log(.info, "SimulateFetch for \(app) while the machine sleeps: its fetch waits for the wake")
+            try call.reply()
+            return
+        }
         // Answered once the app has its PerformFetch (a running app: right
         // after this call), or with why it could not (a command that does not
         // start), or after a while if it is still starting.
@@ -290,6 +298,7 @@ final class FetchMode: ModePlugin {
             // Nothing is fetched while asleep; on waking the plain timer's beat moves to the wake.
             // (A fact, not a write: nothing of it is undone if the event's batch fails.)
             planner.setSleeping(sleeping, at: now)
+            self.sleeping = sleeping
         case .appCheckedIn, .tokenCompleted, .appWoken:
             break
         }

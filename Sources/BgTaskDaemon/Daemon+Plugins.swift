@@ -34,6 +34,7 @@ extension Daemon {
         logind.onPrepareForSleep = { [unowned self] sleeping in self.logindPrepareForSleep(sleeping) }
         logind.onVanished = { [unowned self] in self.logindVanished() }
         logind.start()
+        freezer.thawLeftovers()
         launcher.reclaimCgroupsOfEarlierRuns()
     }
 
@@ -201,7 +202,7 @@ extension Daemon {
         if let state = engine.state(of: .app(id)), engine.isConnected(id) {
             fields.append(.init(key: .string("state"), value: .variant(.string(state.rawValue))))
         }
-        // iOS's "suspended": in the background with nothing to do, or held back while asleep or draining.
+        // iOS's "suspended": held back while asleep or waiting for its turn, or launched and idle.
         fields.append(.init(key: .string("suspended"), value: .variant(.bool(engine.isSuspended(.app(id))))))
         if let problem = entry?.execProblem {
             fields.append(.init(key: .string("exec_problem"), value: .variant(.string(problem))))

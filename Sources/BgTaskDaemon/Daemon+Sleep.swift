@@ -24,18 +24,25 @@ extension Daemon {
     var sleepSettleTimeout: UInt64 { min(1_000_000, logind.delayMax / 4) }
 
     /// The machine goes to sleep: suspend background apps, make the state
-    /// durable, then `done` (with how long it took, µs).
+    /// durable, then `done` (with how long it took, µs). Asked again while
+    /// asleep, `done` runs when the sleep under way is ready (at once if it is).
+    /// A wake that comes first answers every waiter at once (see ``leaveSleep(_:)``).
     func enterSleep(_ source: SleepSource, done: @escaping (UInt64) -> Void = { _ in }) {
-        let started = bgt_monotonic_usec()
         if let current = sleepSource {
-            logger.notice("asked to sleep (\(source.rawValue)) while already asleep (\(current.rawValue)): nothing to do")
-            return done(0)
+            logger.notice("asked to sleep (\(source.rawValue)) while already asleep (\(current.rawValue)): nothing more to do")
+            if sleepWaiters.isEmpty { done(0) } else { sleepWaiters.append(done) }
+            return
         }
+        let started = bgt_monotonic_usec()
         sleepSource = source
+        sleepGeneration &+= 1
+        let generation = sleepGeneration
+        sleepWaiters = [done]
         logger.info("going to sleep (\(source == .logind ? "logind: PrepareForSleep(true)" : "SimulateSleep")): freezing background apps, stopping their clocks")
         perform(engine.setSleeping(true))
         freezer.whenSettled(timeout: sleepSettleTimeout) { [weak self] complete in
-            guard let self else { return }
+            // A wake came first: its waiters were answered then.
+            guard let self, generation == self.sleepGeneration, self.sleepSource != nil else { return }
             // What must survive the sleep (a battery that runs out) is on disk before the machine sleeps.
             do {
                 try self.store.checkpoint()
@@ -46,7 +53,9 @@ extension Daemon {
             let unfinished = complete ? "" : " (some freezes had not completed)"
             self.logger.info(
                 "ready to sleep in \(elapsed / 1000).\(elapsed % 1000 / 100) ms: \(self.freezer.frozenCount) processes frozen\(unfinished)")
-            done(elapsed)
+            let waiters = self.sleepWaiters
+            self.sleepWaiters.removeAll()
+            for waiter in waiters { waiter(elapsed) }
         }
     }
 
@@ -57,6 +66,11 @@ extension Daemon {
             return
         }
         sleepSource = nil
+        // A sleep that was not ready yet: its waiters hear of it now (awake, logind's lock is kept).
+        let waiters = sleepWaiters
+        sleepWaiters.removeAll()
+        if !waiters.isEmpty { logger.notice("woken before the sleep was ready") }
+        for waiter in waiters { waiter(0) }
         logger.info("awake (\(current == .logind ? "logind: PrepareForSleep(false)" : "SimulateWake")): draining the backlog in turns of at most \(settings.configuration.maxConcurrentWakes) apps, \(settings.configuration.chunkSec) s each")
         perform(engine.setSleeping(false))
     }
@@ -70,7 +84,8 @@ extension Daemon {
                 sleepSource = .logind
             }
             enterSleep(.logind) { [weak self] elapsed in
-                guard let self else { return }
+                // Woken before the sleep was ready: the lock is kept (the machine is awake).
+                guard let self, self.sleepSource != nil else { return }
                 guard self.logind.releaseInhibitor() else { return }
                 let limit = self.logind.delayMax
                 let text = "released logind's sleep delay lock \(elapsed / 1000) ms after PrepareForSleep(true) (logind waits up to \(limit / 1000) ms)"

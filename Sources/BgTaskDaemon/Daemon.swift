@@ -46,6 +46,11 @@ public final class Daemon {
     let freezer: Freezer
     /// Why the machine sleeps, while it does (logind's word, or a Simulate call).
     var sleepSource: SleepSource?
+    /// Those waiting for the sleep under way to be ready (apps frozen, state
+    /// durable), with when it began; empty once it is ready.
+    var sleepWaiters: [(UInt64) -> Void] = []
+    /// Counts sleeps: a sleep's completion that comes after a wake is stale.
+    var sleepGeneration: UInt64 = 0
     /// Background App Refresh switches, as stored.
     var refreshSettings: RefreshSettings
     /// Loaded and started mode plugins.
@@ -94,7 +99,8 @@ public final class Daemon {
         freezer = Freezer(
             loop: loop, launcher: launcher, processes: processes,
             systemd: settings.bus == .system ? nil : SystemdUserManager(bus: bus),
-            hierarchy: CgroupHierarchy.current(), logger: logger)
+            hierarchy: CgroupHierarchy.current(), journal: FreezeJournal(path: store.path + ".frozen", logger: logger),
+            logger: logger)
         callers.onDisconnect = { [unowned self] identity in
             self.perform(self.engine.disconnect(identity.connection))
         }

@@ -7,37 +7,57 @@ import SDBus
 // Implementation notes
 //
 // The engine decides which app is suspended and names the processes the
-// daemon can tie to it; this carries the freeze out, choosing per process:
+// daemon can tie to it; this carries the freeze out, choosing per process
+// what to freeze (its target):
 //
 //   1. a systemd unit of the user manager (a launched app's transient scope,
 //      or the app scope/service a desktop launcher made): the manager's
-//      FreezeUnit/ThawUnit, as systemd owns that cgroup;
+//      FreezeUnit/ThawUnit, as systemd owns that cgroup; done when the call
+//      is answered; if it fails, SIGSTOP;
 //   2. a cgroup v2 directory of the app's own (one the launcher made, or a
 //      writable app scope): `cgroup.freeze`, done when `cgroup.events`
 //      reads `frozen 1`;
 //   3. otherwise SIGSTOP / SIGCONT through the pidfd, the last resort (a
 //      stopped process still takes SIGKILL; the engine thaws before SIGTERM).
 //
-// Each is logged with the way it was done. What is frozen is remembered per
-// process, so that it is thawed the same way, forgotten when the process is
-// gone, and thawed at shutdown: an app never stays frozen because the daemon
-// stopped. `whenSettled` reports when the freezes asked for have completed
-// (the cgroup kind completes asynchronously), for the sleep path, which may
-// release logind's delay lock only then.
+// Several processes can share a target (two processes of one Flatpak): a
+// target is frozen while any of its processes should be, and thawed when
+// none should any more. Each freeze is logged with the way it was done, and
+// recorded in the FreezeJournal until it is thawed, so that a daemon that
+// dies without thawing has its apps thawed by the next start; at shutdown
+// everything is thawed. `whenSettled` reports when the freezes asked for have
+// completed, for the sleep path, which may release logind's delay lock only
+// then. A thaw asked for while freezes are in flight waits for them (at most
+// `thawWait`), so that an app whose turn in the backlog ended is really still
+// before the next one runs.
 
 /// Freezes and thaws apps' processes for the engine's `freeze`/`thaw` actions.
 final class Freezer {
-    /// How a process was frozen.
-    enum Method: String, Sendable {
-        case systemdUnit = "systemd unit"
-        case cgroup = "cgroup.freeze"
-        case stop = "SIGSTOP"
+    /// What is frozen to freeze a process.
+    enum Target: Hashable, Sendable, CustomStringConvertible {
+        case unit(String)
+        case cgroup(String)
+        case process(ProcessRef)
+
+        var method: String {
+            switch self {
+            case .unit: "systemd unit"
+            case .cgroup: "cgroup.freeze"
+            case .process: "SIGSTOP"
+            }
+        }
+
+        var description: String {
+            switch self {
+            case .unit(let name): name
+            case .cgroup(let path): path
+            case .process(let ref): "\(ref)"
+            }
+        }
     }
 
     private struct Frozen {
-        var method: Method
-        var cgroup: Cgroup?
-        var unit: String?
+        var target: Target
         var app: AppKey
     }
 
@@ -46,15 +66,22 @@ final class Freezer {
     private let processes: ProcessTable
     private let systemd: SystemdUserManager?
     private let hierarchy: CgroupHierarchy?
+    private let journal: FreezeJournal?
     private let logger: Logger
+    /// The processes the engine asked to freeze, and what froze each.
     private var frozen: [ProcessRef: Frozen] = [:]
+    /// How many frozen processes each frozen target holds.
+    private var holders: [Target: Int] = [:]
+    /// The journal entry of each frozen target.
+    private var recorded: [Target: FreezeJournal.Entry] = [:]
     /// Cgroups asked to freeze that have not reported `frozen 1` yet, by path, with their watch.
     private var pending: [String: (fd: Int32, watch: EventSource?)] = [:]
+    /// FreezeUnit calls not answered yet.
+    private var unitCalls = 0
     private var settledWaiters: [(deadline: UInt64, done: (Bool) -> Void)] = []
     private var settleTimer: SDBus.Timer?
-    /// Thaws held back until the freezes in flight have completed, so that
-    /// an app whose turn ends is really still before the next one runs.
-    private var deferredThaws: [ProcessRef: Frozen] = [:]
+    /// Thaws held back until the freezes in flight have completed.
+    private var deferredThaws: Set<Target> = []
     /// The longest a thaw waits for freezes in flight (µs).
     static let thawWait: UInt64 = 100_000
     /// Re-reads of `cgroup.events` while freezes are in flight: the kernel
@@ -67,15 +94,17 @@ final class Freezer {
     /// Whether a systemd user manager is on the session bus (asked once, at start).
     private var userManager = false
 
+    /// - Parameter journal: where to record what is frozen (nil: nowhere, for tests).
     init(
         loop: EventLoop, launcher: AppLauncher, processes: ProcessTable, systemd: SystemdUserManager?,
-        hierarchy: CgroupHierarchy?, logger: Logger
+        hierarchy: CgroupHierarchy?, journal: FreezeJournal? = nil, logger: Logger
     ) {
         self.loop = loop
         self.launcher = launcher
         self.processes = processes
         self.systemd = systemd
         self.hierarchy = hierarchy
+        self.journal = journal
         self.logger = logger
         systemd?.checkPresence { [weak self] result in
             if case .success(true) = result { self?.userManager = true }
@@ -98,113 +127,183 @@ final class Freezer {
     // MARK: Freezing and thawing
 
     func freeze(_ app: AppKey, _ refs: [ProcessRef]) {
-        for ref in refs {
-            // Its thaw had not happened yet: it simply stays frozen.
-            if let entry = deferredThaws.removeValue(forKey: ref) { frozen[ref] = entry }
-        }
         for ref in refs where frozen[ref] == nil {
-            guard let entry = freeze(ref, app: app) else { continue }
-            frozen[ref] = entry
-            let place = entry.unit ?? entry.cgroup?.path ?? "pid \(ref.pid)"
-            logger.info("froze \(app) (pid \(ref.pid)) with \(entry.method.rawValue): \(place)")
+            let target = target(of: ref, app: app)
+            frozen[ref] = Frozen(target: target, app: app)
+            hold(target, ref: ref)
+            logger.info("froze \(app) (pid \(ref.pid)) with \(target.method): \(target)")
         }
     }
 
-    /// Thaws at once, or, while freezes are in flight (cgroups not yet
-    /// `frozen 1`), as soon as they complete (at most ``thawWait`` later).
+    /// Thaws at once, or, while freezes are in flight, as soon as they complete (at most ``thawWait`` later).
     func thaw(_ app: AppKey, _ refs: [ProcessRef]) {
         for ref in refs {
             guard let entry = frozen.removeValue(forKey: ref) else { continue }
-            if pending.isEmpty {
-                thaw(ref, entry)
-                logger.info("thawed \(app) (pid \(ref.pid))")
-            } else {
-                deferredThaws[ref] = entry
-            }
+            release(entry.target)
+            logger.info("thawed \(app) (pid \(ref.pid))")
         }
         if !deferredThaws.isEmpty {
             whenSettled(timeout: Self.thawWait) { [weak self] _ in self?.thawDeferred() }
         }
     }
 
-    private func thawDeferred() {
-        let due = deferredThaws
-        deferredThaws.removeAll()
-        for (ref, entry) in due.sorted(by: { $0.key.serial < $1.key.serial }) {
-            thaw(ref, entry)
-            logger.info("thawed \(entry.app) (pid \(ref.pid))")
-        }
-    }
-
     /// Thaws everything (at shutdown: nothing stays frozen after the daemon).
     func thawAll() {
-        let all = frozen.merging(deferredThaws) { a, _ in a }
+        let count = frozen.count
+        let targets = Set(holders.keys).union(deferredThaws)
         frozen.removeAll()
+        holders.removeAll()
         deferredThaws.removeAll()
-        for (ref, entry) in all { thaw(ref, entry) }
-        if !all.isEmpty { logger.info("thawed \(all.count) frozen processes at shutdown") }
+        for target in targets.sorted(by: { $0.description < $1.description }) { thawNow(target) }
+        if count > 0 { logger.info("thawed \(count) frozen processes at shutdown") }
     }
 
-    /// The process is gone: nothing to thaw any more.
+    /// The process is gone: it holds its target no more (which is thawed if nothing else holds it).
     func forget(_ ref: ProcessRef) {
-        frozen[ref] = nil
-        deferredThaws[ref] = nil
+        guard let entry = frozen.removeValue(forKey: ref) else { return }
+        release(entry.target)
     }
 
     /// The process with this pid is gone (a launched app that exited).
     func forget(pid: Int32) {
-        for ref in frozen.keys where ref.pid == pid { frozen[ref] = nil }
-        for ref in deferredThaws.keys where ref.pid == pid { deferredThaws[ref] = nil }
+        for ref in frozen.keys where ref.pid == pid { forget(ref) }
     }
 
-    private func freeze(_ ref: ProcessRef, app: AppKey) -> Frozen? {
-        let place = placement(of: ref, app: app)
-        if let unit = place.unit, let systemd {
-            systemd.setFrozen(unit: unit, true) { [logger] result in
-                if case .failure(let error) = result { logger.warning("cannot freeze unit \(unit): \(error.message)") }
+    /// Thaws what an earlier run left frozen (it died without thawing). Call once, at start.
+    func thawLeftovers() {
+        guard let journal else { return }
+        let leftovers = journal.takeLeftovers()
+        for entry in leftovers {
+            switch entry {
+            case .cgroup(let path):
+                do throws(Cgroup.Failure) {
+                    try Cgroup(path: path).setFrozen(false)
+                } catch {
+                    if error.errno != ENOENT { logger.warning("\(error)") }
+                }
+            case .unit(let name):
+                systemd?.setFrozen(unit: name, false) { [logger] result in
+                    if case .failure(let error) = result { logger.debug("cannot thaw unit \(name): \(error.message)") }
+                }
+            case .process(let pid, let start):
+                // Only the very process that was stopped: a pid can have been reused since.
+                if FreezeJournal.startTime(of: pid) == start { kill(pid, SIGCONT) }
             }
-            return Frozen(method: .systemdUnit, unit: unit, app: app)
         }
-        if let cgroup = place.cgroup {
+        if !leftovers.isEmpty {
+            logger.notice("thawed \(leftovers.count) apps left frozen by a daemon that stopped without thawing them")
+        }
+    }
+
+    private func hold(_ target: Target, ref: ProcessRef) {
+        holders[target, default: 0] += 1
+        // It was still frozen, waiting for its thaw: it simply stays so.
+        if deferredThaws.remove(target) != nil { return }
+        guard holders[target] == 1 else { return }
+        freezeNow(target, ref: ref)
+    }
+
+    private func release(_ target: Target) {
+        guard let count = holders[target] else { return }
+        if count > 1 {
+            holders[target] = count - 1
+            return
+        }
+        holders[target] = nil
+        if inFlight {
+            deferredThaws.insert(target)
+        } else {
+            thawNow(target)
+        }
+    }
+
+    private var inFlight: Bool { !pending.isEmpty || unitCalls > 0 }
+
+    private func thawDeferred() {
+        let due = deferredThaws
+        deferredThaws.removeAll()
+        for target in due.sorted(by: { $0.description < $1.description }) { thawNow(target) }
+    }
+
+    private func freezeNow(_ target: Target, ref: ProcessRef) {
+        switch target {
+        case .unit(let name):
+            guard let systemd else { return }
+            unitCalls += 1
+            systemd.setFrozen(unit: name, true) { [weak self] result in
+                guard let self else { return }
+                self.unitCalls -= 1
+                if case .failure(let error) = result { self.unitFailed(name, error) }
+                if !self.inFlight { self.settle(complete: true) }
+            }
+            record(target, .unit(name))
+        case .cgroup(let path):
             do throws(Cgroup.Failure) {
-                try cgroup.setFrozen(true)
-                watchUntilFrozen(cgroup)
-                return Frozen(method: .cgroup, cgroup: cgroup, app: app)
+                try Cgroup(path: path).setFrozen(true)
+                watchUntilFrozen(Cgroup(path: path))
+                record(target, .cgroup(path))
             } catch {
                 logger.warning("\(error); freezing pid \(ref.pid) with SIGSTOP instead")
+                retarget(target, to: { .process($0) })
+            }
+        case .process(let ref):
+            if processes.stop(ref, true), let start = FreezeJournal.startTime(of: ref.pid) {
+                record(target, .process(pid: ref.pid, startTime: start))
             }
         }
-        guard processes.stop(ref, true) else { return nil }
-        return Frozen(method: .stop, app: app)
     }
 
-    private func thaw(_ ref: ProcessRef, _ entry: Frozen) {
-        switch entry.method {
-        case .systemdUnit:
-            guard let unit = entry.unit else { return }
-            systemd?.setFrozen(unit: unit, false) { [logger] result in
-                if case .failure(let error) = result { logger.warning("cannot thaw unit \(unit): \(error.message)") }
+    private func thawNow(_ target: Target) {
+        switch target {
+        case .unit(let name):
+            systemd?.setFrozen(unit: name, false) { [logger] result in
+                if case .failure(let error) = result { logger.warning("cannot thaw unit \(name): \(error.message)") }
             }
-        case .cgroup:
-            guard let cgroup = entry.cgroup else { return }
-            stopWatching(cgroup)
+        case .cgroup(let path):
+            stopWatching(path)
             do throws(Cgroup.Failure) {
-                try cgroup.setFrozen(false)
+                try Cgroup(path: path).setFrozen(false)
             } catch {
                 if error.errno != ENOENT { logger.warning("\(error)") }
             }
-        case .stop:
+        case .process(let ref):
             _ = processes.stop(ref, false)
+        }
+        if let entry = recorded.removeValue(forKey: target) { journal?.remove(entry) }
+    }
+
+    private func record(_ target: Target, _ entry: FreezeJournal.Entry) {
+        recorded[target] = entry
+        journal?.add(entry)
+    }
+
+    /// systemd would not freeze the unit: its processes are stopped instead.
+    private func unitFailed(_ name: String, _ error: BusError) {
+        let target = Target.unit(name)
+        if let entry = recorded.removeValue(forKey: target) { journal?.remove(entry) }
+        guard holders[target] != nil else { return }
+        logger.warning("cannot freeze unit \(name): \(error.message); stopping its processes with SIGSTOP instead")
+        retarget(target, to: { .process($0) })
+    }
+
+    /// Moves every process frozen through `old` to a target of its own, and freezes that.
+    private func retarget(_ old: Target, to new: (ProcessRef) -> Target) {
+        holders[old] = nil
+        for (ref, entry) in frozen where entry.target == old {
+            let target = new(ref)
+            frozen[ref]!.target = target
+            holders[target, default: 0] += 1
+            if holders[target] == 1 { freezeNow(target, ref: ref) }
         }
     }
 
     /// Where the process lives: a unit of the user manager, a cgroup of the app's own, or neither.
-    private func placement(of ref: ProcessRef, app: AppKey) -> (unit: String?, cgroup: Cgroup?) {
+    private func target(of ref: ProcessRef, app: AppKey) -> Target {
         if let launched = launcher.process(pid: ref.pid) {
             switch launched.placement {
-            case .systemdScope: return (launched.unit, nil)
-            case .cgroup: return (nil, launched.cgroupPath.map { Cgroup(path: $0) })
-            case .process: return (nil, nil)
+            case .systemdScope: return systemd != nil ? .unit(launched.unit) : .process(ref)
+            case .cgroup: return launched.cgroupPath.map { .cgroup($0) } ?? .process(ref)
+            case .process: return .process(ref)
             }
         }
         // A caller the daemon identified by its Flatpak or its systemd unit: its own scope, if named for the app.
@@ -214,17 +313,17 @@ final class Freezer {
               let unit = path.split(separator: "/").last.map(String.init),
               SandboxInspector.appID(fromUnit: unit) == id,
               let directory = hierarchy.directory(of: path)
-        else { return (nil, nil) }
-        if userManager { return (unit, nil) }
-        return access(directory + "/cgroup.freeze", W_OK) == 0 ? (nil, Cgroup(path: directory)) : (nil, nil)
+        else { return .process(ref) }
+        if userManager { return .unit(unit) }
+        return access(directory + "/cgroup.freeze", W_OK) == 0 ? .cgroup(directory) : .process(ref)
     }
 
     // MARK: Settling
 
-    /// Calls `done(true)` once every cgroup freeze asked for so far has
-    /// completed, or `done(false)` after `timeout` µs; at once when none is pending.
+    /// Calls `done(true)` once every freeze asked for so far has completed,
+    /// or `done(false)` after `timeout` µs; at once when none is in flight.
     func whenSettled(timeout: UInt64, _ done: @escaping (Bool) -> Void) {
-        guard !pending.isEmpty else { return done(true) }
+        guard inFlight else { return done(true) }
         settledWaiters.append((bgt_monotonic_usec() &+ timeout, done))
         if settleTimer == nil {
             settleTimer = try? loop.makeTimer { [weak self] in self?.settle(complete: false) }
@@ -239,7 +338,7 @@ final class Freezer {
             return
         }
         let watch = try? loop.watch(fd: fd, events: UInt32(EPOLLPRI.rawValue)) { [weak self] _ in
-            self?.eventsChanged(cgroup)
+            self?.eventsChanged(cgroup.path)
         }
         pending[cgroup.path] = (fd, watch)
         if recheckTimer?.armedAt == nil {
@@ -251,33 +350,32 @@ final class Freezer {
 
     /// Reads every pending cgroup's events again, and comes back later while any is still freezing.
     private func recheck() {
-        for path in pending.keys.sorted() { eventsChanged(Cgroup(path: path)) }
+        for path in pending.keys.sorted() { eventsChanged(path) }
         guard !pending.isEmpty else { return }
         recheckDelay = min(recheckDelay * 2, Self.recheckDelays.last)
         recheckTimer?.arm(at: bgt_monotonic_usec() + recheckDelay)
     }
 
-    private func eventsChanged(_ cgroup: Cgroup) {
-        guard let entry = pending[cgroup.path] else { return }
+    private func eventsChanged(_ path: String) {
+        guard let entry = pending[path] else { return }
         // Unreadable: the cgroup is gone, which settles it as well.
         if let events = Cgroup.readEvents(fd: entry.fd), events["frozen"] != "1" { return }
-        stopWatching(cgroup)
-        if pending.isEmpty { settle(complete: true) }
+        stopWatching(path)
     }
 
-    private func stopWatching(_ cgroup: Cgroup) {
-        guard let entry = pending.removeValue(forKey: cgroup.path) else { return }
+    private func stopWatching(_ path: String) {
+        guard let entry = pending.removeValue(forKey: path) else { return }
         let watch = entry.watch
         // After the current callback, which may be this watch's.
         loop.later { watch?.cancel() }
         close(entry.fd)
-        if pending.isEmpty, !settledWaiters.isEmpty { loop.later { [weak self] in self?.settle(complete: true) } }
+        if !inFlight, !settledWaiters.isEmpty { loop.later { [weak self] in self?.settle(complete: true) } }
     }
 
     /// Answers the waiters: all of them once nothing is in flight, else
     /// (the timer) those whose time is up.
     private func settle(complete: Bool) {
-        let done = complete || pending.isEmpty
+        let done = complete || !inFlight
         let now = bgt_monotonic_usec()
         let due = settledWaiters.filter { done || $0.deadline <= now }
         settledWaiters.removeAll { done || $0.deadline <= now }

@@ -1,3 +1,4 @@
+import CBgTaskShim
 import CSystemd
 import Glibc
 import Logging
@@ -41,6 +42,12 @@ final class LogindMonitor {
     private(set) var delayMax: UInt64 = 5_000_000
     /// A request for a lock in flight (one at a time).
     private var inhibiting = false
+    /// Changes whenever logind appears or leaves: an answer from a logind
+    /// that has gone since is not a lock of the present one.
+    private var presence: UInt64 = 0
+    /// Asks again after a refused or failed request, while logind is there.
+    private var retryTimer: SDBus.Timer?
+    private static let retryDelay: UInt64 = 2_000_000
 
     /// PrepareForSleep(true) (going to sleep) or (false) (resumed).
     var onPrepareForSleep: (Bool) -> Void = { _ in }
@@ -83,6 +90,7 @@ final class LogindMonitor {
 
     /// Drops the lock and the bus (at shutdown).
     func stop() {
+        retryTimer?.arm(at: nil)
         releaseInhibitor()
         slots.removeAll()
         bus = nil
@@ -92,6 +100,7 @@ final class LogindMonitor {
     func takeInhibitor() {
         guard let bus, isPresent, inhibitor < 0, !inhibiting else { return }
         inhibiting = true
+        let asked = presence
         do throws(BusError) {
             let call = try bus.newMethodCall(
                 destination: Self.service, path: Self.path, interface: Self.interface, member: "Inhibit")
@@ -99,10 +108,11 @@ final class LogindMonitor {
             try call.append("bgtaskd")
             try call.append(Self.why)
             try call.append("delay")
-            try bus.callAsync(call, timeout: Self.callTimeout) { [weak self] result in self?.inhibited(result) }
+            try bus.callAsync(call, timeout: Self.callTimeout) { [weak self] result in self?.inhibited(result, asked: asked) }
         } catch {
             inhibiting = false
             logger.warning("cannot ask logind for a sleep delay lock: \(error.message)")
+            retryLater()
         }
     }
 
@@ -117,8 +127,14 @@ final class LogindMonitor {
 
     // MARK: Replies and signals
 
-    private func inhibited(_ result: Result<Message, BusError>) {
+    private func inhibited(_ result: Result<Message, BusError>, asked: UInt64) {
         inhibiting = false
+        // The logind that answered is gone (or was replaced) since: ask the present one.
+        guard asked == presence, isPresent else {
+            if case .success(let reply) = result, let fd = try? reply.readUnixFD() { close(fd) }
+            takeInhibitor()
+            return
+        }
         switch result {
         case .success(let reply):
             do throws(BusError) {
@@ -128,10 +144,17 @@ final class LogindMonitor {
                 logger.info("took logind's sleep delay lock")
             } catch {
                 logger.warning("logind's Inhibit answered without a lock: \(error.message)")
+                retryLater()
             }
         case .failure(let error):
-            logger.warning("logind refused a sleep delay lock: \(error.message)")
+            logger.warning("logind refused a sleep delay lock: \(error.message); asking again in \(Self.retryDelay / 1_000_000) s")
+            retryLater()
         }
+    }
+
+    private func retryLater() {
+        if retryTimer == nil { retryTimer = try? loop.makeTimer { [weak self] in self?.takeInhibitor() } }
+        retryTimer?.arm(at: bgt_monotonic_usec() + Self.retryDelay)
     }
 
     private func prepareForSleep(_ sleeping: Bool) {
@@ -165,6 +188,7 @@ final class LogindMonitor {
     private func setPresent(_ present: Bool) {
         let was = isPresent
         isPresent = present
+        if present || was { presence &+= 1 }
         if present {
             // A logind that restarted forgot the old lock: take a new one.
             if was { releaseInhibitor() }
