@@ -84,6 +84,34 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// The fetch plugin's planner hears sleep and wake: no fetch while the
+    /// machine sleeps, and the one that fell due meanwhile comes at the wake.
+    @Test func fetchesWaitForTheWake() throws {
+        let daemon = try DaemonUnderTest(
+            settings: ["Fetch.MinimumIntervalSec=1"],
+            desktopEntries: [DesktopEntrySpec(id: "org.example.Weather", modes: ["fetch"], exec: "/bin/true")])
+        let app = try daemon.startTestApp([
+            "--app-id", "org.example.Weather", "--fetch-interval", "1", "--fetch-result", "newData", "--background",
+            "--tasks", "0", "--hold", "60",
+        ])
+        defer { app.stop() }
+        #expect(app.waitForEvent("perform_fetch") != nil, "fetched every second while awake: \(daemon.log)")
+        _ = try daemon.callManager("SimulateSleep")
+        Thread.sleep(forTimeInterval: 3)
+        _ = try daemon.callManager("SimulateWake")
+        #expect(daemon.process.waitForStandardError(containing: "awake (SimulateWake)"))
+        let log = daemon.log
+        let asleep = try #require(log.range(of: "going to sleep (SimulateSleep)"))
+        let awake = try #require(log.range(of: "awake (SimulateWake)"))
+        #expect(!log[asleep.upperBound..<awake.lowerBound].contains("fetch wake for"), "no fetch while asleep: \(log)")
+        let deadline = ContinuousClock.now + .seconds(5)
+        while !daemon.log[awake.upperBound...].contains("fetch wake for"), ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(daemon.log[awake.upperBound...].contains("fetch wake for 1 app(s): org.example.Weather"), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     // MARK: Freezing
 
     /// Background apps are frozen in their cgroups for the sleep and use no
@@ -158,10 +186,11 @@ import Testing
         #expect(try !daemon.waitForTasks(timeout: .seconds(10)) { !$0.contains("Worker") }.contains("Worker"), "\(daemon.log)")
         #expect(try eventually { try daemon.property("Draining").contains("false") }, "\(daemon.log)")
         #expect(daemon.log.contains("backlog drained"))
-        // Done and in the background: suspended again.
-        for app in apps { #expect(app.waitUntilFrozen(), "\(daemon.log)") }
+        // Done, idle in the background, and opened by the user (not launched
+        // by the daemon): left running, not frozen, so that it hears the user.
+        for app in apps { #expect(!app.isFrozen, "\(daemon.log)") }
         let listed = try daemon.bgtaskctl(["apps"]).standardOutput
-        #expect(listed.split(separator: "\n").filter { $0.contains("org.example.Worker") && $0.contains("suspended") }.count == 4,
+        #expect(listed.split(separator: "\n").filter { $0.contains("org.example.Worker") && $0.contains("background") }.count == 4,
                 "\(listed)")
 
         // When each app ran after the wake, from its own lines.
@@ -223,12 +252,42 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
-    /// A daemon SIGKILLed while apps are frozen: the next start thaws them.
+    /// Two processes of one app share its scope: one dying while frozen
+    /// does not thaw the scope while the other must stay frozen.
+    @Test(.enabled(if: ScopedApp.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func aScopeSharedByTwoProcessesStaysFrozenWhenOneDies() throws {
+        let daemon = try DaemonUnderTest(settings: ["Tasks.BudgetSec=120"])
+        let first = try ScopedApp(daemon, appID: "org.example.Pair", ["--background", "--hold", "60"])
+        defer { first.stop() }
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        let second = try ChildProcess("/bin/sh", [
+            "-c", "echo $$ > '\(first.scope)/cgroup.procs' && exec '\(testapp)' --bus '\(daemon.bus.address)' --background --hold 60",
+        ])
+        defer { second.stop() }
+        #expect(first.process.waitForEvent("state") != nil)
+        #expect(second.waitForEvent("state") != nil)
+        _ = try daemon.callManager("SimulateSleep")
+        #expect(first.isFrozen, "\(daemon.log)")
+        second.send(SIGKILL)
+        #expect(second.waitForExit() != nil)
+        #expect(daemon.process.waitForStandardError(containing: "thawed org.example.Pair (pid \(second.pid))"), "\(daemon.log)")
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(first.isFrozen, "the other process of the app is still held: \(daemon.log)")
+        _ = try daemon.callManager("SimulateWake")
+        #expect(first.waitUntilFrozen(false), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// A daemon SIGKILLed while apps are frozen: the next start thaws them,
+    /// both the app it launched and one the user opened in an app scope.
     @Test(.enabled(if: ScopedApp.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
     func appsFrozenByAKilledDaemonAreThawedAtTheNextStart() throws {
         let daemon = try DaemonUnderTest(
             settings: ["Fetch.WakeBudgetSec=60", "Tasks.BudgetSec=120"],
             desktopEntries: [DesktopEntrySpec(id: "org.example.Sleeper", modes: ["fetch"], exec: "/bin/sleep 60")])
+        let opened = try ScopedApp(daemon, appID: "org.example.Opened", ["--background", "--hold", "60"])
+        defer { opened.stop() }
+        #expect(opened.process.waitForEvent("state") != nil)
         let admin = try RawClient(daemon)
         try admin.bus.send(try LaunchTests.simulateFetch("org.example.Sleeper", on: admin))
         admin.bus.flush()
@@ -237,16 +296,19 @@ import Testing
             $0.contains("launched org.example.Sleeper") && $0.contains(" in /")
         }, "\(daemon.log)")
         let cgroup = String(try #require(line.split(separator: " in ").last))
+        defer { try? "1".write(toFile: cgroup + "/cgroup.kill", atomically: false, encoding: .utf8) }
         _ = try daemon.callManager("SimulateSleep")
         #expect((try? String(contentsOfFile: cgroup + "/cgroup.events", encoding: .utf8))?.contains("frozen 1") == true,
                 "\(daemon.log)")
+        #expect(opened.isFrozen, "\(daemon.log)")
 
         try daemon.crashAndRestart()
-        #expect(daemon.process.waitForStandardError(containing: "thawed \(cgroup)"), "\(daemon.log)")
+        #expect(daemon.process.waitForStandardError(containing: "left frozen by a daemon that stopped without thawing them"),
+                "\(daemon.log)")
         #expect(eventually {
             (try? String(contentsOfFile: cgroup + "/cgroup.events", encoding: .utf8))?.contains("frozen 0") == true
         })
-        try? "1".write(toFile: cgroup + "/cgroup.kill", atomically: false, encoding: .utf8)
+        #expect(opened.waitUntilFrozen(false), "the app the user opened runs again")
         #expect(daemon.stop() == .status(0))
     }
 }
