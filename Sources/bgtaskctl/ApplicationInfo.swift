@@ -19,7 +19,7 @@ struct ApplicationInfo {
     var running: Bool { record.bool("running") ?? false }
     var launching: Bool { record.bool("launching") ?? false }
     var state: String? { record.string("state") }
-    /// iOS's "suspended": in the background with nothing to do, or held back while asleep or draining.
+    /// iOS's "suspended": held back while asleep or waiting for its turn, or launched and idle.
     var suspended: Bool { record.bool("suspended") ?? false }
     var execProblem: String? { record.string("exec_problem") }
     var launchError: String? { record.string("launch_error") }

@@ -14,9 +14,9 @@ struct AppsCommand: ClientCommand {
             MODES are the declared modes. REFRESH is the app's Background App Refresh \
             status (available, denied or restricted). STATE is the app's state while it \
             is connected (active, inactive, background), 'suspended' while it is in the \
-            background and held still (nothing to do, the machine asleep, or waiting for \
-            its turn after a wake; its processes frozen where the daemon can tie them to \
-            it), 'launching' while the daemon starts it, else 'not running'. NEXT FETCH is when the next \
+            background and held still (the machine asleep, waiting for its turn after a \
+            wake, or launched by the daemon with nothing left to do; its processes frozen \
+            where the daemon can tie them to it), 'launching' while the daemon starts it, else 'not running'. NEXT FETCH is when the next \
             background fetch is planned, in local time and from now; 'never' when the \
             app did not ask for fetch, 'held' while it is out of the schedule. WHY is the \
             planner's reason for that time: the time of day the app is usually opened, \
