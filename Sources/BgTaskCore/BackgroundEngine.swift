@@ -435,12 +435,13 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         reschedule(key)
         // A wake's budget drains only while its app runs.
         for token in apps[key]?.wakes ?? [] {
-            guard wakes[token] != nil else { continue }
+            // One lookup per token: this runs several times on every wake's path.
+            guard let index = wakes.index(forKey: token) else { continue }
             if wakesRun {
-                wakes[token]!.clock.start(at: now)
-                if let deadline = wakes[token]!.clock.deadline { timers.schedule(.wake(token), at: deadline) }
+                wakes.values[index].clock.start(at: now)
+                if let deadline = wakes.values[index].clock.deadline { timers.schedule(.wake(token), at: deadline) }
             } else {
-                wakes[token]!.clock.pause(at: now)
+                wakes.values[index].clock.pause(at: now)
                 timers.cancel(.wake(token))
             }
         }

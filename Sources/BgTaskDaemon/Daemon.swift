@@ -99,7 +99,7 @@ public final class Daemon {
         freezer = Freezer(
             loop: loop, launcher: launcher, processes: processes,
             systemd: settings.bus == .system ? nil : SystemdUserManager(bus: bus),
-            hierarchy: CgroupHierarchy.current(), journal: FreezeJournal(path: store.path + ".frozen", logger: logger),
+            hierarchy: CgroupHierarchy.current(), journal: FreezeJournal(path: store.path + ".frozen", logger: logger) { [loop] job in loop.later(job) },
             logger: logger)
         callers.onDisconnect = { [unowned self] identity in
             self.perform(self.engine.disconnect(identity.connection))

@@ -8,10 +8,11 @@ import Logging
 ///
 /// One line per frozen thing: `cgroup <path>`, `unit <name>` or
 /// `pid <pid> <start time>` (the start time, field 22 of /proc/PID/stat, tells
-/// the process from a later one with the same pid). The file is rewritten
-/// whole (a new file renamed over the old) after each change; it needs no
-/// fsync, as it only has to outlive the daemon, not the machine: after a
-/// reboot nothing is frozen.
+/// the process from a later one with the same pid). Changes are written
+/// together once the current event is handled (``add(_:)`` and
+/// ``remove(_:)`` only schedule it): the whole list with one pwrite and a
+/// truncate on a file kept open. It needs no fsync, as it only has to outlive
+/// the daemon, not the machine: after a reboot nothing is frozen.
 final class FreezeJournal {
     /// One frozen thing.
     enum Entry: Hashable, Sendable {
@@ -44,45 +45,67 @@ final class FreezeJournal {
 
     let path: String
     private let logger: Logger
+    /// Runs a job once the current event is handled (the event loop's `later`).
+    private let schedule: (@escaping () -> Void) -> Void
     private var entries: [Entry] = []
+    private var fd: Int32 = -1
+    private var saveScheduled = false
 
-    init(path: String, logger: Logger) {
+    init(path: String, logger: Logger, schedule: @escaping (@escaping () -> Void) -> Void) {
         self.path = path
         self.logger = logger
+        self.schedule = schedule
     }
 
-    /// What an earlier run left frozen (and the file is gone: the caller thaws them now).
+    deinit {
+        if fd >= 0 { close(fd) }
+    }
+
+    /// What an earlier run left frozen (and the file is emptied: the caller thaws them now).
     func takeLeftovers() -> [Entry] {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
-        unlink(path)
+        _ = truncate(path, 0)
         return text.split(separator: "\n").compactMap(Entry.init(line:))
     }
 
     func add(_ entry: Entry) {
         guard !entries.contains(entry) else { return }
         entries.append(entry)
-        save()
+        scheduleSave()
     }
 
     func remove(_ entry: Entry) {
         guard let index = entries.firstIndex(of: entry) else { return }
         entries.remove(at: index)
-        save()
+        scheduleSave()
     }
 
-    private func save() {
-        if entries.isEmpty {
-            if unlink(path) != 0, errno != ENOENT { logger.warning("cannot remove \(path): \(String(cString: strerror(errno)))") }
-            return
+    /// Writes the list now (at shutdown, or when a save is due).
+    func save() {
+        saveScheduled = false
+        if fd < 0 {
+            // An empty list needs no file.
+            if entries.isEmpty { return }
+            fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard fd >= 0 else {
+                // Only a crash of the daemon would need it: worth a warning, not a failure.
+                logger.warning("cannot record what is frozen in \(path): \(String(cString: strerror(errno)))")
+                return
+            }
         }
-        let text = entries.map(\.line).joined(separator: "\n") + "\n"
-        let temporary = path + ".new"
-        do {
-            try text.write(toFile: temporary, atomically: false, encoding: .utf8)
-            guard rename(temporary, path) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-        } catch {
-            // Only a crash of the daemon would need it: worth a warning, not a failure.
-            logger.warning("cannot record what is frozen in \(path): \(error)")
+        let bytes = Array(entries.map { $0.line + "\n" }.joined().utf8)
+        let written = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        if written != bytes.count || ftruncate(fd, off_t(bytes.count)) != 0 {
+            logger.warning("cannot record what is frozen in \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    private func scheduleSave() {
+        guard !saveScheduled else { return }
+        saveScheduled = true
+        schedule { [weak self] in
+            guard let self, self.saveScheduled else { return }
+            self.save()
         }
     }
 

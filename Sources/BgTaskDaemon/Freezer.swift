@@ -155,6 +155,7 @@ final class Freezer {
         holders.removeAll()
         deferredThaws.removeAll()
         for target in targets.sorted(by: { $0.description < $1.description }) { thawNow(target) }
+        journal?.save()
         if count > 0 { logger.info("thawed \(count) frozen processes at shutdown") }
     }
 
