@@ -109,11 +109,13 @@ let package = Package(
             dependencies: ["BgTaskSimulator", "BgTaskCore", "BgTaskProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings
         ),
+        // How the tools and tests start their helper processes (bus, daemon, mocks).
+        .target(name: "ServiceSpawn", swiftSettings: swiftSettings),
         // Benchmarks that print the figures the README reports (run in release mode).
         .executableTarget(
             name: "bgtaskd-bench",
             dependencies: [
-                "BgTaskCore", "BgTaskProtocol", "SDBus", "CBgTaskShim",
+                "BgTaskCore", "BgTaskProtocol", "SDBus", "CBgTaskShim", "ServiceSpawn",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -123,13 +125,13 @@ let package = Package(
         .executableTarget(
             name: "bgtaskd-fuzz",
             dependencies: [
-                "BgTaskCore", "BgTaskProtocol", "SDBus", "CBgTaskShim",
+                "BgTaskCore", "BgTaskProtocol", "SDBus", "CBgTaskShim", "ServiceSpawn",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),
         // Test support: the manual clock, a private bus, the daemon under test.
-        .target(name: "BgTaskTestKit", dependencies: ["BgTaskCore", "CBgTaskShim"], swiftSettings: swiftSettings),
+        .target(name: "BgTaskTestKit", dependencies: ["BgTaskCore", "CBgTaskShim", "ServiceSpawn"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BgTaskCoreTests",
             dependencies: ["BgTaskCore", "BgTaskTestKit"],
@@ -142,7 +144,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BgTaskDaemonTests",
-            dependencies: ["BgTaskDaemon", "BgTaskCore", "BgTaskTestKit", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["BgTaskDaemon", "BgTaskCore", "BgTaskTestKit", "ServiceSpawn", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         // Start the built daemon on a private dbus-daemon; run after `swift build`.

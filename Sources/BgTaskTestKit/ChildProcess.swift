@@ -1,5 +1,6 @@
 import CBgTaskShim
 import Foundation
+import ServiceSpawn
 import Synchronization
 
 /// A process a test started and owns: its output is collected line by line,
@@ -40,45 +41,26 @@ public final class ChildProcess: @unchecked Sendable {
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         self.executable = executable
         self.arguments = arguments
-        var env = ProcessInfo.processInfo.environment
-        env.merge(environment) { $1 }
-
         var outPipe: [Int32] = [-1, -1]
         var errPipe: [Int32] = [-1, -1]
         guard bgt_pipe_cloexec(&outPipe) == 0, bgt_pipe_cloexec(&errPipe) == 0 else {
             throw TestKitError("pipe: \(String(cString: strerror(errno)))")
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, outPipe[1], STDOUT_FILENO)
-        posix_spawn_file_actions_adddup2(&actions, errPipe[1], STDERR_FILENO)
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for pointer in argv + envp { free(pointer) } }
-        var child: pid_t = 0
-        let result = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        let started = Result { () throws(ServiceSpawn.Failure) in
+            try ServiceSpawn.start(
+                path: executable, arguments: arguments, environment: environment,
+                output: .descriptors(standardOutput: outPipe[1], standardError: errPipe[1]))
+        }
         close(outPipe[1])
         close(errPipe[1])
-        guard result == 0 else {
+        switch started {
+        case .success(let child):
+            pid = child.pid
+        case .failure(let failure):
             close(outPipe[0])
             close(errPipe[0])
-            throw TestKitError("cannot start \(executable): \(String(cString: strerror(result)))")
+            throw TestKitError(failure.description)
         }
-        pid = child
         readers = [
             Self.startReader(outPipe[0]) { [state] chunk in
                 state.lines.withLock { lines in

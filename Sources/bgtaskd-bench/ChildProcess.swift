@@ -1,4 +1,5 @@
 import Glibc
+import ServiceSpawn
 
 /// A child process started with posix_spawn whose standard output comes back
 /// through a pipe (standard error is inherited). Single-threaded: the parent
@@ -16,22 +17,19 @@ final class ChildProcess {
         guard pipe(&pipeFDs) == 0 else { throw SpawnError(what: "pipe", code: errno) }
         // Close-on-exec, so that victims spawned later do not hold each other's pipes open.
         for fd in pipeFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        // dup2 clears close-on-exec on the child's stdout; every other pipe end stays closed in it.
-        posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], STDOUT_FILENO)
-        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-        let spawn = SpawnAttributes(defaulting: [SIGTERM, SIGPIPE])
-
-        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var child: pid_t = 0
-        let r = posix_spawn(&child, path, &actions, &spawn.attributes, argv, environ)
+        // The pipe's write end becomes the child's stdout (dup2 clears close-on-exec there); stderr stays ours.
+        let started = Result { () throws(ServiceSpawn.Failure) in
+            try ServiceSpawn.start(
+                path: path, arguments: arguments,
+                output: .descriptors(standardOutput: pipeFDs[1], standardError: STDERR_FILENO))
+        }
         close(pipeFDs[1])
-        guard r == 0 else {
+        let child: pid_t
+        switch started {
+        case .success(let spawned): child = spawned.pid
+        case .failure(let failure):
             close(pipeFDs[0])
-            throw SpawnError(what: "posix_spawn \(path)", code: r)
+            throw SpawnError(what: "posix_spawn \(path)", code: failure.code)
         }
         pid = child
         outputFD = pipeFDs[0]

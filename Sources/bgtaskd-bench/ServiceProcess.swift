@@ -1,4 +1,5 @@
 import Glibc
+import ServiceSpawn
 
 /// A bus service this benchmark starts itself (bgtaskd, or the baseline's
 /// echo-service) so that it knows the instant of the exec: standard input
@@ -13,34 +14,11 @@ final class ServiceProcess {
 
     /// Starts `path` with `arguments`; `environment` entries replace or add variables.
     init(path: String, arguments: [String], environment overrides: [String: String], log: String) throws(SpawnError) {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO)
-        let spawn = SpawnAttributes(defaulting: [SIGTERM, SIGINT, SIGPIPE])
-
-        var variables: [String] = []
-        var index = 0
-        while let entry = environ[index] {
-            let text = String(cString: entry)
-            let name = String(text.prefix { $0 != "=" })
-            if overrides[name] == nil { variables.append(text) }
-            index += 1
+        do {
+            (pid, spawnedAt) = try ServiceSpawn.start(path: path, arguments: arguments, environment: overrides, output: .log(log))
+        } catch {
+            throw SpawnError(what: "posix_spawn \(path)", code: error.code)
         }
-        variables += overrides.map { "\($0.key)=\($0.value)" }
-        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
-        let envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup($0) } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
-        }
-        var child: pid_t = 0
-        spawnedAt = MonotonicTime.nanoseconds()
-        let r = posix_spawn(&child, path, &actions, &spawn.attributes, argv, envp)
-        guard r == 0 else { throw SpawnError(what: "posix_spawn \(path)", code: r) }
-        pid = child
     }
 
     /// Stops it if it still runs (SIGKILL; the benchmark failed).

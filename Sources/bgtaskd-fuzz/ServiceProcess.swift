@@ -1,4 +1,5 @@
 import Glibc
+import ServiceSpawn
 
 /// A process the fuzzer starts itself (the bus, the daemon): standard input
 /// from /dev/null, standard output and error appended to a log file, this
@@ -6,11 +7,7 @@ import Glibc
 /// reaped by its pid only, and killed if it is still running when this
 /// object goes away.
 ///
-/// This follows bgtaskd-bench's `ServiceProcess` (posix_spawn with no signal
-/// blocked and the signals that matter at their defaults, so that a child
-/// never inherits an ignored SIGTERM and hides a shutdown bug). An
-/// executable target cannot import another one, so the approach is repeated
-/// here rather than shared.
+/// Started with ``ServiceSpawn``, as bgtaskd-bench starts its services.
 final class ServiceProcess {
     let pid: pid_t
     let path: String
@@ -55,41 +52,11 @@ final class ServiceProcess {
     ) throws(HarnessError) {
         self.path = path
         self.log = log
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO)
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGTERM, SIGINT, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        var variables: [String] = []
-        var index = 0
-        while let entry = environ[index] {
-            let text = String(cString: entry)
-            let name = String(text.prefix { $0 != "=" })
-            if overrides[name] == nil && !removing.contains(name) { variables.append(text) }
-            index += 1
+        do {
+            pid = try ServiceSpawn.start(path: path, arguments: arguments, environment: overrides, removing: removing, output: .log(log)).pid
+        } catch {
+            throw HarnessError(error.description)
         }
-        variables += overrides.map { "\($0.key)=\($0.value)" }
-        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
-        let envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup($0) } + [nil]
-        defer { for pointer in argv + envp { free(pointer) } }
-        var child: pid_t = 0
-        let r = posix_spawn(&child, path, &actions, &attributes, argv, envp)
-        guard r == 0 else { throw HarnessError("cannot start \(path): \(String(cString: strerror(r)))") }
-        pid = child
     }
 
     deinit {

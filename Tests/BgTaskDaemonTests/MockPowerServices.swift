@@ -1,4 +1,5 @@
 import Foundation
+import ServiceSpawn
 import Glibc
 import SDBus
 
@@ -173,37 +174,17 @@ final class MockPowerServices {
         (try? String(contentsOfFile: directory + "/\(name).log", encoding: .utf8)) ?? ""
     }
 
-    /// posix_spawn with nothing blocked and every signal at its default;
-    /// stdout and stderr go to `log`.
+    /// Started with ``ServiceSpawn``: nothing blocked, every signal at its
+    /// default; stdout and stderr go to `log`.
     private static func spawn(
         _ executable: String, _ arguments: [String], log: String, environment: [String: String] = [:]
     ) throws -> Spawned {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        var env = ProcessInfo.processInfo.environment
-        env.merge(environment) { $1 }
-        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for pointer in argv + envp { free(pointer) } }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
-        guard result == 0 else { throw MockError("cannot start \(executable): \(String(cString: strerror(result)))") }
-        return Spawned(pid: pid, name: executable)
+        do {
+            let pid = try ServiceSpawn.start(path: executable, arguments: arguments, environment: environment, output: .log(log)).pid
+            return Spawned(pid: pid, name: executable)
+        } catch {
+            throw MockError(error.description)
+        }
     }
 
     /// SIGTERM, then SIGKILL after 5 s; reaps the process.
