@@ -138,11 +138,9 @@ extension Daemon {
 
     func getApplications(_ call: Message) throws(BusError) {
         serve(call) { [unowned self] _ in
-            let connected = engine.connectedApps
-            let entries = registry.entries.filter { !$0.modes.isEmpty || engine.isRunning($0.id) || connected.contains($0.id) }
+            let entries = registry.entries.filter { !$0.modes.isEmpty || engine.isConnected($0.id) }
             // Apps connected now that have no desktop entry (a scope or Flatpak named them) are listed too.
-            let listed = Set(registry.entries.map(\.id))
-            let unlisted = connected.filter { !listed.contains($0) }
+            let unlisted = engine.connectedApps.filter { registry.entry(for: $0) == nil }
             try call.reply { (reply) throws(BusError) in
                 try reply.container("a", "a{sv}") { () throws(BusError) in
                     for entry in entries { try describe(entry.id, entry, into: reply) }

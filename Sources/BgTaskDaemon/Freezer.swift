@@ -56,11 +56,6 @@ final class Freezer {
         }
     }
 
-    private struct Frozen {
-        var target: Target
-        var app: AppKey
-    }
-
     private let loop: EventLoop
     private let launcher: AppLauncher
     private let processes: ProcessTable
@@ -69,7 +64,7 @@ final class Freezer {
     private let journal: FreezeJournal?
     private let logger: Logger
     /// The processes the engine asked to freeze, and what froze each.
-    private var frozen: [ProcessRef: Frozen] = [:]
+    private var frozen: [ProcessRef: Target] = [:]
     /// How many frozen processes each frozen target holds.
     private var holders: [Target: Int] = [:]
     /// The journal entry of each frozen target.
@@ -129,7 +124,7 @@ final class Freezer {
     func freeze(_ app: AppKey, _ refs: [ProcessRef]) {
         for ref in refs where frozen[ref] == nil {
             let target = target(of: ref, app: app)
-            frozen[ref] = Frozen(target: target, app: app)
+            frozen[ref] = target
             hold(target, ref: ref)
             logger.info("froze \(app) (pid \(ref.pid)) with \(target.method): \(target)")
         }
@@ -138,8 +133,8 @@ final class Freezer {
     /// Thaws at once, or, while freezes are in flight, as soon as they complete (at most ``thawWait`` later).
     func thaw(_ app: AppKey, _ refs: [ProcessRef]) {
         for ref in refs {
-            guard let entry = frozen.removeValue(forKey: ref) else { continue }
-            release(entry.target)
+            guard let target = frozen.removeValue(forKey: ref) else { continue }
+            release(target)
             logger.info("thawed \(app) (pid \(ref.pid))")
         }
         if !deferredThaws.isEmpty {
@@ -161,8 +156,8 @@ final class Freezer {
 
     /// The process is gone: it holds its target no more (which is thawed if nothing else holds it).
     func forget(_ ref: ProcessRef) {
-        guard let entry = frozen.removeValue(forKey: ref) else { return }
-        release(entry.target)
+        guard let target = frozen.removeValue(forKey: ref) else { return }
+        release(target)
     }
 
     /// The process with this pid is gone (a launched app that exited).
@@ -290,9 +285,9 @@ final class Freezer {
     /// Moves every process frozen through `old` to a target of its own, and freezes that.
     private func retarget(_ old: Target, to new: (ProcessRef) -> Target) {
         holders[old] = nil
-        for (ref, entry) in frozen where entry.target == old {
+        for (ref, current) in frozen where current == old {
             let target = new(ref)
-            frozen[ref]!.target = target
+            frozen[ref] = target
             holders[target, default: 0] += 1
             if holders[target] == 1 { freezeNow(target, ref: ref) }
         }

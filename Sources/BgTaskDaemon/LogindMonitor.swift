@@ -77,7 +77,7 @@ final class LogindMonitor {
                 "type='signal',sender='\(Self.service)',path='\(Self.path)',interface='\(Self.interface)',member='PrepareForSleep'"
             ) { [weak self] message in
                 guard let sleeping = try? message.readBool() else { return }
-                self?.prepareForSleep(sleeping)
+                self?.onPrepareForSleep(sleeping)
             })
         } catch {
             logger.info("no logind (no system bus): sleep is only what SimulateSleep and SimulateWake say",
@@ -155,10 +155,6 @@ final class LogindMonitor {
     private func retryLater() {
         if retryTimer == nil { retryTimer = try? loop.makeTimer { [weak self] in self?.takeInhibitor() } }
         retryTimer?.arm(at: bgt_monotonic_usec() + Self.retryDelay)
-    }
-
-    private func prepareForSleep(_ sleeping: Bool) {
-        onPrepareForSleep(sleeping)
     }
 
     private func nameOwnerChanged(_ message: Message) {

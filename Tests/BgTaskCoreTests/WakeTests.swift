@@ -215,16 +215,22 @@ import Testing
         engine = BackgroundEngine(policy: TaskPolicy(), clock: clock)
     }
 
-    /// A launched app that checked in, completed and left: its connection's
-    /// disconnect often arrives before its process's exit. That is a good
-    /// launch, not a failed one (it used to hold the next launch back).
-    @Test mutating func appThatCheckedInAndLeftBeforeExitingIsNotAFailedLaunch() throws {
+    /// Weather is launched for a fetch, checks in, completes it and closes
+    /// its connection; its process still runs.
+    mutating func launchCompleteAndLeave() throws {
         _ = try engine.requestWake(WakeRequest(app: weather, reason: "fetch", plugin: "fetch", budget: .seconds(30), token: "t1"))
         engine.launchStarted(weather, process: launched)
         let app = CallerIdentity(connection: ConnectionID(":1.40"), process: launched, appID: weather, appIDSource: .launched)
         _ = try engine.checkIn(appID: weather.rawValue, caller: app)
         _ = try engine.completeWake(token: "t1", caller: app.connection)
         _ = engine.disconnect(app.connection)
+    }
+
+    /// A launched app that checked in, completed and left: its connection's
+    /// disconnect often arrives before its process's exit. That is a good
+    /// launch, not a failed one (it used to hold the next launch back).
+    @Test mutating func appThatCheckedInAndLeftBeforeExitingIsNotAFailedLaunch() throws {
+        try launchCompleteAndLeave()
         #expect(engine.launchedProcessExited(weather, process: launched, status: "exited with code 0") == [.appGone(weather)])
         #expect(engine.launchBackoff(for: weather) == nil)
         #expect(try engine.requestWake(WakeRequest(app: weather, reason: "fetch", plugin: "fetch", budget: .seconds(30), token: "t2"))
@@ -236,12 +242,7 @@ import Testing
     /// nobody would take that wake (it waited until its budget ran out, a
     /// SimulateFetch for as long): the app is launched again for it.
     @Test mutating func anAppThatExitsWithAWakeItNeverGotIsLaunchedAgain() throws {
-        _ = try engine.requestWake(WakeRequest(app: weather, reason: "fetch", plugin: "fetch", budget: .seconds(30), token: "t1"))
-        engine.launchStarted(weather, process: launched)
-        let app = CallerIdentity(connection: ConnectionID(":1.40"), process: launched, appID: weather, appIDSource: .launched)
-        _ = try engine.checkIn(appID: weather.rawValue, caller: app)
-        _ = try engine.completeWake(token: "t1", caller: app.connection)
-        _ = engine.disconnect(app.connection)
+        try launchCompleteAndLeave()
         let waiting = try engine.requestWake(WakeRequest(app: weather, reason: "push", plugin: "push", budget: .seconds(30), token: "t2"))
         #expect(!waiting.contains(.launch(weather, reason: "push")), "its process still runs: it may check in again")
         let exited = engine.launchedProcessExited(weather, process: launched, status: "exited with code 0")
