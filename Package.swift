@@ -40,12 +40,19 @@ let package = Package(
             dependencies: ["CSystemd", "CBgTaskShim", "BgTaskProtocol"],
             swiftSettings: swiftSettings
         ),
-        // The pure core: state, budgets, deadlines and fetch scheduling, driven by events and
-        // an injected clock. The daemon links it; so do the fetch plugin and the simulator.
+        // The engine: tasks, budgets, deadlines, wakes and suspension, driven by events and
+        // an injected clock, returning actions. The daemon runs it.
         .target(
             name: "BgTaskCore",
+            dependencies: ["BgTaskProtocol"],
             swiftSettings: swiftSettings
         ),
+        // The fetch mode's domain: intervals, habits, the adaptive planner and its records.
+        // Pure; linked by the fetch plugin, the simulator and the benches.
+        .target(name: "BgTaskFetchCore", dependencies: ["BgTaskCore", "BgTaskProtocol"], swiftSettings: swiftSettings),
+        // The remote-notification mode's domain: payloads, the inbox, the rate bucket and
+        // its records. Pure; linked by the push plugin and the benches.
+        .target(name: "BgTaskPushCore", dependencies: ["BgTaskProtocol"], swiftSettings: swiftSettings),
         // The versioned C ABI between the daemon and its mode plugins (header only).
         .target(name: "BgTaskPluginABI"),
         // The small Swift layer that makes writing a mode plugin feel like Swift.
@@ -66,7 +73,7 @@ let package = Package(
         // The fetch mode (docs/DESIGN.md §5).
         .target(
             name: "BgTaskModeFetch",
-            dependencies: ["BgTaskPluginKit", "BgTaskCore", "BgTaskProtocol"],
+            dependencies: ["BgTaskPluginKit", "BgTaskFetchCore", "BgTaskProtocol"],
             path: "Plugins/Fetch",
             swiftSettings: swiftSettings
         ),
@@ -87,7 +94,7 @@ let package = Package(
         // The remote-notification mode (docs/DESIGN.md §5).
         .target(
             name: "BgTaskModeRemoteNotifications",
-            dependencies: ["BgTaskPluginKit", "BgTaskCore", "BgTaskProtocol"],
+            dependencies: ["BgTaskPluginKit", "BgTaskPushCore", "BgTaskProtocol"],
             path: "Plugins/RemoteNotifications",
             swiftSettings: swiftSettings
         ),
@@ -101,12 +108,12 @@ let package = Package(
         // The fetch-scheduling simulator: replays traces through the core's planners.
         .target(
             name: "BgTaskSimulator",
-            dependencies: ["BgTaskCore", "BgTaskProtocol"],
+            dependencies: ["BgTaskFetchCore", "BgTaskCore", "BgTaskProtocol"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "bgtaskd-sim",
-            dependencies: ["BgTaskSimulator", "BgTaskCore", "BgTaskProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["BgTaskSimulator", "BgTaskFetchCore", "BgTaskCore", "BgTaskProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings
         ),
         // How the tools and tests start their helper processes (bus, daemon, mocks).
@@ -115,7 +122,7 @@ let package = Package(
         .executableTarget(
             name: "bgtaskd-bench",
             dependencies: [
-                "BgTaskCore", "BgTaskProtocol", "SDBus", "CBgTaskShim", "ServiceSpawn",
+                "BgTaskCore", "BgTaskFetchCore", "BgTaskPushCore", "BgTaskProtocol", "SDBus", "CBgTaskShim", "ServiceSpawn",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -138,8 +145,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "BgTaskFetchCoreTests",
+            dependencies: ["BgTaskFetchCore", "BgTaskCore", "BgTaskProtocol"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BgTaskPushCoreTests",
+            dependencies: ["BgTaskPushCore", "BgTaskProtocol"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "BgTaskSimulatorTests",
-            dependencies: ["BgTaskSimulator", "BgTaskCore"],
+            dependencies: ["BgTaskSimulator", "BgTaskFetchCore", "BgTaskCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

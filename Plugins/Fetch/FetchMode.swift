@@ -1,4 +1,4 @@
-import BgTaskCore
+import BgTaskFetchCore
 import BgTaskPluginKit
 import BgTaskProtocol
 import Foundation
@@ -127,7 +127,7 @@ final class FetchMode: ModePlugin {
         undo.record { [unowned self] in
             // A SimulateFetch whose wake is undone is answered as undone.
             if old == nil, let added = self.simulations[token] {
-                added.call.fail(.bgtaskd("StorageFailed", "nothing was done: the fetch plugin's state could not be saved"))
+                added.call.fail(ModeError(.storageFailed, "nothing was done: the fetch plugin's state could not be saved"))
             }
             self.simulations[token] = old
         }
@@ -199,11 +199,11 @@ final class FetchMode: ModePlugin {
     private func simulateFetch(_ call: PluginCall) throws {
         let appText = try call.arguments.readString()
         guard call.caller.isTrusted else {
-            throw ModeError.bgtaskd("NotPermitted", "only trusted callers may simulate a background fetch")
+            throw ModeError(.notPermitted, "only trusted callers may simulate a background fetch")
         }
         let (app, info) = try declaringAppInfo(appText)
         guard info.refreshStatus == "available" else {
-            throw ModeError.bgtaskd("RefreshDisabled", "Background App Refresh is \(info.refreshStatus) for \(app)")
+            throw ModeError(.refreshDisabled, "Background App Refresh is \(info.refreshStatus) for \(app)")
         }
         let token = try wake(app)
         // While the machine sleeps the wake waits for the machine's wake: say so now.
@@ -238,17 +238,17 @@ final class FetchMode: ModePlugin {
     /// The app a call is about and what the host knows of it (asked once: it is on the path of every wake).
     private func declaringAppInfo(_ app: String?) throws(ModeError) -> (app: String, info: AppInfo) {
         guard let app else {
-            throw ModeError.bgtaskd("UnknownApplication", "this connection has no app id: call CheckIn first")
+            throw ModeError(.unknownApplication, "this connection has no app id: call CheckIn first")
         }
-        if let problem = AppID.problem(with: app) {
+        if let problem = DesktopFileID.problem(with: app) {
             throw ModeError.invalidArgs("'\(app.prefix(300))' is not a valid desktop-file id: \(problem)")
         }
         if let info = declared[app] { return (app, info) }
         guard let info = host.appInfo(app) else {
-            throw ModeError.bgtaskd("UnknownApplication", "\(app) has no desktop entry")
+            throw ModeError(.unknownApplication, "\(app) has no desktop entry")
         }
         guard info.modes.contains("fetch") else {
-            throw ModeError.bgtaskd("ModeNotDeclared", "\(app) does not declare the fetch mode (X-BgTaskd-Modes)")
+            throw ModeError(.modeNotDeclared, "\(app) does not declare the fetch mode (X-BgTaskd-Modes)")
         }
         if declared.count >= 4096 { declared.removeAll() }
         declared[app] = info

@@ -1,4 +1,4 @@
-import BgTaskCore
+import BgTaskPushCore
 import BgTaskPluginKit
 import BgTaskProtocol
 import Foundation
@@ -44,7 +44,7 @@ final class RemoteNotificationsMode: ModePlugin {
     /// Push ids on their way, to tell which due pushes have no wake yet.
     private var inFlight: Set<String> = []
     private var lastSequence: UInt64 = 0
-    /// The version of the last app state written (see ``AppRecord/version``).
+    /// The version of the last app state written (see ``PushAppState/version``).
     private var stateVersion: UInt64 = 0
     /// Until when pushes left due by the previous run wait for their apps to check in again.
     private var redeliverAfter: UInt64 = 0
@@ -54,7 +54,6 @@ final class RemoteNotificationsMode: ModePlugin {
     /// What the opportunity timer was last armed for (realtime µs; 0: disarmed; nil: unknown, arm it again).
     private var armedAt: UInt64?
     /// How records are written (by hand, or with JSONEncoder if that would differ).
-    private let json = RecordJSON()
     /// What the host said of each app's desktop entry and refresh status, kept
     /// because asking costs a fifth of a DeliverPush. Only its modes, refresh
     /// status, name and icon are read; it is dropped when desktop entries or
@@ -94,19 +93,28 @@ final class RemoteNotificationsMode: ModePlugin {
         ]))
         let decoder = JSONDecoder()
         // Each app's state is in its `apps` record and beside each of its pushes: the highest version wins.
-        var states: [String: AppRecord] = [:]
-        func consider(_ state: AppRecord, of app: String) {
+        var states: [String: PushAppState] = [:]
+        func consider(_ state: PushAppState, of app: String) {
             stateVersion = max(stateVersion, state.version ?? 0)
             if let known = states[app], (known.version ?? 0) >= (state.version ?? 0) { return }
             states[app] = state
         }
         for (app, data) in try host.records(collection: "apps") {
-            guard let state = try? decoder.decode(AppRecord.self, from: Data(data)) else { continue }
-            consider(state, of: app)
+            do {
+                consider(try decoder.decode(PushAppState.self, from: Data(data)), of: app)
+            } catch {
+                host.log(.warning, "ignoring the unreadable push state of \(app): \(error)")
+            }
         }
         var pushes: [PushRecord] = []
-        for (_, data) in try host.records(collection: "pushes") {
-            guard let stored = try? decoder.decode(StoredPush.self, from: Data(data)) else { continue }
+        for (key, data) in try host.records(collection: "pushes") {
+            let stored: StoredPush
+            do {
+                stored = try decoder.decode(StoredPush.self, from: Data(data))
+            } catch {
+                host.log(.warning, "ignoring the unreadable push record \(key): \(error)")
+                continue
+            }
             if let state = stored.appState { consider(state, of: stored.push.app) }
             pushes.append(stored.push)
         }
@@ -128,9 +136,6 @@ final class RemoteNotificationsMode: ModePlugin {
         if waiting > 0 {
             redeliverAfter = host.realtimeMicroseconds + Self.restartGrace
             host.log(.info, "\(waiting) pushes from before the restart wait for their apps")
-        }
-        if let problem = json.problem {
-            host.log(.warning, "records are written with JSONEncoder (slower): the hand-written form would differ: \(problem)")
         }
         armTimer()
     }
@@ -200,26 +205,21 @@ final class RemoteNotificationsMode: ModePlugin {
     private func deliverPush(_ call: PluginCall) throws {
         // Before reading anything: an untrusted caller learns nothing and costs nothing.
         guard call.caller.isTrusted else {
-            throw ModeError.bgtaskd("NotPermitted", "only trusted callers may deliver pushes")
+            throw ModeError(.notPermitted, "only trusted callers may deliver pushes")
         }
         let arguments = call.arguments
         let app = try arguments.readString()
         let json = try arguments.readString()
         let options = try PushOptions(try arguments.readTypedOptions())
-        if let problem = AppID.problem(with: app) {
+        if let problem = DesktopFileID.problem(with: app) {
             throw ModeError.invalidArgs("'\(app.prefix(300))' is not a valid desktop-file id: \(problem)")
         }
-        let payload: PushPayload
-        do {
-            payload = try PushPayload(json: json, maximumBytes: maxPayloadBytes)
-        } catch {
-            throw error.code == .payloadTooLarge ? ModeError.bgtaskd("PayloadTooLarge", error.message) : ModeError.invalidArgs(error.message)
-        }
+        let payload = try PushPayload(json: json, maximumBytes: maxPayloadBytes)
         guard let info = appInfo(app) else {
-            throw ModeError.bgtaskd("UnknownApplication", "\(app) has no desktop entry")
+            throw ModeError(.unknownApplication, "\(app) has no desktop entry")
         }
         guard info.modes.contains(Self.name) else {
-            throw ModeError.bgtaskd("ModeNotDeclared", "\(app) does not declare the remote-notification mode (X-BgTaskd-Modes)")
+            throw ModeError(.modeNotDeclared, "\(app) does not declare the remote-notification mode (X-BgTaskd-Modes)")
         }
 
         let now = host.realtimeMicroseconds
@@ -278,7 +278,7 @@ final class RemoteNotificationsMode: ModePlugin {
     private func listPushes(_ call: PluginCall) throws {
         let app = try call.arguments.readString()
         guard call.caller.isTrusted else {
-            throw ModeError.bgtaskd("NotPermitted", "only trusted callers may list pushes")
+            throw ModeError(.notPermitted, "only trusted callers may list pushes")
         }
         let pushes = inboxes.filter { app.isEmpty || $0.key == app }.sorted { $0.key < $1.key }.flatMap(\.value.pushes)
         try call.reply { (reply) throws(ModeError) in
@@ -484,20 +484,20 @@ final class RemoteNotificationsMode: ModePlugin {
     /// Writes a push with its app's state beside it: DeliverPush then needs
     /// one record, not two (one b-tree page per commit, on the path of every push).
     private func store(_ push: PushRecord) throws {
-        try host.put(try json.encode(push, appState: appState(push.app)), collection: "pushes", key: push.id)
+        try host.put(PushRecordJSON.encode(push, appState: appState(push.app)), collection: "pushes", key: push.id)
     }
 
-    /// The app's bucket and counters (``AppRecord``).
+    /// The app's bucket and counters (``PushAppState``).
     private func saveState(_ app: String) throws {
         guard inboxes[app] != nil else { return }
-        try host.put(try json.encode(appState(app)), collection: "apps", key: app)
+        try host.put(PushRecordJSON.write(appState(app)), collection: "apps", key: app)
     }
 
     /// The app's state now, as the next version.
-    private func appState(_ app: String) -> AppRecord {
+    private func appState(_ app: String) -> PushAppState {
         stateVersion += 1
         let box = inboxes[app] ?? inbox(app)
-        return AppRecord(bucket: box.bucket, counts: box.counts, version: stateVersion)
+        return PushAppState(bucket: box.bucket, counts: box.counts, version: stateVersion)
     }
 
     // MARK: bgtaskctl apps

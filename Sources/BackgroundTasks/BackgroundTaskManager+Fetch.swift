@@ -1,5 +1,5 @@
 public import Foundation
-import BgTaskProtocol
+public import BgTaskProtocol
 import SDBus
 
 // Background fetch: the interval, the registration, and the fetch handler.

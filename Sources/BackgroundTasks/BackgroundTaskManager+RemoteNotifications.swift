@@ -1,4 +1,4 @@
-import BgTaskProtocol
+public import BgTaskProtocol
 import SDBus
 
 // Remote notifications: the notification handler.

@@ -1,5 +1,5 @@
 public import Foundation
-import BgTaskProtocol
+public import BgTaskProtocol
 import SDBus
 import Synchronization
 

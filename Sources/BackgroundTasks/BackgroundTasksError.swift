@@ -199,16 +199,16 @@ public struct BackgroundTasksError: Error, CustomStringConvertible {
 extension BackgroundTasksError {
     /// The daemon's own errors and InvalidArgs (docs/DESIGN.md §1), by D-Bus name.
     private static let codesByName: [String: Code] = [
-        BgTaskErrors.noSuchTask: .noSuchTask,
-        BgTaskErrors.notPermitted: .notPermitted,
-        BgTaskErrors.limitExceeded: .limitExceeded,
-        BgTaskErrors.invalidArgs: .invalidArgument,
-        BgTaskErrors.unknownApplication: .unknownApplication,
-        BgTaskErrors.modeNotDeclared: .modeNotDeclared,
-        BgTaskErrors.refreshDisabled: .refreshDisabled,
-        BgTaskErrors.noSuchToken: .noSuchToken,
-        BgTaskErrors.payloadTooLarge: .payloadTooLarge,
-        BgTaskErrors.storageFailed: .storageFailed,
+        BgTaskError.Code.noSuchTask.rawValue: .noSuchTask,
+        BgTaskError.Code.notPermitted.rawValue: .notPermitted,
+        BgTaskError.Code.limitExceeded.rawValue: .limitExceeded,
+        BgTaskError.Code.invalidArgs.rawValue: .invalidArgument,
+        BgTaskError.Code.unknownApplication.rawValue: .unknownApplication,
+        BgTaskError.Code.modeNotDeclared.rawValue: .modeNotDeclared,
+        BgTaskError.Code.refreshDisabled.rawValue: .refreshDisabled,
+        BgTaskError.Code.noSuchToken.rawValue: .noSuchToken,
+        BgTaskError.Code.payloadTooLarge.rawValue: .payloadTooLarge,
+        BgTaskError.Code.storageFailed.rawValue: .storageFailed,
         // The bus says nobody owns the name and it cannot be activated.
         "org.freedesktop.DBus.Error.ServiceUnknown": .daemonUnavailable,
         "org.freedesktop.DBus.Error.NameHasNoOwner": .daemonUnavailable,

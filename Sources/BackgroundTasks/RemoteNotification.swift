@@ -172,6 +172,6 @@ public struct RemoteNotification: Sendable, Hashable {
 extension BackgroundTasksError {
     /// A push payload that cannot be read.
     static func invalidPayload(_ message: String) -> BackgroundTasksError {
-        BackgroundTasksError(code: .invalidArgument, name: BgTaskErrors.invalidArgs, message: message)
+        BackgroundTasksError(code: .invalidArgument, name: BgTaskError.Code.invalidArgs.rawValue, message: message)
     }
 }

@@ -1,3 +1,4 @@
+public import BgTaskProtocol
 // Wakes and launches: see the implementation notes in BackgroundEngine.swift.
 
 extension BackgroundEngine {

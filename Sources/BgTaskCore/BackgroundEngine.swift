@@ -1,3 +1,4 @@
+public import BgTaskProtocol
 // Implementation notes
 //
 // Background time belongs to the app, not the task (as iOS's

@@ -1,3 +1,4 @@
+public import BgTaskProtocol
 /// Something the shell must do because the core's state changed. The core
 /// decides; the shell carries out (sends, signals, launches) and never decides.
 public enum CoreAction: Equatable, Sendable {

@@ -1,3 +1,4 @@
+public import BgTaskProtocol
 /// A mode plugin written in Swift. Conform, then export it with
 /// ``PluginExport/descriptor(for:)`` from a `@_cdecl("bgtaskd_plugin_entry")`
 /// function:

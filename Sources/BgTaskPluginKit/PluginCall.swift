@@ -1,3 +1,4 @@
+public import BgTaskProtocol
 import BgTaskPluginABI
 
 /// A D-Bus call of one of the plugin's methods. Reply once, now or later:

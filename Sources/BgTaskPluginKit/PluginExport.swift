@@ -1,3 +1,4 @@
+public import BgTaskProtocol
 import BgTaskPluginABI
 import Glibc
 

@@ -1,3 +1,4 @@
+public import BgTaskProtocol
 import BgTaskPluginABI
 import Glibc
 
@@ -149,8 +150,8 @@ public final class PluginHost {
                 box.reply(.success(PluginMessage(api: box.api, handle: message)))
             } else {
                 box.reply(.failure(ModeError(
-                    name: name.map { String(cString: $0) } ?? "org.freedesktop.DBus.Error.Failed",
-                    message: text.map { String(cString: $0) } ?? "the call failed")))
+                    name.map { ModeError.Code(rawValue: String(cString: $0)) } ?? .failed,
+                    text.map { String(cString: $0) } ?? "the call failed")))
             }
         }, box.toOpaque())
         if result < 0 {
@@ -207,7 +208,7 @@ public final class PluginHost {
     /// The app behind `connection` completed `token`; throws `NoSuchToken` when it cannot have.
     public func complete(token: String, connection: String) throws(ModeError) {
         let result = token.withCString { t in connection.withCString { c in api.pointee.complete_token(handle, t, c) } }
-        if result < 0 { throw ModeError.bgtaskd("NoSuchToken", lastError) }
+        if result < 0 { throw ModeError(.noSuchToken, lastError) }
     }
 
     /// Asks for a ``PluginEvent/wakeOpportunity(realtimeMicroseconds:)`` at a CLOCK_REALTIME time (0 cancels).
@@ -249,7 +250,7 @@ public final class PluginHost {
 
     /// A failed record write, as the error a call answers with.
     private func storageError(_ result: Int32) -> ModeError {
-        result == -EIO || result == -ENOSPC ? ModeError.bgtaskd("StorageFailed", lastError) : ModeError.failed(lastError)
+        result == -EIO || result == -ENOSPC ? ModeError(.storageFailed, lastError) : ModeError.failed(lastError)
     }
 
     /// Every record of a collection, by key.

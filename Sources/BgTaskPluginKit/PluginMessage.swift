@@ -1,5 +1,5 @@
 import BgTaskPluginABI
-import BgTaskProtocol
+public import BgTaskProtocol
 import Glibc
 
 /// A D-Bus message a plugin reads (call arguments) or writes (replies,
@@ -19,7 +19,7 @@ public struct PluginMessage {
         }
         if result == 0 { throw ModeError.invalidArgs("missing argument of type '\(type)'") }
         if result == -EBADMSG, type == "s" {
-            throw ModeError.invalidArgs(BgTaskErrors.unreadableString)
+            throw ModeError.invalidArgs(BgTaskError.unreadableString)
         }
         if result < 0 { throw ModeError.invalidArgs("expected an argument of type '\(type)'") }
         return value

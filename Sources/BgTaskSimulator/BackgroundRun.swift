@@ -1,3 +1,4 @@
+public import BgTaskProtocol
 public import BgTaskCore
 
 /// One time an app ran in the background during a simulation: a fetch the

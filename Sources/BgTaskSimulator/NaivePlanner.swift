@@ -1,3 +1,5 @@
+public import BgTaskFetchCore
+public import BgTaskProtocol
 public import BgTaskCore
 
 /// The baseline of docs/DESIGN.md §8: every app is fetched as soon as its floored

@@ -10,6 +10,8 @@
 // fetch). It tracks "up to date" exactly as the simulator does: opens, closes,
 // silent pushes (held while the machine sleeps) and its own fetches.
 
+public import BgTaskFetchCore
+public import BgTaskProtocol
 public import BgTaskCore
 
 /// A planner that knows the future: the lower bound of staleness for one

@@ -25,6 +25,8 @@
 // A push that arrives while the machine sleeps waits for the wake (docs/DESIGN.md §6);
 // one for an open app, or a non-silent one, wakes nothing.
 
+public import BgTaskFetchCore
+public import BgTaskProtocol
 public import BgTaskCore
 
 /// Replays a trace through a ``FetchPlanner`` in virtual time and measures

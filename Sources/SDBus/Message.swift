@@ -63,7 +63,7 @@ public final class Message {
         let code = Character(Unicode.Scalar(type))
         guard r == -EBADMSG else { return "expected an argument of type '\(code)', the call's arguments are '\(signature)'" }
         switch code {
-        case "s": return BgTaskErrors.unreadableString
+        case "s": return BgTaskError.unreadableString
         case "o": return "an object path argument is not a valid object path"
         case "g": return "a signature argument is not a valid D-Bus signature"
         default: return "an argument of type '\(code)' is malformed"

@@ -58,12 +58,12 @@ struct FetchSimulateCommand: ClientCommand {
     static func explained(_ error: ClientError, app: String) -> ClientError {
         var error = error
         switch error.name {
-        case BgTaskErrors.refreshDisabled:
+        case BgTaskError.Code.refreshDisabled.rawValue:
             error.hint = "'bgtaskctl refresh status' and 'bgtaskctl apps' show the switches and the power state; " +
                 "'bgtaskctl refresh enable \(app)' turns the app's switch back on, 'bgtaskctl refresh enable' the one for all apps"
-        case BgTaskErrors.modeNotDeclared:
+        case BgTaskError.Code.modeNotDeclared.rawValue:
             error.hint = "add fetch to X-BgTaskd-Modes= in the app's desktop entry"
-        case BgTaskErrors.unknownApplication:
+        case BgTaskError.Code.unknownApplication.rawValue:
             error.hint = "the daemon finds apps by their desktop entries in $XDG_DATA_HOME/applications and $XDG_DATA_DIRS/*/applications"
         case "org.freedesktop.DBus.Error.UnknownInterface", "org.freedesktop.DBus.Error.UnknownMethod",
              "org.freedesktop.DBus.Error.UnknownObject":

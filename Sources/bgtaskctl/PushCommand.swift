@@ -194,13 +194,13 @@ struct PushCommand: ClientCommand {
     static func explained(_ error: ClientError) -> ClientError {
         var error = error
         switch error.name {
-        case BgTaskErrors.modeNotDeclared:
+        case BgTaskError.Code.modeNotDeclared.rawValue:
             error.hint = "add remote-notification to X-BgTaskd-Modes= in the app's desktop entry"
-        case BgTaskErrors.unknownApplication:
+        case BgTaskError.Code.unknownApplication.rawValue:
             error.hint = "the daemon finds apps by their desktop entries in $XDG_DATA_HOME/applications and $XDG_DATA_DIRS/*/applications"
-        case BgTaskErrors.payloadTooLarge:
+        case BgTaskError.Code.payloadTooLarge.rawValue:
             error.hint = "send less data: the limit is RemoteNotifications.MaxPayloadBytes (4096 bytes by default, as APNs)"
-        case BgTaskErrors.notPermitted:
+        case BgTaskError.Code.notPermitted.rawValue:
             error.hint = "only unsandboxed processes of the daemon's user may deliver pushes"
         case "org.freedesktop.DBus.Error.UnknownInterface", "org.freedesktop.DBus.Error.UnknownMethod",
              "org.freedesktop.DBus.Error.UnknownObject":

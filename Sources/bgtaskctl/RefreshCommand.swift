@@ -40,7 +40,7 @@ struct RefreshCommand: ParsableCommand {
                 try call.append(enabled)
             }
         } catch var error {
-            if error.name == BgTaskErrors.unknownApplication {
+            if error.name == BgTaskError.Code.unknownApplication.rawValue {
                 error.hint = "the daemon finds apps by their desktop entries in $XDG_DATA_HOME/applications and $XDG_DATA_DIRS/*/applications"
             }
             throw error

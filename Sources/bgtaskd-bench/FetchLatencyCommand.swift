@@ -104,7 +104,7 @@ struct FetchLatencyCommand: ParsableCommand {
             } catch {
                 problem = error
             }
-            let unknown = [BgTaskErrors.unknownApplication, BgTaskErrors.modeNotDeclared].contains(problem.name)
+            let unknown = [BgTaskError.Code.unknownApplication.rawValue, BgTaskError.Code.modeNotDeclared.rawValue].contains(problem.name)
             if !unknown || MonotonicTime.microseconds(since: start) > 10e6 {
                 throw ValidationError("the daemon does not know \(appID) as a fetch app"
                     + " (its desktop entry was \(wrote ? "written" : "found") in \(dataHome ?? DesktopEntries.defaultDataHome)/applications): \(problem)")

@@ -130,7 +130,7 @@ struct PushLatencyCommand: ParsableCommand {
             } catch let error as PushProbeError {
                 problem = error
             }
-            let unknown = [BgTaskErrors.unknownApplication, BgTaskErrors.modeNotDeclared].contains(problem.bus?.name)
+            let unknown = [BgTaskError.Code.unknownApplication.rawValue, BgTaskError.Code.modeNotDeclared.rawValue].contains(problem.bus?.name)
             if !unknown || MonotonicTime.microseconds(since: start) > 10e6 {
                 throw ValidationError("the daemon does not take pushes for \(appID)"
                     + " (its desktop entry was \(wrote ? "written" : "found") in \(dataHome ?? DesktopEntries.defaultDataHome)/applications): \(problem)")

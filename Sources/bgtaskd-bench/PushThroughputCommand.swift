@@ -153,7 +153,7 @@ struct PushThroughputCommand: ParsableCommand {
                 } catch {
                     problem = error
                 }
-                let unknown = [BgTaskErrors.unknownApplication, BgTaskErrors.modeNotDeclared].contains(problem.name)
+                let unknown = [BgTaskError.Code.unknownApplication.rawValue, BgTaskError.Code.modeNotDeclared.rawValue].contains(problem.name)
                 if !unknown || MonotonicTime.microseconds(since: start) > 10e6 {
                     throw ValidationError("the daemon does not take pushes for \(app)"
                         + " (its desktop entry is in \(dataHome ?? DesktopEntries.defaultDataHome)/applications): \(problem)")

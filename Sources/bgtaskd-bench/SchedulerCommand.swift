@@ -1,3 +1,4 @@
+import BgTaskFetchCore
 import ArgumentParser
 import BgTaskCore
 

@@ -53,8 +53,8 @@ final class FuzzRun {
     private var memoryBefore: Int?
     /// The documented error names of the daemon itself.
     private let documentedErrors: Set<String> = [
-        BgTaskErrors.noSuchTask, BgTaskErrors.notPermitted, BgTaskErrors.unknownApplication, BgTaskErrors.modeNotDeclared,
-        BgTaskErrors.refreshDisabled, BgTaskErrors.limitExceeded, BgTaskErrors.payloadTooLarge, BgTaskErrors.noSuchToken,
+        BgTaskError.Code.noSuchTask.rawValue, BgTaskError.Code.notPermitted.rawValue, BgTaskError.Code.unknownApplication.rawValue, BgTaskError.Code.modeNotDeclared.rawValue,
+        BgTaskError.Code.refreshDisabled.rawValue, BgTaskError.Code.limitExceeded.rawValue, BgTaskError.Code.payloadTooLarge.rawValue, BgTaskError.Code.noSuchToken.rawValue,
     ]
 
     init(settings: Settings, harness: Harness, contract: InterfaceModel, xmlPath: String) {

@@ -131,7 +131,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let candidate = try #require(loader.candidates(in: [dir]).first)
         let delegate = PluginInterfaceCollector(logger: Logger(label: "test"))
-        let host = PluginHost(candidate: candidate, delegate: delegate)
+        let host = LoadedPlugin(candidate: candidate, delegate: delegate)
         let error = #expect(throws: PluginError.self) { try host.start() }
         #expect(error?.description == "init failed: the fixture refuses to start")
     }

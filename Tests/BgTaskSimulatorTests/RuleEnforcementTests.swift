@@ -1,3 +1,5 @@
+import BgTaskFetchCore
+import BgTaskProtocol
 import BgTaskCore
 import BgTaskSimulator
 import Testing

@@ -1,0 +1,394 @@
+import BgTaskCore
+import BgTaskPluginABI
+import BgTaskProtocol
+import CSystemd
+import Foundation
+import Logging
+import SDBus
+
+// The daemon's side of apps, launches and plugins: starting the registry, the
+// power monitor and the plugins, carrying out the core's wake and launch
+// actions, and serving plugins through LoadedPluginDelegate.
+
+extension Daemon {
+    // MARK: Start-up and shutdown
+
+    /// Scans desktop entries and starts following them and the power state.
+    func startComponents() {
+        do {
+            try registry.start()
+        } catch {
+            logger.error("cannot watch desktop entries: \(error)")
+        }
+        knownEntries = Dictionary(uniqueKeysWithValues: registry.entries.map { ($0.id, $0) })
+        registry.onChange = { [unowned self] in self.desktopEntriesChanged() }
+        power.onChange = { [unowned self] state in
+            self.logger.info("power state changed: \(state)")
+            self.broadcast(QueuedPluginEvent(type: BGT_EVENT_REFRESH_CHANGED, realtimeMicroseconds: Self.realtimeMicroseconds))
+        }
+        power.start()
+        launcher.onExit = { [unowned self] process, status in
+            self.freezer.forget(pid: process.pid)
+            self.launchedProcessExited(process, status)
+        }
+        logind.onPrepareForSleep = { [unowned self] sleeping in self.logindPrepareForSleep(sleeping) }
+        logind.onVanished = { [unowned self] in self.logindVanished() }
+        logind.start()
+        freezer.thawLeftovers()
+        launcher.reclaimCgroupsOfEarlierRuns()
+    }
+
+    /// Loads and starts every acceptable plugin; a refused one is logged and skipped.
+    func startPlugins() {
+        let directories = settings.pluginDirectories.isEmpty ? PluginLoader.defaultDirectories() : settings.pluginDirectories
+        for candidate in PluginLoader(logger: logger).candidates(in: directories) {
+            let host = LoadedPlugin(candidate: candidate, delegate: self)
+            do {
+                try host.start()
+                plugins.append(host)
+                logger.info("loaded plugin \(host.name) \(host.version)", metadata: ["path": "\(host.path)"])
+            } catch {
+                logger.error("refusing plugin \(candidate.path): \(error)")
+            }
+        }
+    }
+
+    func stopPlugins() {
+        for plugin in plugins { plugin.stop() }
+    }
+
+    /// The machine woke (or a plugin's time came): plugins may wake apps now.
+    func offerWakeOpportunities() {
+        broadcast(QueuedPluginEvent(type: BGT_EVENT_WAKE_OPPORTUNITY, realtimeMicroseconds: Self.realtimeMicroseconds))
+    }
+
+    func broadcast(_ event: QueuedPluginEvent) {
+        for plugin in plugins { plugin.post(event) }
+    }
+
+    private func plugin(named name: String) -> LoadedPlugin? {
+        plugins.first { $0.name == name }
+    }
+
+    // MARK: Apps
+
+    /// A desktop entry was added, removed or edited: launches that failed for
+    /// an entry that changed may work now.
+    private func desktopEntriesChanged() {
+        let current = Dictionary(uniqueKeysWithValues: registry.entries.map { ($0.id, $0) })
+        for (id, entry) in current where knownEntries[id] != entry {
+            engine.clearLaunchBackoff(id)
+        }
+        knownEntries = current
+        broadcast(QueuedPluginEvent(type: BGT_EVENT_APPS_CHANGED, realtimeMicroseconds: Self.realtimeMicroseconds))
+    }
+
+    /// The Background App Refresh status of an app (or, for nil, of the global switch).
+    func refreshStatus(of app: AppID?) -> (status: RefreshStatus, reason: String) {
+        RefreshPolicy.explain(
+            appEnabled: app.flatMap { refreshSettings.perApp[$0.rawValue] },
+            globalEnabled: refreshSettings.globalEnabled, power: power.state)
+    }
+
+    /// Carries out the core's app, wake and launch actions.
+    func performAppAction(_ action: CoreAction) {
+        let now = Self.realtimeMicroseconds
+        switch action {
+        case .launch(let app, let reason):
+            // Inside a plugin's batch the launch waits for its commit: a wake
+            // that is undone must not start anything.
+            if batchCheckpoint != nil {
+                batchCheckpoint?.launches.append((app, reason))
+            } else {
+                launch(app, reason: reason)
+            }
+        case .deliverWake(let token, let name, let app, let connection):
+            plugin(named: name)?.post(QueuedPluginEvent(
+                type: BGT_EVENT_TOKEN_READY, app: app.rawValue, connection: connection.uniqueName, token: token,
+                realtimeMicroseconds: now))
+            // Other modes' waiting events may ride along with this wake.
+            for other in plugins where other.name != name {
+                other.post(QueuedPluginEvent(
+                    type: BGT_EVENT_APP_WOKEN, app: app.rawValue, connection: connection.uniqueName, reason: name,
+                    realtimeMicroseconds: now))
+            }
+        case .wakeCompleted(let token, let name, let app):
+            plugin(named: name)?.post(QueuedPluginEvent(
+                type: BGT_EVENT_TOKEN_COMPLETED, app: app.rawValue, token: token, realtimeMicroseconds: now))
+        case .wakeExpired(let token, let name, let app):
+            logger.notice("\(app) did not complete its \(name) wake in time")
+            plugin(named: name)?.post(QueuedPluginEvent(
+                type: BGT_EVENT_TOKEN_EXPIRED, app: app.rawValue, token: token, realtimeMicroseconds: now))
+        case .wakeFailed(let token, let name, let app, let reason):
+            plugin(named: name)?.post(QueuedPluginEvent(
+                type: BGT_EVENT_LAUNCH_FAILED, app: app.rawValue, token: token, reason: reason, realtimeMicroseconds: now))
+        case .appCheckedIn(let app, let connection, let reason):
+            if engine.state(of: .app(app)) == .active { recordUsage(app, active: true, at: now) }
+            broadcast(QueuedPluginEvent(
+                type: BGT_EVENT_APP_CHECKED_IN, app: app.rawValue, connection: connection.uniqueName, reason: reason,
+                realtimeMicroseconds: now))
+        case .appStateChanged(let app, let state):
+            recordUsage(app, active: state == .active, at: now)
+            broadcast(QueuedPluginEvent(
+                type: BGT_EVENT_APP_STATE_CHANGED, app: app.rawValue, state: state.rawValue, realtimeMicroseconds: now))
+        case .appGone(let app):
+            recordUsage(app, active: false, at: now)
+            broadcast(QueuedPluginEvent(type: BGT_EVENT_APP_GONE, app: app.rawValue, realtimeMicroseconds: now))
+        default:
+            break
+        }
+    }
+
+    /// Foreground intervals feed the fetch scheduler; a failed write is logged, not fatal.
+    private func recordUsage(_ app: AppID, active: Bool, at now: UInt64) {
+        do {
+            if active {
+                try store.beginUsage(appID: app.rawValue, at: now)
+            } else {
+                try store.endUsage(appID: app.rawValue, at: now)
+            }
+        } catch {
+            logger.warning("cannot record the usage of \(app): \(error)")
+        }
+    }
+
+    /// Starts an app for a background event; the core hears how it went.
+    private func launch(_ app: AppID, reason: String) {
+        guard let entry = registry.entry(for: app) else {
+            return perform(engine.launchFailed(app, error: "it has no desktop entry"))
+        }
+        guard let commandLine = entry.commandLine else {
+            let problem = entry.execProblem ?? "no Exec= or X-BgTaskd-Exec= line"
+            logger.error("cannot launch \(app): its desktop entry \(entry.path) has no usable command: \(problem)")
+            return perform(engine.launchFailed(app, error: "its desktop entry has no usable command: \(problem)"))
+        }
+        launcher.launch(appID: app, commandLine: commandLine, reason: reason) { [unowned self] result in
+            switch result {
+            case .success(let process):
+                do {
+                    let ref = try processes.open(pid: process.pid)
+                    launchedProcesses[process.pid] = ref
+                    perform(engine.launchStarted(app, process: ref))
+                    logger.info("launched \(app) for \(reason)", metadata: ["pid": "\(process.pid)", "unit": "\(process.unit)"])
+                } catch {
+                    perform(engine.launchFailed(app, error: "it exited at once (\(error))"))
+                }
+            case .failure(let error):
+                logger.error("\(error)")
+                perform(engine.launchFailed(app, error: error.description))
+            }
+        }
+    }
+
+    private func launchedProcessExited(_ process: LaunchedProcess, _ status: ExitStatus) {
+        logger.info("\(process.appID) exited: \(status)", metadata: ["pid": "\(process.pid)"])
+        guard let ref = launchedProcesses.removeValue(forKey: process.pid) else { return }
+        processes.release(ref)
+        perform(engine.launchedProcessExited(process.appID, process: ref, status: status.description))
+    }
+
+    /// What `bgtaskctl apps` shows of one app (`GetApplications`).
+    func describe(_ id: AppID, _ entry: DesktopEntry?, into message: Message) throws(BusError) {
+        let refresh = refreshStatus(of: id)
+        var fields: [BusValue.DictionaryEntry] = [
+            .init(key: .string("app_id"), value: .variant(.string(id.rawValue))),
+            .init(key: .string("name"), value: .variant(.string(entry?.name ?? ""))),
+            .init(key: .string("modes"), value: .variant(.array(element: "s", (entry?.modes ?? []).map(BusValue.string)))),
+            .init(key: .string("refresh_status"), value: .variant(.string(refresh.status.rawValue))),
+            .init(key: .string("refresh_reason"), value: .variant(.string(refresh.reason))),
+            .init(key: .string("running"), value: .variant(.bool(engine.isRunning(id)))),
+            .init(key: .string("launching"), value: .variant(.bool(engine.isLaunching(id)))),
+        ]
+        if let state = engine.state(of: .app(id)), engine.isConnected(id) {
+            fields.append(.init(key: .string("state"), value: .variant(.string(state.rawValue))))
+        }
+        // iOS's "suspended": held back while asleep or waiting for its turn, or launched and idle.
+        fields.append(.init(key: .string("suspended"), value: .variant(.bool(engine.isSuspended(.app(id))))))
+        if let problem = entry?.execProblem {
+            fields.append(.init(key: .string("exec_problem"), value: .variant(.string(problem))))
+        }
+        if let backoff = engine.launchBackoff(for: id) {
+            fields.append(.init(key: .string("launch_error"), value: .variant(.string(backoff.lastError))))
+        }
+        try message.container("a", "{sv}") { () throws(BusError) in
+            for field in fields {
+                try message.container("e", "sv") { () throws(BusError) in
+                    try message.append(value: field.key)
+                    try message.append(value: field.value)
+                }
+            }
+            for plugin in plugins where entry?.modes.contains(plugin.name) == true {
+                plugin.describe(id, into: message)
+            }
+        }
+    }
+}
+
+// MARK: - Serving plugins
+
+extension Daemon: LoadedPluginDelegate {
+    var pluginLoop: EventLoop? { loop }
+
+    func configValue(_ key: String) -> String? {
+        settings.configuration.value(of: key)
+    }
+
+    func export(_ interface: BusInterface, for host: LoadedPlugin) throws(BusError) {
+        objects.append(try bus.export(interface, at: BgTaskNames.objectPath))
+    }
+
+    func newSignal(interface: String, member: String) -> OpaquePointer? {
+        var message: OpaquePointer?
+        return sd_bus_message_new_signal(bus.handle, &message, BgTaskNames.objectPath, interface, member) < 0 ? nil : message
+    }
+
+    var busHandle: OpaquePointer? { bus.handle }
+
+    func appInfo(_ app: AppID) -> PluginAppInfo {
+        guard let entry = registry.entry(for: app) else { return PluginAppInfo() }
+        let running = engine.isRunning(app)
+        return PluginAppInfo(
+            known: true, running: running, launching: engine.isLaunching(app),
+            state: running ? engine.state(of: .app(app))?.rawValue : nil,
+            refreshStatus: refreshStatus(of: app).status.rawValue, modes: entry.modes, name: entry.name, icon: entry.icon)
+    }
+
+    func apps(declaring mode: String) -> [AppID] {
+        registry.entries(declaring: mode).map(\.id)
+    }
+
+    func wake(_ app: AppID, reason: String, plugin: String, budget: Duration) throws(CoreError) -> String {
+        guard let entry = registry.entry(for: app) else {
+            throw CoreError(.unknownApplication, "\(app) has no desktop entry")
+        }
+        guard entry.modes.contains(reason) else {
+            throw CoreError(.modeNotDeclared, "\(app) does not declare the \(reason) mode")
+        }
+        let token = Self.newToken()
+        noteUndo(token: token, app: app)
+        let actions = try engine.requestWake(WakeRequest(app: app, reason: reason, plugin: plugin, budget: budget, token: token))
+        perform(actions)
+        return token
+    }
+
+    func completeWake(token: String, connection: ConnectionID) throws(CoreError) {
+        noteUndo(token: token)
+        perform(try engine.completeWake(token: token, caller: connection))
+    }
+
+    func usage(of app: AppID, since: UInt64) -> [(start: UInt64, end: UInt64)] {
+        let intervals = (try? store.usage(appID: app.rawValue, since: since)) ?? []
+        return intervals.map { ($0.start, $0.end ?? 0) }
+    }
+
+    func putRecord(plugin: String, collection: String, key: String, data: [UInt8]) -> Bool {
+        do {
+            try store.putRecord(plugin: plugin, collection: collection, key: key, data: data)
+            return true
+        } catch {
+            logger.error("cannot store a record of \(plugin): \(error)")
+            return false
+        }
+    }
+
+    func deleteRecord(plugin: String, collection: String, key: String) -> Bool {
+        do {
+            try store.deleteRecord(plugin: plugin, collection: collection, key: key)
+            return true
+        } catch {
+            logger.error("cannot delete a record of \(plugin): \(error)")
+            return false
+        }
+    }
+
+    var hasUncommittedWrites: Bool { store.hasUncommittedWrites }
+
+    func beginBatch() {
+        batchCheckpoint = BatchCheckpoint(queued: plugins.map(\.queuedCount))
+    }
+
+    /// The engine is about to change for `token` inside a batch: note how to undo it.
+    private func noteUndo(token: String, app: AppID? = nil) {
+        guard batchCheckpoint != nil, let point = engine.undoPoint(token: token, app: app) else { return }
+        batchCheckpoint!.undo.append(point)
+    }
+
+    func commitPoint() {
+        guard let checkpoint = batchCheckpoint else { return }
+        beginBatch()
+        for (app, reason) in checkpoint.launches { launch(app, reason: reason) }
+    }
+
+    func endBatch(committed: Bool) {
+        guard let checkpoint = batchCheckpoint else { return }
+        batchCheckpoint = nil
+        if committed {
+            for (app, reason) in checkpoint.launches { launch(app, reason: reason) }
+            return
+        }
+        // The engine forgets the batch's wakes and completions (no offence can
+        // come of a wake whose event was never sent); the events it set off go.
+        var undone: [CoreAction] = []
+        for point in checkpoint.undo.reversed() { undone += engine.undo(point) }
+        for (plugin, count) in zip(plugins, checkpoint.queued) { plugin.dropQueued(after: count) }
+        // What undoing takes (a freeze, a turn freed for the next app) happens now.
+        perform(undone)
+        if !checkpoint.launches.isEmpty {
+            logger.notice("not launching \(checkpoint.launches.map(\.0.rawValue).joined(separator: ", ")): the wake was undone")
+        }
+    }
+
+    func transaction(_ body: () -> Void) -> String? {
+        do {
+            try store.group(body)
+            return nil
+        } catch {
+            logger.error("cannot commit a plugin's writes: \(error)")
+            return error.message
+        }
+    }
+
+    func records(plugin: String, collection: String) -> [(key: String, data: [UInt8])]? {
+        do {
+            return try store.records(plugin: plugin, collection: collection)
+        } catch {
+            logger.error("cannot read the records of \(plugin): \(error)")
+            return nil
+        }
+    }
+
+    func scheduleOpportunity(for host: LoadedPlugin, at realtimeMicroseconds: UInt64) {
+        if host.opportunityTimer == nil {
+            host.opportunityTimer = try? loop.makeTimer(clock: .realtime) { [unowned self, weak host] in
+                guard let host else { return }
+                // Asleep, nothing runs in the background: the wake itself offers the next opportunity.
+                guard !self.engine.isSleeping else { return }
+                host.post(QueuedPluginEvent(type: BGT_EVENT_WAKE_OPPORTUNITY, realtimeMicroseconds: Self.realtimeMicroseconds))
+            }
+        }
+        host.opportunityTimer?.arm(at: realtimeMicroseconds == 0 ? nil : realtimeMicroseconds)
+    }
+
+    /// 128 random bits, hex: one-shot and unguessable.
+    static func newToken() -> String {
+        // 128 random bits as 32 hex digits, without the strings String(radix:) makes (a wake per push makes this hot).
+        var generator = SystemRandomNumberGenerator()
+        let random = (generator.next() as UInt64, generator.next() as UInt64)
+        let digits = Array("0123456789abcdef".utf8)
+        return String(unsafeUninitializedCapacity: 32) { buffer in
+            for index in 0..<16 {
+                buffer[index] = digits[Int(random.0 >> (60 - 4 * UInt64(index)) & 0xF)]
+                buffer[16 + index] = digits[Int(random.1 >> (60 - 4 * UInt64(index)) & 0xF)]
+            }
+            return 32
+        }
+    }
+}
+
+extension QueuedPluginEvent {
+    init(type: Int, app: String? = nil, connection: String? = nil, state: String? = nil, token: String? = nil,
+         reason: String? = nil, realtimeMicroseconds: UInt64) {
+        self.init(type: Int32(type), app: app, connection: connection, state: state, token: token, reason: reason,
+                  realtimeMicroseconds: realtimeMicroseconds)
+    }
+}

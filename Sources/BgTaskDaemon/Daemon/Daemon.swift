@@ -1,0 +1,344 @@
+import BgTaskCore
+import BgTaskPluginABI
+import BgTaskProtocol
+import CBgTaskShim
+import CSystemd
+import Foundation
+public import Logging
+public import SDBus
+
+/// The running daemon: one sd-event loop, one bus connection, the core
+/// engine, and the shell parts that carry out what the engine decides.
+///
+/// Everything runs on the loop's thread, one callback at a time, so no state
+/// here needs a lock. Method handlers live in `Daemon+Manager.swift`, the
+/// plugin host's side in `Daemon+Plugins.swift`.
+public final class Daemon {
+    /// What the daemon is started with.
+    public struct Settings: Sendable {
+        public var configuration: Configuration
+        public var bus: Bus.Address
+        public var stateDirectory: String
+        public var pluginDirectories: [String]
+
+        public init(configuration: Configuration, bus: Bus.Address, stateDirectory: String, pluginDirectories: [String]) {
+            self.configuration = configuration
+            self.bus = bus
+            self.stateDirectory = stateDirectory
+            self.pluginDirectories = pluginDirectories
+        }
+    }
+
+    let settings: Settings
+    let logger: Logger
+    let loop: EventLoop
+    let bus: Bus
+    var engine: BackgroundEngine<SystemMonotonicClock>
+    let processes: ProcessTable
+    let callers: CallerRegistry
+    let store: StateStore
+    let registry: AppRegistry
+    let launcher: AppLauncher
+    let power: PowerMonitor
+    /// logind on the system bus: the delay lock and PrepareForSleep.
+    let logind: LogindMonitor
+    /// Carries out the engine's freezes and thaws.
+    let freezer: Freezer
+    /// Why the machine sleeps, while it does (logind's word, or a Simulate call).
+    var sleepSource: SleepSource?
+    /// Those waiting for the sleep under way to be ready (apps frozen, state
+    /// durable), with when it began; empty once it is ready.
+    var sleepWaiters: [(UInt64) -> Void] = []
+    /// Counts sleeps: a sleep's completion that comes after a wake is stale.
+    var sleepGeneration: UInt64 = 0
+    /// Background App Refresh switches, as stored.
+    var refreshSettings: RefreshSettings
+    /// Loaded and started mode plugins.
+    var plugins: [LoadedPlugin] = []
+    /// Process handles of apps the daemon launched, by pid.
+    var launchedProcesses: [Int32: ProcessRef] = [:]
+    /// Desktop entries as last seen, to tell which changed on a reload.
+    var knownEntries: [AppID: DesktopEntry] = [:]
+    /// While a plugin's batch runs: what undoing it takes if its commit fails
+    /// (see ``beginBatch()``).
+    var batchCheckpoint: BatchCheckpoint?
+    var objects: [ExportedObject] = []
+    private var deadlineTimer: SDBus.Timer?
+    private(set) var properties: PropertyBatcher!
+    private var signalSources: [EventSource] = []
+
+    /// Opens the state database and connects to the bus; nothing is exported
+    /// or owned until ``run()``. Throws ``StoreError`` or `BusError`.
+    public init(settings: Settings, logger: Logger) throws {
+        self.settings = settings
+        self.logger = logger
+        store = try StateStore(directory: settings.stateDirectory, logger: logger)
+        refreshSettings = try store.refreshSettings()
+        try store.closeOpenUsage(at: Self.realtimeMicroseconds)
+        loop = try EventLoop()
+        bus = try Bus.open(settings.bus, description: "bgtaskd")
+        try bus.attach(to: loop)
+        let registry = AppRegistry(
+            directories: AppRegistry.dataDirectories(environment: ProcessInfo.processInfo.environment),
+            loop: loop, logger: logger)
+        self.registry = registry
+        // Apps with a desktop entry are this user's: only its connections may run as them.
+        let ownUID = getuid()
+        engine = BackgroundEngine(policy: settings.configuration.taskPolicy, clock: SystemMonotonicClock()) { app in
+            registry.entry(for: app) == nil ? nil : ownUID
+        }
+        processes = ProcessTable(logger: logger)
+        let trustedUID: UInt32 = settings.bus == .system ? 0 : getuid()
+        callers = CallerRegistry(bus: bus, loop: loop, processes: processes, trustedUID: trustedUID, logger: logger)
+        let appBusAddress: String? = if case .address(let address) = settings.bus { address } else { nil }
+        launcher = AppLauncher(
+            loop: loop, sessionBus: settings.bus == .system ? nil : bus, appBusAddress: appBusAddress, logger: logger,
+            cgroupGroup: Self.cgroupGroup(forStateDirectory: store.path))
+        power = PowerMonitor(systemBus: .system, loop: loop, logger: logger)
+        logind = LogindMonitor(systemBus: .system, loop: loop, logger: logger)
+        freezer = Freezer(
+            loop: loop, launcher: launcher, processes: processes,
+            systemd: settings.bus == .system ? nil : SystemdUserManager(bus: bus),
+            hierarchy: CgroupHierarchy.current(), journal: FreezeJournal(path: store.path + ".frozen", logger: logger) { [loop] job in loop.later(job) },
+            logger: logger)
+        callers.onDisconnect = { [unowned self] identity in
+            self.perform(self.engine.disconnect(identity.connection))
+        }
+        callers.launchedAppID = { [unowned self] pid in self.launcher.process(pid: pid)?.appID }
+    }
+
+    /// The cgroup directory of this daemon's launched apps: one per state
+    /// database (FNV-1a of its path), so that daemons sharing a cgroup keep apart.
+    static func cgroupGroup(forStateDirectory path: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in path.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        let hex = String(hash, radix: 16)
+        return AppLauncher.groupPrefix + String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    /// CLOCK_REALTIME in µs since the Unix epoch.
+    static var realtimeMicroseconds: UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+    }
+
+    /// Exports the objects, takes the bus name, tells systemd it is ready and
+    /// runs until SIGTERM or SIGINT. Returns the exit code.
+    public func run() throws(BusError) -> Int32 {
+        // One pidfd per calling process: a thousand callers need more than the usual soft limit of 1024.
+        var (before, after): (UInt64, UInt64) = (0, 0)
+        let raised = bgt_raise_fd_limit(&before, &after)
+        if raised < 0 {
+            logger.warning("cannot raise the open-file limit above \(before): \(String(cString: strerror(-raised)))")
+        } else {
+            logger.info("open-file limit \(after)\(after != before ? " (raised from \(before))" : "")")
+        }
+        // Deadlines are enforced to the millisecond: keep the kernel's timer slack small.
+        _ = bgt_set_timer_slack(50_000)
+        for signal in [SIGTERM, SIGINT] {
+            signalSources.append(try loop.onSignal(signal) { [unowned self] in
+                self.logger.info("stopping on signal \(signal)")
+                // Now, while the bus is still open: sd-bus closes it when the loop exits.
+                self.properties.flush()
+                self.loop.exit(code: 0)
+            })
+        }
+        deadlineTimer = try loop.makeTimer { [unowned self] in
+            self.perform(self.engine.fireDueTimers())
+        }
+        properties = PropertyBatcher(
+            bus: bus, loop: loop, path: BgTaskNames.objectPath, interface: BgTaskNames.manager,
+            intervalMicroseconds: 50_000, logger: logger)
+        startComponents()
+        // Where callers' connections lead, to find a connection a dead caller's child inherited.
+        processes.busFD = sd_bus_get_fd(bus.handle)
+        for interface in Self.busInterfaces(for: self) {
+            objects.append(try bus.export(interface, at: BgTaskNames.objectPath))
+        }
+        startPlugins()
+        try bus.requestName(BgTaskNames.busName)
+        logger.info("ready", metadata: [
+            "bus": "\(settings.bus)", "name": "\(BgTaskNames.busName)", "unique": "\(bus.uniqueName)",
+            "budget": "\(settings.configuration.taskBudgetSec)s", "state-dir": "\(settings.stateDirectory)",
+            "plugins": "\(plugins.map(\.name).joined(separator: ","))", "apps": "\(registry.entries.count)",
+        ])
+        _ = sd_notify(0, "READY=1\nSTATUS=Serving \(BgTaskNames.busName)")
+        let code = try loop.run()
+        _ = sd_notify(0, "STOPPING=1")
+        stopPlugins()
+        // Nothing stays frozen after the daemon.
+        freezer.thawAll()
+        logind.stop()
+        launcher.removeGroupIfEmpty()
+        try? store.closeOpenUsage(at: Self.realtimeMicroseconds)
+        store.close()
+        bus.flush()
+        objects.removeAll()
+        logger.info("stopped")
+        return code
+    }
+
+    /// Every interface the daemon exports, bound to `daemon`'s handlers (or
+    /// to none, for `--bus-introspect`).
+    public static func busInterfaces(for daemon: Daemon?) -> [BusInterface] {
+        [managerInterface(daemon)]
+    }
+
+    // MARK: Carrying out the core's actions
+
+    /// Does what the engine asked for, then re-arms the deadline timer for
+    /// the engine's next deadline (the only timer; nothing polls).
+    ///
+    /// Process signals go last, after one flush: every `TaskExpired` of a burst
+    /// of expiries leaves the daemon before the first SIGTERM, and no expiry
+    /// waits for a flush of its own. A SIGTERM that follows `TaskExpired`
+    /// also waits until each owner has taken it in (see ``terminateAfterAcknowledgement(_:owners:)``).
+    func perform(_ actions: [CoreAction]) {
+        var signals: [(ProcessRef, ProcessSignal, AppKey)] = []
+        var expiredOwners: [ConnectionID] = []
+        var drainChanged = false
+        for action in actions {
+            switch action {
+            case .sendTaskExpiring(let connection, let task, let secondsLeft):
+                sendSignal("TaskExpiring", to: connection) { (signal) throws(BusError) in
+                    try signal.append(task)
+                    try signal.append(secondsLeft)
+                }
+            case .sendTaskExpired(let connection, let task):
+                if !expiredOwners.contains(connection) { expiredOwners.append(connection) }
+                logger.notice("task expired", metadata: ["task": "\(task)", "owner": "\(connection)"])
+                sendSignal("TaskExpired", to: connection) { (signal) throws(BusError) in try signal.append(task) }
+            case .signalProcess(let process, let signal, let app):
+                signals.append((process, signal, app))
+            case .tasksChanged:
+                properties.changed("Tasks")
+            case .sleepingChanged(let sleeping):
+                properties.changed("Sleeping")
+                properties.flush()
+                broadcast(QueuedPluginEvent(
+                    type: BGT_EVENT_SLEEP_CHANGED, state: sleeping ? "sleeping" : "awake",
+                    realtimeMicroseconds: Self.realtimeMicroseconds))
+                if !sleeping { offerWakeOpportunities() }
+            case .freeze(let app, let refs):
+                freezer.freeze(app, refs)
+            case .thaw(let app, let refs):
+                freezer.thaw(app, refs)
+            case .drainChanged:
+                drainChanged = true
+            default:
+                performAppAction(action)
+            }
+        }
+        if drainChanged {
+            properties.changed("Draining")
+            properties.changed("Backlog")
+            logDrain()
+        }
+        if !signals.isEmpty {
+            bus.flush()
+            if expiredOwners.isEmpty {
+                send(signals)
+            } else {
+                send(signals.filter { $0.1 == .kill })
+                terminateAfterAcknowledgement(signals.filter { $0.1 == .terminate }, owners: expiredOwners)
+            }
+        }
+        deadlineTimer?.arm(at: engine.nextDeadline()?.microseconds)
+    }
+
+    /// Signals processes; everyone first, log lines afterwards: the last of a
+    /// burst does not wait for log lines.
+    private func send(_ signals: [(ProcessRef, ProcessSignal, AppKey)]) {
+        let sent = signals.filter { processes.signal($0.0, $0.1) }
+        for (process, signal, app) in sent {
+            switch signal {
+            case .terminate:
+                logger.notice("\(app) overstayed its background time: SIGTERM", metadata: ["pid": "\(process.pid)"])
+            case .kill:
+                logger.notice(
+                    "\(app) still running \(settings.configuration.taskKillGraceSec)s after SIGTERM: SIGKILL",
+                    metadata: ["pid": "\(process.pid)"])
+            }
+        }
+    }
+
+    /// SIGTERM after `TaskExpired` has been taken in: a D-Bus peer answers
+    /// `org.freedesktop.DBus.Peer.Ping` only after it has dispatched what
+    /// came before on its connection, so once every owner answered (or
+    /// failed to within ``expiredAcknowledgementWait``) an SDK app has run
+    /// its expiration handling. Sent at the same instant, SIGTERM used to
+    /// arrive before the app read `TaskExpired`.
+    private func terminateAfterAcknowledgement(_ signals: [(ProcessRef, ProcessSignal, AppKey)], owners: [ConnectionID]) {
+        guard !signals.isEmpty else { return }
+        final class Pending {
+            var left: Int
+            var signals: [(ProcessRef, ProcessSignal, AppKey)]?
+            init(left: Int, signals: [(ProcessRef, ProcessSignal, AppKey)]) {
+                self.left = left
+                self.signals = signals
+            }
+        }
+        let pending = Pending(left: owners.count, signals: signals)
+        let wait = min(Self.expiredAcknowledgementWait, max(1_000, UInt64(settings.configuration.taskKillGraceSec * 500_000)))
+        for owner in owners {
+            do throws(BusError) {
+                let ping = try bus.newMethodCall(
+                    destination: owner.uniqueName, path: "/", interface: "org.freedesktop.DBus.Peer", member: "Ping")
+                try bus.callAsync(ping, timeout: wait) { [weak self] _ in
+                    pending.left -= 1
+                    guard pending.left == 0, let signals = pending.signals else { return }
+                    pending.signals = nil
+                    self?.send(signals)
+                }
+            } catch {
+                pending.left -= 1
+            }
+        }
+        if pending.left == 0, let signals = pending.signals {
+            pending.signals = nil
+            send(signals)
+        }
+    }
+
+    /// The longest a SIGTERM waits for the owners to take `TaskExpired` in (µs);
+    /// never more than half of `Tasks.KillGraceSec`.
+    static let expiredAcknowledgementWait: UInt64 = 250_000
+
+    /// Sends a Manager signal to one connection only.
+    func sendSignal(_ member: String, to connection: ConnectionID, _ body: (Message) throws(BusError) -> Void) {
+        do throws(BusError) {
+            let signal = try bus.newSignal(path: BgTaskNames.objectPath, interface: BgTaskNames.manager, member: member)
+            try signal.setDestination(connection.uniqueName)
+            try body(signal)
+            try bus.send(signal)
+        } catch {
+            logger.warning("cannot send \(member)", metadata: ["to": "\(connection)", "error": "\(error)"])
+        }
+    }
+
+    /// Runs `body` for the identified caller of `message`; whatever it throws
+    /// is answered as a D-Bus error.
+    func serve(_ message: Message, _ body: @escaping (CallerIdentity) throws -> Void) {
+        callers.withCaller(of: message) { result in
+            do {
+                try body(result.get())
+            } catch {
+                message.replyError(BusError(error))
+            }
+        }
+    }
+}
+
+extension BusError {
+    /// The D-Bus form of any error a handler throws.
+    init(_ error: any Error) {
+        switch error {
+        case let error as BusError: self = error
+        case let error as CoreError: self.init(name: error.name, message: error.message)
+        case let error as StoreError:
+            self.init(name: BgTaskError.Code.storageFailed.rawValue, message: "nothing was done: \(error.message)")
+        default: self = .failed("\(error)")
+        }
+    }
+}

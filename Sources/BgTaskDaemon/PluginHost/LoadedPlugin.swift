@@ -1,0 +1,288 @@
+import BgTaskCore
+import BgTaskPluginABI
+import Glibc
+import Logging
+import SDBus
+
+/// The daemon's side of one loaded plugin (`bgt_host`): it starts and stops
+/// the plugin, turns calls of the plugin's interfaces into `bgt_call`s, and
+/// queues events for it.
+///
+/// Events are never delivered while the plugin is inside a call to the host
+/// (a wake it asks for may be ready at once): they are queued and handed over
+/// from the loop right after, in order.
+final class LoadedPlugin {
+    let name: String
+    let version: String
+    let path: String
+    let abiMajor: UInt16
+    let abiMinor: UInt16
+    private let descriptor: UnsafePointer<bgt_plugin_descriptor>
+    private unowned let delegate: any LoadedPluginDelegate
+    private var context: UnsafeMutableRawPointer?
+    /// The interfaces the plugin exported (also for `--bus-introspect`).
+    private(set) var interfaces: [BusInterface] = []
+    private var queued: [QueuedPluginEvent] = []
+    private var flushScheduled = false
+    private var interned: [String: UnsafeMutablePointer<CChar>] = [:]
+    private var lastErrorText: UnsafeMutablePointer<CChar>?
+    var opportunityTimer: SDBus.Timer?
+
+    init(candidate: PluginLoader.Candidate, delegate: any LoadedPluginDelegate) {
+        name = candidate.name
+        version = candidate.version
+        path = candidate.path
+        descriptor = candidate.descriptor
+        abiMajor = candidate.descriptor.pointee.abi_major
+        abiMinor = candidate.descriptor.pointee.abi_minor
+        self.delegate = delegate
+    }
+
+    deinit {
+        for pointer in interned.values { free(pointer) }
+        free(lastErrorText)
+    }
+
+    /// The opaque handle the plugin sees.
+    var handle: OpaquePointer { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
+
+    static func from(_ handle: OpaquePointer?) -> LoadedPlugin {
+        Unmanaged<LoadedPlugin>.fromOpaque(UnsafeRawPointer(handle!)).takeUnretainedValue()
+    }
+
+    var logger: Logger { delegate.logger }
+    var hostDelegate: any LoadedPluginDelegate { delegate }
+
+    // MARK: Life cycle
+
+    /// Runs the plugin's init and start; throws why it failed.
+    func start() throws(PluginError) {
+        var error = [CChar](repeating: 0, count: 512)
+        guard let context = descriptor.pointee.`init`!(PluginHostAPI.table, handle, &error, error.count) else {
+            throw PluginError("init failed: \(Self.text(error, or: "no reason given"))")
+        }
+        self.context = context
+        let result = descriptor.pointee.start!(context, &error, error.count)
+        if result < 0 {
+            descriptor.pointee.stop!(context)
+            self.context = nil
+            throw PluginError("start failed: \(Self.text(error, or: String(cString: strerror(-result))))")
+        }
+    }
+
+    /// Lets the plugin finish its writes; it gets nothing after this.
+    func stop() {
+        guard let context else { return }
+        flush()
+        descriptor.pointee.stop!(context)
+        self.context = nil
+        opportunityTimer = nil
+    }
+
+    private static func text(_ buffer: [CChar], or fallback: String) -> String {
+        let text = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        return text.isEmpty ? fallback : text
+    }
+
+    // MARK: Calls into the plugin
+
+    /// Records an interface the plugin exports and publishes it on the bus.
+    func export(_ interface: bgt_interface) throws(PluginError) {
+        guard let namePointer = interface.name else { throw PluginError("interface without a name") }
+        let interfaceName = String(cString: namePointer)
+        var methods: [BusMethod] = []
+        var signals: [BusSignal] = []
+        for index in 0..<interface.n_members {
+            let member = interface.members[index]
+            guard let memberNamePointer = member.name else { throw PluginError("member without a name in \(interfaceName)") }
+            let memberName = String(cString: memberNamePointer)
+            let inputs = try Self.arguments(member.in_signature, member.in_names, of: memberName)
+            switch member.kind {
+            case UInt32(BGT_MEMBER_METHOD):
+                let outputs = try Self.arguments(member.out_signature, member.out_names, of: memberName)
+                methods.append(BusMethod(memberName, inputs: inputs, outputs: outputs) { [weak self] (call) throws(BusError) in
+                    self?.dispatch(call, interface: interfaceName, member: memberName)
+                })
+            case UInt32(BGT_MEMBER_SIGNAL):
+                signals.append(BusSignal(memberName, inputs))
+            default:
+                throw PluginError("member \(memberName) of \(interfaceName) is neither a method nor a signal")
+            }
+        }
+        let busInterface = BusInterface(name: interfaceName, methods: methods, signals: signals)
+        do {
+            try delegate.export(busInterface, for: self)
+        } catch {
+            throw PluginError("cannot export \(interfaceName): \(error.message)")
+        }
+        interfaces.append(busInterface)
+    }
+
+    /// Splits a signature into complete types and pairs them with the comma-separated names.
+    static func arguments(_ signature: UnsafePointer<CChar>?, _ names: UnsafePointer<CChar>?, of member: String) throws(PluginError) -> [BusArgument] {
+        let types = BusSignature.completeTypes(signature.map { String(cString: $0) } ?? "")
+        guard let types else { throw PluginError("member \(member) has an invalid signature") }
+        let nameList = (names.map { String(cString: $0) } ?? "").split(separator: ",").map {
+            $0.trimmingCharacters(in: .whitespaces)
+        }
+        guard nameList.count == types.count else {
+            throw PluginError("member \(member) names \(nameList.count) arguments for \(types.count) types")
+        }
+        return zip(nameList, types).map { BusArgument($0, $1) }
+    }
+
+    /// A method of the plugin's interface was called: identify the caller, then hand it over.
+    private func dispatch(_ message: Message, interface: String, member: String) {
+        guard let daemon = delegate as? Daemon else {
+            message.replyError(.failed("the \(name) plugin is not running"))
+            return
+        }
+        daemon.serve(message) { [weak self] identity in
+            guard let self, let context = self.context else {
+                throw BusError.failed("the \(self?.name ?? "mode") plugin is not running")
+            }
+            let appID: AppID? = if case .app(let id) = daemon.engine.app(of: identity.connection) { id } else { identity.appID }
+            let call = PluginCallInFlight(message: message, identity: identity, appID: appID, host: self)
+            self.batch {
+                interface.withCString { i in
+                    member.withCString { m in
+                        self.descriptor.pointee.handle_call!(context, i, m, call.handle)
+                    }
+                }
+                // What the call set off (a wake of a running app is ready at
+                // once) goes out with its reply, in the same commit.
+                self.deliverQueued()
+            }
+            // If the plugin neither answered nor kept the call, it is answered Failed when `call` goes.
+            self.scheduleFlush()
+        }
+    }
+
+    /// Asks the plugin to describe an app into an open `a{sv}` of `message`.
+    func describe(_ app: AppID, into message: Message) {
+        guard let context, let describe = descriptor.pointee.describe_app else { return }
+        app.rawValue.withCString { describe(context, $0, message.handle) }
+    }
+
+    /// Queues an event; it is delivered from the loop, after whatever runs now.
+    func post(_ event: QueuedPluginEvent) {
+        guard context != nil else { return }
+        queued.append(event)
+        // Inside a call or an event the loop delivers it right after.
+        if outbox == nil { scheduleFlush() }
+    }
+
+    /// How many events wait: a batch whose commit fails drops what it queued (``dropQueued(after:)``).
+    var queuedCount: Int { queued.count }
+
+    /// Drops the events queued after the first `count`: what a failed batch set off.
+    func dropQueued(after count: Int) {
+        if queued.count > count { queued.removeSubrange(count...) }
+    }
+
+    private func scheduleFlush() {
+        guard !flushScheduled, !queued.isEmpty, let loop = delegate.pluginLoop else { return }
+        flushScheduled = true
+        loop.later { [weak self] in self?.flush() }
+    }
+
+    /// Delivers queued events now, in one batch.
+    func flush() {
+        flushScheduled = false
+        guard outbox == nil, !queued.isEmpty else { return }
+        batch { deliverQueued() }
+    }
+
+    private func deliverQueued() {
+        while !queued.isEmpty, let context {
+            let event = queued.removeFirst()
+            event.withCEvent { descriptor.pointee.event!(context, $0) }
+        }
+    }
+
+    /// A signal of the plugin's went out at once, inside a batch: nothing was
+    /// written before it (else it would wait for the commit), so what the
+    /// batch did up to here needs no commit, and is known outside now. The
+    /// batch starts again from here: a commit that fails later undoes only
+    /// what came after (the plugin and the daemon take a new checkpoint).
+    func sentAtOnce() {
+        guard outbox != nil else { return }
+        delegate.commitPoint()
+        if let context, let begin = batchBegin { begin(context) }
+    }
+
+    /// Set while ``batch(_:)`` runs: what the plugin sends waits there for the commit.
+    private(set) var outbox: PluginOutbox?
+
+    /// Where a signal to `destination` the plugin sends now must wait (see
+    /// ``PluginOutbox``); nil when it may go at once.
+    func outbox(forSignalTo destination: String) -> PluginOutbox? {
+        guard let outbox, delegate.hasUncommittedWrites || outbox.mustHold(signalTo: destination) else { return nil }
+        return outbox
+    }
+
+    /// Runs `body` (one call, or one event) with every write the plugin
+    /// makes in one transaction, and holds back what it sends until that
+    /// transaction has committed: one commit per call however many records it
+    /// writes, and still nothing is promised before it is on disk.
+    ///
+    /// A commit that fails leaves no trace: the plugin restores its memory
+    /// (`batch_rollback`), the daemon undoes the wakes and completions the
+    /// batch asked for and drops the events and launches it set off, and
+    /// every reply held here answers `StorageFailed`.
+    func batch(_ body: () -> Void) {
+        guard outbox == nil else { return body() }
+        let outbox = PluginOutbox()
+        self.outbox = outbox
+        delegate.beginBatch()
+        if let context, let begin = batchBegin { begin(context) }
+        let failure = delegate.transaction(body)
+        self.outbox = nil
+        if let failure {
+            if let context, let rollBack = batchRollback { rollBack(context) }
+            delegate.endBatch(committed: false)
+            outbox.fail(failure, plugin: name, logger: logger)
+        } else {
+            delegate.endBatch(committed: true)
+            if let context, let commit = batchCommit { commit(context) }
+            outbox.send(logger: logger)
+        }
+    }
+
+    /// The descriptor's batch functions, when its version has them (2 and later).
+    private var batchBegin: (@convention(c) (UnsafeMutableRawPointer?) -> Void)? {
+        descriptor.pointee.struct_version >= 2 ? descriptor.pointee.batch_begin : nil
+    }
+    private var batchRollback: (@convention(c) (UnsafeMutableRawPointer?) -> Void)? {
+        descriptor.pointee.struct_version >= 2 ? descriptor.pointee.batch_rollback : nil
+    }
+    private var batchCommit: (@convention(c) (UnsafeMutableRawPointer?) -> Void)? {
+        descriptor.pointee.struct_version >= 2 ? descriptor.pointee.batch_commit : nil
+    }
+
+    // MARK: Helpers for the host table
+
+    /// A C string that lives as long as the host (for values handed out by pointer).
+    func intern(_ text: String) -> UnsafePointer<CChar> {
+        if let pointer = interned[text] { return UnsafePointer(pointer) }
+        let pointer = strdup(text)!
+        interned[text] = pointer
+        return UnsafePointer(pointer)
+    }
+
+    /// Remembers why a host call failed and returns its errno for the plugin.
+    func fail(_ code: Int32, _ message: String) -> Int32 {
+        free(lastErrorText)
+        lastErrorText = strdup(message)
+        logger.debug("host call of plugin \(name) failed: \(message)")
+        return -code
+    }
+
+    var lastError: UnsafePointer<CChar>? { UnsafePointer(lastErrorText) }
+}
+
+/// A plugin could not be started or misbehaved.
+struct PluginError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

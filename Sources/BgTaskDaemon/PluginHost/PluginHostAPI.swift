@@ -1,0 +1,260 @@
+import BgTaskCore
+import BgTaskPluginABI
+import CBgTaskShim
+import CSystemd
+import Glibc
+import SDBus
+
+/// The table of host functions every plugin gets (`bgt_host_api`). Each
+/// function finds its ``LoadedPlugin`` through the opaque `bgt_host` handle.
+/// Messages (`bgt_message`) are sd-bus messages, passed through untouched.
+enum PluginHostAPI {
+    /// Built once; plugins keep the pointer for their whole life.
+    nonisolated(unsafe) static let table: UnsafeMutablePointer<bgt_host_api> = {
+        let table = UnsafeMutablePointer<bgt_host_api>.allocate(capacity: 1)
+        table.initialize(to: makeTable())
+        return table
+    }()
+
+    fileprivate static func host(_ handle: OpaquePointer?) -> LoadedPlugin { LoadedPlugin.from(handle) }
+
+    fileprivate static func string(_ pointer: UnsafePointer<CChar>?) -> String? {
+        pointer.map { String(cString: $0) }
+    }
+
+    private static func makeTable() -> bgt_host_api {
+        var api = bgt_host_api()
+        api.struct_size = UInt32(MemoryLayout<bgt_host_api>.size)
+        api.abi_major = UInt16(BGTASKD_PLUGIN_ABI_MAJOR)
+        api.abi_minor = UInt16(BGTASKD_PLUGIN_ABI_MINOR)
+
+        // Logging, clocks, configuration.
+        api.log = { handle, priority, message in
+            let host = PluginHostAPI.host(handle)
+            let text = "\(host.name): \(PluginHostAPI.string(message) ?? "")"
+            switch priority {
+            case ...3: host.logger.error("\(text)")
+            case 4: host.logger.warning("\(text)")
+            case 5: host.logger.notice("\(text)")
+            case 6: host.logger.info("\(text)")
+            default: host.logger.debug("\(text)")
+            }
+        }
+        api.monotonic_usec = { _ in bgt_monotonic_usec() }
+        api.realtime_usec = { _ in
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME, &now)
+            return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+        }
+        api.config = { handle, key in
+            let host = PluginHostAPI.host(handle)
+            guard let key = PluginHostAPI.string(key), let value = host.hostDelegate.configValue(key) else { return nil }
+            return host.intern(value)
+        }
+
+        // D-Bus.
+        api.export_interface = { handle, interface in
+            let host = PluginHostAPI.host(handle)
+            guard let interface else { return host.fail(EINVAL, "no interface given") }
+            do throws(PluginError) {
+                try host.export(interface.pointee)
+                return 0
+            } catch {
+                return host.fail(EINVAL, error.description)
+            }
+        }
+        api.signal_new = { handle, interface, member in
+            guard let interface = PluginHostAPI.string(interface), let member = PluginHostAPI.string(member) else { return nil }
+            return PluginHostAPI.host(handle).hostDelegate.newSignal(interface: interface, member: member)
+        }
+        api.signal_send = { handle, message, connection in
+            let host = PluginHostAPI.host(handle)
+            guard let message else { return host.fail(EINVAL, "no message given") }
+            defer { sd_bus_message_unref(message) }
+            guard let connection else { return host.fail(EINVAL, "no destination given") }
+            var r = sd_bus_message_set_destination(message, connection)
+            if r >= 0, let outbox = host.outbox(forSignalTo: String(cString: connection)) {
+                outbox.signal(message)
+                return 0
+            }
+            if r >= 0 { r = sd_bus_send(nil, message, nil) }
+            if r >= 0 { host.sentAtOnce() }
+            return r < 0 ? host.fail(-r, "cannot send the signal: \(String(cString: strerror(-r)))") : 0
+        }
+        api.message_free = { message in sd_bus_message_unref(message) }
+
+        // Messages: straight to sd-bus.
+        api.message_read = { message, type, value in sd_bus_message_read_basic(message, type, value) }
+        api.message_enter = { message, type, contents in sd_bus_message_enter_container(message, type, contents) }
+        api.message_exit = { message in sd_bus_message_exit_container(message) }
+        api.message_peek = { message, type, contents in sd_bus_message_peek_type(message, type, contents) }
+        api.message_skip = { message, signature in sd_bus_message_skip(message, signature) }
+        api.message_append = { message, type, value in sd_bus_message_append_basic(message, type, value) }
+        api.message_open = { message, type, contents in sd_bus_message_open_container(message, type, contents) }
+        api.message_close = { message in sd_bus_message_close_container(message) }
+
+        // Calls.
+        api.call_arguments = { call in PluginCallInFlight.from(call)?.message.handle }
+        api.call_caller = { call in PluginCallInFlight.from(call).map { UnsafePointer($0.caller) } }
+        api.reply_new = { call in
+            guard let call = PluginCallInFlight.from(call) else { return nil }
+            var reply: OpaquePointer?
+            return sd_bus_message_new_method_return(call.message.handle, &reply) < 0 ? nil : reply
+        }
+        api.reply_send = { call, reply in
+            guard let call = PluginCallInFlight.from(call), let reply else { return -EINVAL }
+            defer { sd_bus_message_unref(reply) }
+            guard call.markReplied() else { return -EALREADY }
+            guard call.message.expectsReply else { return 0 }
+            if let outbox = call.host?.outbox {
+                outbox.reply(reply, to: call)
+                return 0
+            }
+            return min(sd_bus_send(nil, reply, nil), 0)
+        }
+        api.reply_error = { call, name, message in
+            guard let call = PluginCallInFlight.from(call), let name = PluginHostAPI.string(name) else { return -EINVAL }
+            guard call.markReplied() else { return -EALREADY }
+            let error = BusError(name: name, message: PluginHostAPI.string(message) ?? name)
+            if let outbox = call.host?.outbox { outbox.error(error, to: call) } else { call.message.replyError(error) }
+            return 0
+        }
+        api.call_retain = { call in
+            if let call { _ = Unmanaged<PluginCallInFlight>.fromOpaque(UnsafeRawPointer(call)).retain() }
+        }
+        api.call_release = { call in
+            if let call { Unmanaged<PluginCallInFlight>.fromOpaque(UnsafeRawPointer(call)).release() }
+        }
+
+        // Apps and wakes.
+        api.app_info = { handle, appID, info in
+            let host = PluginHostAPI.host(handle)
+            guard let info, let text = PluginHostAPI.string(appID), let app = try? AppID(validating: text) else {
+                return host.fail(EINVAL, "not a valid app id")
+            }
+            let known = host.hostDelegate.appInfo(app)
+            let size = min(Int(info.pointee.struct_size), MemoryLayout<bgt_app_info>.size)
+            var filled = bgt_app_info()
+            filled.struct_size = UInt32(size)
+            filled.known = known.known ? 1 : 0
+            filled.running = known.running ? 1 : 0
+            filled.launching = known.launching ? 1 : 0
+            filled.state = known.state.map { host.intern($0) }
+            filled.refresh_status = host.intern(known.refreshStatus)
+            filled.modes = host.intern(known.modes.joined(separator: ";"))
+            filled.name = known.name.map { host.intern($0) }
+            filled.icon = known.icon.map { host.intern($0) }
+            // Only as much as the plugin's struct holds.
+            withUnsafeBytes(of: &filled) { UnsafeMutableRawPointer(info).copyMemory(from: $0.baseAddress!, byteCount: size) }
+            return known.known ? 0 : host.fail(ENOENT, "\(app) has no desktop entry")
+        }
+        api.list_apps = { handle, mode, each, userdata in
+            let host = PluginHostAPI.host(handle)
+            guard let mode = PluginHostAPI.string(mode), let each else { return host.fail(EINVAL, "no mode or callback given") }
+            for app in host.hostDelegate.apps(declaring: mode) {
+                app.rawValue.withCString { each(userdata, $0) }
+            }
+            return 0
+        }
+        api.wake_app = { handle, appID, reason, budget, tokenOut, tokenSize in
+            let host = PluginHostAPI.host(handle)
+            guard let text = PluginHostAPI.string(appID), let app = try? AppID(validating: text) else {
+                return host.fail(EINVAL, "not a valid app id")
+            }
+            guard let reason = PluginHostAPI.string(reason), let tokenOut, tokenSize > 0, budget.isFinite, budget > 0 else {
+                return host.fail(EINVAL, "wake_app needs a reason, a positive budget and room for the token")
+            }
+            do throws(CoreError) {
+                let token = try host.hostDelegate.wake(app, reason: reason, plugin: host.name, budget: .seconds(double: budget))
+                let bytes = Array(token.utf8)
+                guard bytes.count < tokenSize else { return host.fail(ENOBUFS, "no room for the token") }
+                for (index, byte) in bytes.enumerated() { tokenOut[index] = CChar(bitPattern: byte) }
+                tokenOut[bytes.count] = 0
+                return 0
+            } catch {
+                let code: Int32 = switch error.code {
+                case .unknownApplication: ENOENT
+                case .modeNotDeclared, .notPermitted: EPERM
+                case .invalidArgs: EINVAL
+                default: EAGAIN
+                }
+                return host.fail(code, error.message)
+            }
+        }
+        api.complete_token = { handle, token, connection in
+            let host = PluginHostAPI.host(handle)
+            guard let token = PluginHostAPI.string(token), let connection = PluginHostAPI.string(connection) else {
+                return host.fail(EINVAL, "no token or connection given")
+            }
+            do throws(CoreError) {
+                try host.hostDelegate.completeWake(token: token, connection: ConnectionID(connection))
+                return 0
+            } catch {
+                return host.fail(ENOENT, error.message)
+            }
+        }
+        api.schedule_opportunity = { handle, realtime in
+            let host = PluginHostAPI.host(handle)
+            host.hostDelegate.scheduleOpportunity(for: host, at: realtime)
+            return 0
+        }
+        api.usage_history = { handle, appID, since, each, userdata in
+            let host = PluginHostAPI.host(handle)
+            guard let text = PluginHostAPI.string(appID), let app = try? AppID(validating: text), let each else {
+                return host.fail(EINVAL, "not a valid app id, or no callback")
+            }
+            for interval in host.hostDelegate.usage(of: app, since: since) {
+                each(userdata, interval.start, interval.end)
+            }
+            return 0
+        }
+
+        // Durable records.
+        api.record_put = { handle, collection, key, data, size in
+            let host = PluginHostAPI.host(handle)
+            guard let collection = PluginHostAPI.string(collection), let key = PluginHostAPI.string(key) else {
+                return host.fail(EINVAL, "no collection or key given")
+            }
+            let bytes = data.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
+            return host.hostDelegate.putRecord(plugin: host.name, collection: collection, key: key, data: bytes)
+                ? 0 : host.fail(EIO, "cannot store the record")
+        }
+        api.record_delete = { handle, collection, key in
+            let host = PluginHostAPI.host(handle)
+            guard let collection = PluginHostAPI.string(collection), let key = PluginHostAPI.string(key) else {
+                return host.fail(EINVAL, "no collection or key given")
+            }
+            return host.hostDelegate.deleteRecord(plugin: host.name, collection: collection, key: key)
+                ? 0 : host.fail(EIO, "cannot delete the record")
+        }
+        api.record_list = { handle, collection, each, userdata in
+            let host = PluginHostAPI.host(handle)
+            guard let collection = PluginHostAPI.string(collection), let each else { return host.fail(EINVAL, "no collection or callback") }
+            guard let records = host.hostDelegate.records(plugin: host.name, collection: collection) else {
+                return host.fail(EIO, "cannot read the records")
+            }
+            for record in records {
+                record.key.withCString { key in
+                    record.data.withUnsafeBytes { each(userdata, key, $0.baseAddress, $0.count) }
+                }
+            }
+            return 0
+        }
+        api.last_error = { handle in PluginHostAPI.host(handle).lastError }
+
+        // Calls to other services (1.1).
+        api.method_call_new = { handle, destination, path, interface, member in
+            guard let bus = PluginHostAPI.host(handle).hostDelegate.busHandle else { return nil }
+            var message: OpaquePointer?
+            return sd_bus_message_new_method_call(bus, &message, destination, path, interface, member) < 0 ? nil : message
+        }
+        api.method_call_send = { handle, call, timeout, reply, userdata in
+            let host = PluginHostAPI.host(handle)
+            guard let call, let reply else { return host.fail(EINVAL, "no call or reply function given") }
+            defer { sd_bus_message_unref(call) }
+            guard let bus = host.hostDelegate.busHandle else { return host.fail(ENOTCONN, "no bus") }
+            return PluginReplyForwarder.send(call, on: bus, timeout: timeout, host: host, reply: reply, userdata: userdata)
+        }
+        return api
+    }
+}

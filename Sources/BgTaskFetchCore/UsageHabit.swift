@@ -1,0 +1,108 @@
+public import BgTaskProtocol
+import Foundation
+
+/// When a user opens one app, learned from its opens: per slot of the day,
+/// the chance the app is opened in it on a given day. Weekdays and weekends
+/// are learned apart. Old days weigh less each day (``decay`` per day of
+/// their kind), so a changed habit takes over within days.
+public struct UsageHabit: Sendable, Equatable, Codable {
+    /// Minutes per slot.
+    public static let slotMinutes = 15
+    public static let slotsPerDay = 24 * 60 / slotMinutes
+
+    /// Weight a day keeps per later day of its kind (a half-life of 1.5 days).
+    public var decay: Double
+
+    /// One histogram: decayed counts of days with an open per slot.
+    struct Histogram: Sendable, Equatable, Codable {
+        var mass = [Double](repeating: 0, count: UsageHabit.slotsPerDay)
+        /// Decayed count of days observed.
+        var days: Double = 0
+        /// The last day (index since the epoch) folded in.
+        var lastDay: Int?
+        /// Slots already counted for `lastDay`.
+        var counted = Set<Int>()
+    }
+
+    var weekday = Histogram()
+    var weekend = Histogram()
+
+    public init(decay: Double = 0.63) {
+        self.decay = decay
+    }
+
+    /// Days observed (decayed), weekdays and weekends together.
+    public var observedDays: Double { weekday.days + weekend.days }
+
+    /// Whether enough is known to predict (a few days with opens).
+    public var hasLearned: Bool {
+        weekday.mass.reduce(0, +) + weekend.mass.reduce(0, +) >= 2 && observedDays >= 2
+    }
+
+    /// Brings the histograms up to `day` (days since the epoch, local), counting days without opens too.
+    public mutating func advance(to day: Int) {
+        Self.advance(&weekday, to: day, decay: decay, counts: { !Self.isWeekend($0) })
+        Self.advance(&weekend, to: day, decay: decay, counts: { Self.isWeekend($0) })
+    }
+
+    private static func advance(_ h: inout Histogram, to day: Int, decay: Double, counts: (Int) -> Bool) {
+        guard let last = h.lastDay else {
+            if counts(day) { h.days = 1 }
+            h.lastDay = day
+            return
+        }
+        guard day > last else { return }
+        // Fold the days in between: each of this histogram's kind decays what is there and adds a day.
+        var steps = 0
+        for d in (last + 1)...min(day, last + 60) where counts(d) { steps += 1 }
+        if day - last > 60 { steps += (day - last - 60) * (counts(day) ? 5 : 2) / 7 }
+        if steps > 0 {
+            let factor = pow(decay, Double(steps))
+            for i in h.mass.indices { h.mass[i] *= factor }
+            h.days = h.days * factor + (1 - factor) / (1 - decay)
+            h.counted.removeAll()
+        }
+        h.lastDay = day
+    }
+
+    /// Records an open at a local time (seconds since the epoch, local).
+    public mutating func recordOpen(atLocal seconds: Int) {
+        let day = Self.day(seconds)
+        advance(to: day)
+        let slot = Self.slot(seconds)
+        if Self.isWeekend(day) {
+            if weekend.counted.insert(slot).inserted { weekend.mass[slot] += 1 }
+        } else if weekday.counted.insert(slot).inserted {
+            weekday.mass[slot] += 1
+        }
+    }
+
+    /// The chance of an open in the slot holding `seconds` (local), on a day of that kind.
+    /// A kind of day seen little borrows from the other kind (weighing
+    /// ``borrowWeight`` per day), so a first weekend is not planned as if
+    /// the app were never used then.
+    public func probability(atLocal seconds: Int) -> Double {
+        let day = Self.day(seconds)
+        let own = Self.isWeekend(day) ? weekend : weekday
+        let other = Self.isWeekend(day) ? weekday : weekend
+        let slot = Self.slot(seconds)
+        let days = own.days + Self.borrowWeight * other.days
+        guard days > 0 else { return 0 }
+        return min(1, (own.mass[slot] + Self.borrowWeight * other.mass[slot]) / days)
+    }
+
+    /// Days of the kind of `seconds`'s day (weekday or weekend) observed, decayed.
+    public func observedDays(likeLocal seconds: Int) -> Double {
+        Self.isWeekend(Self.day(seconds)) ? weekend.days : weekday.days
+    }
+
+    /// How much a day of the other kind counts.
+    public static let borrowWeight = 0.3
+
+    // Calendar arithmetic on local seconds since the epoch; 1970-01-01 was a Thursday.
+    public static func day(_ seconds: Int) -> Int { seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400 }
+    public static func slot(_ seconds: Int) -> Int { ((seconds % 86_400 + 86_400) % 86_400) / (slotMinutes * 60) }
+    /// Monday is 0.
+    public static func weekday(_ day: Int) -> Int { ((day + 3) % 7 + 7) % 7 }
+    public static func isWeekend(_ day: Int) -> Bool { weekday(day) >= 5 }
+}

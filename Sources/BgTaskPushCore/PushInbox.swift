@@ -1,0 +1,146 @@
+public import BgTaskProtocol
+// Implementation notes
+//
+// An app's pushes wait here from DeliverPush until the app completes them.
+// A new push is:
+//   - dropped when already expired, or when it has expiration 0 ("now or
+//     never") and cannot go now;
+//   - delivered now when it shows an alert (alerts are not rate-limited), or
+//     when it is silent and the app's bucket has a token — provided the app
+//     may be woken (Background App Refresh available);
+//   - held otherwise: over the silent budget, refresh not available, or a
+//     push that asks for no wake at all. Held pushes ride along with the
+//     app's next wake of any kind, without spending tokens.
+// A newer push with the same collapse id replaces a held one. Over `limit`
+// held pushes, the oldest silent ones go; an alert never does.
+
+/// One app's waiting pushes and silent-push budget, with the rules for them.
+public struct PushInbox: Sendable, Equatable {
+    /// What happens to a new push.
+    public enum Admission: Sendable, Equatable {
+        case deliverNow
+        case hold
+        case drop(String)
+    }
+
+    /// Counters for `bgtaskctl` and logs.
+    public struct Counts: Sendable, Equatable, Codable {
+        public var received = 0
+        public var delivered = 0
+        public var expired = 0
+        public var overflowed = 0
+        public var collapsed = 0
+        public var offences = 0
+    }
+
+    /// Held pushes an app may have before the oldest silent ones are dropped.
+    public static let limit = 1000
+
+    public private(set) var pushes: [PushRecord] = []
+    public var bucket: TokenBucket
+    public var counts = Counts()
+
+    public init(bucket: TokenBucket) {
+        self.bucket = bucket
+    }
+
+    public var heldCount: Int {
+        // By index: no copy of each push (with its payload) per count.
+        var count = 0
+        for index in pushes.indices where pushes[index].state == .held { count += 1 }
+        return count
+    }
+
+    /// Puts a push that was stored earlier back (after a restart), in order.
+    public mutating func restore(_ push: PushRecord) {
+        let index = pushes.firstIndex { $0.sequence > push.sequence } ?? pushes.count
+        pushes.insert(push, at: index)
+    }
+
+    /// Decides a new push's fate and applies it. Returns the decision (the push's
+    /// state is set to match) and the pushes this removed, with why.
+    public mutating func admit(
+        _ push: inout PushRecord, canWake: Bool, now: UInt64
+    ) -> (admission: Admission, removed: [(push: PushRecord, reason: String)]) {
+        counts.received += 1
+        if push.isExpired(at: now) {
+            counts.expired += 1
+            return (.drop("it expired before it arrived"), [])
+        }
+        var admission: Admission
+        if push.hasAlert {
+            admission = canWake ? .deliverNow : .hold
+        } else if push.isSilent, canWake, bucket.take(at: now) {
+            admission = .deliverNow
+        } else {
+            admission = .hold
+        }
+        if admission == .hold, push.expiration == 0 {
+            counts.expired += 1
+            return (.drop("it had expiration 0 (now or never) and cannot be delivered now"), [])
+        }
+        var removed: [(push: PushRecord, reason: String)] = []
+        if let collapse = push.collapseID {
+            for old in pushes where old.state == .held && old.collapseID == collapse {
+                removed.append((old, "replaced by \(push.id) (collapse id \(collapse))"))
+                counts.collapsed += 1
+            }
+            pushes.removeAll { $0.state == .held && $0.collapseID == collapse }
+        }
+        push.state = admission == .deliverNow ? .due : .held
+        pushes.append(push)
+        var held = heldCount
+        while held > Self.limit, let oldest = pushes.firstIndex(where: { $0.state == .held && !$0.hasAlert }) {
+            removed.append((pushes.remove(at: oldest), "the app had more than \(Self.limit) pushes waiting"))
+            counts.overflowed += 1
+            held -= 1
+        }
+        return (admission, removed)
+    }
+
+    /// Every held push, oldest first, now due: they ride along with a wake.
+    public mutating func takeHeld() -> [PushRecord] {
+        var taken: [PushRecord] = []
+        for index in pushes.indices where pushes[index].state == .held {
+            pushes[index].state = .due
+            taken.append(pushes[index])
+        }
+        return taken
+    }
+
+    /// Pushes that are due (to deliver), oldest first.
+    public var due: [PushRecord] { pushes.filter { $0.state == .due } }
+
+    /// Removes pushes past their expiration and returns them.
+    public mutating func dropExpired(at now: UInt64) -> [PushRecord] {
+        let expired = pushes.filter { $0.state == .held && $0.isExpired(at: now) }
+        pushes.removeAll { $0.state == .held && $0.isExpired(at: now) }
+        counts.expired += expired.count
+        return expired
+    }
+
+    /// The earliest expiration among held pushes (Unix seconds).
+    public var earliestExpiration: UInt64? {
+        // By index: no copy of each push (with its payload).
+        var earliest: UInt64?
+        for index in pushes.indices where pushes[index].state == .held {
+            guard let expiration = pushes[index].expiration, expiration > 0 else { continue }
+            earliest = min(earliest ?? expiration, expiration)
+        }
+        return earliest
+    }
+
+    /// The app handled a push: it is done.
+    @discardableResult
+    public mutating func complete(_ id: String) -> PushRecord? {
+        guard let index = pushes.firstIndex(where: { $0.id == id }) else { return nil }
+        counts.delivered += 1
+        return pushes.remove(at: index)
+    }
+
+    /// A push whose wake failed or expired goes back to wait for the next wake.
+    public mutating func hold(_ id: String) {
+        guard let index = pushes.firstIndex(where: { $0.id == id }) else { return }
+        pushes[index].state = .held
+    }
+}

@@ -1,0 +1,54 @@
+import BgTaskProtocol
+@testable import BgTaskFetchCore
+import BgTaskCore
+import Foundation
+import Testing
+
+/// What the planner learned about an app, as the fetch mode stores it.
+@Suite struct AppLearningStorageTests {
+    static func sample() -> AppLearning {
+        var habit = UsageHabit()
+        // A few days of opens at 08:00 and 19:30 local, weekdays and a weekend.
+        for day in 0..<9 {
+            habit.recordOpen(atLocal: day * 86_400 + 8 * 3600)
+            habit.recordOpen(atLocal: day * 86_400 + 19 * 3600 + 1800)
+        }
+        var content = ContentRate()
+        content.record(gap: 3600, newData: true, at: 1_700_000_000_000_000)
+        content.record(gap: 900, newData: false, at: 1_700_000_900_000_000)
+        return AppLearning(habit: habit, content: content, noDataStreak: 3, upToDateAt: 1_700_000_123_456_789,
+                           cadenceAnchor: 1_700_000_456_000_001)
+    }
+
+    @Test func roundTripsExactly() throws {
+        let learned = Self.sample()
+        #expect(learned.habit.hasLearned, "the sample has habits to lose")
+        #expect(try AppLearning(storageBytes: learned.storageBytes()) == learned)
+        let bare = AppLearning(habit: UsageHabit(), content: ContentRate(), noDataStreak: 0, upToDateAt: nil)
+        #expect(try AppLearning(storageBytes: bare.storageBytes()) == bare)
+    }
+
+    @Test func version1RecordsStillLoadWithoutTheBeat() throws {
+        // Version 1 was version 2 without the cadence anchor's 9 bytes at the end.
+        var v1 = Array(Self.sample().storageBytes().dropLast(9))
+        v1[0] = 1
+        var expected = Self.sample()
+        expected.cadenceAnchor = nil
+        #expect(try AppLearning(storageBytes: v1) == expected)
+    }
+
+    @Test func learningWrittenAsJSONByEarlierBuildsStillLoads() throws {
+        let learned = Self.sample()
+        #expect(try AppLearning(storageBytes: Array(JSONEncoder().encode(learned))) == learned)
+    }
+
+    @Test func damagedRecordsAreErrorsNotTraps() {
+        let bytes = Self.sample().storageBytes()
+        for length in [0, 1, 9, bytes.count / 2, bytes.count - 1] {
+            #expect(throws: BgTaskError.self) { try AppLearning(storageBytes: Array(bytes.prefix(length))) }
+        }
+        var otherVersion = bytes
+        otherVersion[0] = 9
+        #expect(throws: BgTaskError.self) { try AppLearning(storageBytes: otherVersion) }
+    }
+}

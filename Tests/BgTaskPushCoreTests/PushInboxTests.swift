@@ -1,0 +1,156 @@
+import BgTaskProtocol
+import BgTaskPushCore
+import Testing
+
+@Suite struct PushPayloadTests {
+    @Test func silentAlertAndData() throws {
+        let silent = try PushPayload(json: #"{"aps":{"content-available":1},"content-id":42}"#, maximumBytes: 4096)
+        #expect(silent.isSilent && silent.alert == nil)
+        let alert = try PushPayload(json: #"{"aps":{"alert":{"title":"Rain","body":"at 5"}}}"#, maximumBytes: 4096)
+        #expect(alert.alert == .init(title: "Rain", body: "at 5"))
+        #expect(!alert.isSilent)
+        let plain = try PushPayload(json: #"{"aps":{"alert":"Hello"}}"#, maximumBytes: 4096)
+        #expect(plain.alert?.body == "Hello")
+        let both = try PushPayload(json: #"{"aps":{"alert":"Hi","content-available":1}}"#, maximumBytes: 4096)
+        #expect(both.contentAvailable && !both.isSilent)
+        let neither = try PushPayload(json: #"{"aps":{},"x":[1,{"y":null}]}"#, maximumBytes: 4096)
+        #expect(!neither.contentAvailable && neither.alert == nil)
+    }
+
+    @Test(arguments: [
+        ("{", "not valid JSON"),
+        ("[1,2]", "must be a JSON object, not an array"),
+        (#""hi""#, "must be a JSON object, not a string"),
+        (#"{"x":1}"#, "no \"aps\" object"),
+        (#"{"aps":[1]}"#, "\"aps\" must be an object, not an array"),
+        (#"{"aps":{"content-available":"yes"}}"#, "content-available\" must be 1"),
+        (#"{"aps":{"content-available":2}}"#, "content-available\" must be 1"),
+        (#"{"aps":{"alert":7}}"#, "\"aps.alert\" must be a string or an object"),
+        (#"{"aps":{"alert":{"title":7}}}"#, "\"aps.alert.title\" must be a string"),
+        (#"{"aps":{"alert":"\ud800"}}"#, "not valid UTF-8"),
+        (#"{"aps":{"alert":"\udc00x"}}"#, "not valid UTF-8"),
+        (#"{"aps":{},"n":1e999}"#, "not valid JSON"),
+    ])
+    func badPayloadsSayWhy(_ json: String, _ reason: String) {
+        let error = #expect(throws: BgTaskError.self) { try PushPayload(json: json, maximumBytes: 4096) }
+        #expect(error?.code == .invalidArgs)
+        #expect(error?.message.contains(reason) == true, "\(error?.message ?? "")")
+    }
+
+    @Test func surrogatePairsAreFine() throws {
+        _ = try PushPayload(json: #"{"aps":{"alert":"\ud83d\ude00"}}"#, maximumBytes: 4096)
+    }
+
+    @Test func nestingDeeperThan32IsRefused() throws {
+        func nested(_ depth: Int) -> String {
+            #"{"aps":{},"d":"# + String(repeating: "[", count: depth - 1) + String(repeating: "]", count: depth - 1) + "}"
+        }
+        _ = try PushPayload(json: nested(32), maximumBytes: 4096)
+        let error = #expect(throws: BgTaskError.self) { try PushPayload(json: nested(33), maximumBytes: 4096) }
+        #expect(error?.message.contains("deeper than 32") == true)
+        // Brackets inside strings do not count.
+        _ = try PushPayload(json: #"{"aps":{},"s":""# + String(repeating: "[", count: 100) + #""}"#, maximumBytes: 4096)
+    }
+
+    @Test func oversizePayloadIsPayloadTooLarge() {
+        let json = #"{"aps":{},"pad":""# + String(repeating: "x", count: 5000) + #""}"#
+        let error = #expect(throws: BgTaskError.self) { try PushPayload(json: json, maximumBytes: 4096) }
+        #expect(error?.code == .payloadTooLarge)
+        #expect(error?.message.contains("4096") == true)
+    }
+}
+
+@Suite struct TokenBucketTests {
+    let t0: UInt64 = 1_000_000_000_000
+
+    @Test func spendsThenRefillsOverThePeriod() {
+        var bucket = TokenBucket(capacity: 2, period: 3600, now: t0)
+        let taken = [t0, t0, t0, t0 + 1_700_000_000, t0 + 1_800_000_000].map { bucket.take(at: $0) }
+        // Two at once, then none; 28 min later 0.94 of a token; 30 min later one.
+        #expect(taken == [true, true, false, false, true])
+        #expect(bucket.available(at: t0 + 100 * 3_600_000_000) == 2, "never more than the capacity")
+    }
+
+    @Test func zeroCapacityNeverWakes() {
+        var bucket = TokenBucket(capacity: 0, now: t0)
+        let taken = bucket.take(at: t0 + 10 * 3_600_000_000)
+        #expect(!taken)
+    }
+}
+
+@Suite struct PushInboxTests {
+    let now: UInt64 = 1_700_000_000_000_000
+    var sequence: UInt64 = 0
+
+    mutating func push(_ id: String, silent: Bool = true, alert: Bool = false, expiration: UInt64? = nil,
+                       collapse: String? = nil) -> PushRecord {
+        sequence += 1
+        return PushRecord(id: id, app: "org.example.App", payload: "{}", priority: alert ? 10 : 5, expiration: expiration,
+                          collapseID: collapse, receivedAt: now, sequence: sequence, hasAlert: alert, isSilent: silent && !alert,
+                          state: .held)
+    }
+
+    @Test mutating func silentBudgetThenHeldThenRideAlongWithTheNextAlert() {
+        var inbox = PushInbox(bucket: TokenBucket(capacity: 2, now: now))
+        var admissions: [PushInbox.Admission] = []
+        for i in 1...5 {
+            var p = push("s\(i)")
+            admissions.append(inbox.admit(&p, canWake: true, now: now).admission)
+        }
+        #expect(admissions == [.deliverNow, .deliverNow, .hold, .hold, .hold])
+        var alert = push("a1", alert: true)
+        #expect(inbox.admit(&alert, canWake: true, now: now).admission == .deliverNow, "alerts are not rate-limited")
+        #expect(inbox.takeHeld().map(\.id) == ["s3", "s4", "s5"])
+        #expect(inbox.heldCount == 0)
+    }
+
+    @Test mutating func refreshOffHoldsEvenAlertsButSpendsNothing() {
+        var inbox = PushInbox(bucket: TokenBucket(capacity: 1, now: now))
+        var silent = push("s1")
+        var alert = push("a1", alert: true)
+        #expect(inbox.admit(&silent, canWake: false, now: now).admission == .hold)
+        #expect(inbox.admit(&alert, canWake: false, now: now).admission == .hold)
+        #expect(inbox.bucket.available(at: now) == 1)
+    }
+
+    @Test mutating func collapseReplacesTheHeldOne() {
+        var inbox = PushInbox(bucket: TokenBucket(capacity: 0, now: now))
+        var first = push("c1", collapse: "score")
+        var other = push("x", collapse: "other")
+        var second = push("c2", collapse: "score")
+        _ = inbox.admit(&first, canWake: true, now: now)
+        _ = inbox.admit(&other, canWake: true, now: now)
+        let result = inbox.admit(&second, canWake: true, now: now)
+        #expect(result.removed.map(\.push.id) == ["c1"])
+        #expect(inbox.pushes.map(\.id) == ["x", "c2"])
+        #expect(inbox.counts.collapsed == 1)
+    }
+
+    @Test mutating func expiration() {
+        var inbox = PushInbox(bucket: TokenBucket(capacity: 0, now: now))
+        var stale = push("old", expiration: now / 1_000_000 - 1)
+        #expect(inbox.admit(&stale, canWake: true, now: now).admission == .drop("it expired before it arrived"))
+        var nowOrNever = push("zero", expiration: 0)
+        if case .drop = inbox.admit(&nowOrNever, canWake: true, now: now).admission {} else { Issue.record("expiration 0 held") }
+        var later = push("later", expiration: now / 1_000_000 + 60)
+        _ = inbox.admit(&later, canWake: true, now: now)
+        #expect(inbox.earliestExpiration == now / 1_000_000 + 60)
+        #expect(inbox.dropExpired(at: now + 59_000_000).isEmpty)
+        #expect(inbox.dropExpired(at: now + 60_000_000).map(\.id) == ["later"])
+        #expect(inbox.counts.expired == 3)
+    }
+
+    @Test mutating func overflowDropsTheOldestSilentNeverAnAlert() {
+        var inbox = PushInbox(bucket: TokenBucket(capacity: 0, now: now))
+        var alert = push("alert", alert: true)
+        _ = inbox.admit(&alert, canWake: false, now: now)
+        for i in 0..<PushInbox.limit {
+            var p = push("s\(i)")
+            _ = inbox.admit(&p, canWake: true, now: now)
+        }
+        #expect(inbox.heldCount == PushInbox.limit)
+        #expect(inbox.pushes.first?.id == "alert")
+        #expect(!inbox.pushes.contains { $0.id == "s0" })
+        #expect(inbox.counts.overflowed == 1)
+    }
+}
