@@ -17,6 +17,9 @@ let package = Package(
         // Mode plugins: libbgtaskd-mode-<name>.so, loaded by the daemon at run time.
         .library(name: "bgtaskd-mode-fetch", type: .dynamic, targets: ["BgTaskModeFetch"]),
         .library(name: "bgtaskd-mode-remote-notification", type: .dynamic, targets: ["BgTaskModeRemoteNotifications"]),
+        // An example third-party plugin, deliberately not named as a mode: the
+        // daemon loads it only once it is installed as libbgtaskd-mode-hello.so.
+        .library(name: "HelloMode", type: .dynamic, targets: ["BgTaskModeHello"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -98,6 +101,8 @@ let package = Package(
             path: "Plugins/RemoteNotifications",
             swiftSettings: swiftSettings
         ),
+        // An example third-party mode plugin: the ABI header and PluginKit, nothing else.
+        .target(name: "BgTaskModeHello", dependencies: ["BgTaskPluginKit"], path: "Examples/HelloMode", swiftSettings: swiftSettings),
         // An example app: fetches a file or a local HTTP URL when bgtaskd wakes it.
         .executableTarget(
             name: "bgtaskd-example-fetch",

@@ -25,6 +25,15 @@ final class FetchMode: ModePlugin {
     static let name = "fetch"
     static let version = "1.0.0"
 
+    static let wakeBudgetKey = ConfigKey.seconds(
+        "Fetch.WakeBudgetSec", default: 30, positive: true, "time to call CompleteFetch after a fetch wake")
+    static let minimumIntervalKey = ConfigKey.seconds(
+        "Fetch.MinimumIntervalSec", default: 900, positive: false, "floor for every fetch interval")
+    static let configKeys = [wakeBudgetKey, minimumIntervalKey]
+    static let errorNames: [ModeError.Code] = [
+        .notPermitted, .refreshDisabled, .unknownApplication, .modeNotDeclared, .noSuchToken,
+    ]
+
     private let host: PluginHost
     private var planner: AdaptivePlanner
     private let wakeBudget: Double
@@ -54,8 +63,8 @@ final class FetchMode: ModePlugin {
 
     init(host: PluginHost) throws {
         self.host = host
-        planner = AdaptivePlanner(floor: host.configNumber("Fetch.MinimumIntervalSec") ?? 900, utcOffset: Self.localUTCOffset())
-        wakeBudget = host.configNumber("Fetch.WakeBudgetSec") ?? 30
+        planner = AdaptivePlanner(floor: host.value(of: Self.minimumIntervalKey), utcOffset: Self.localUTCOffset())
+        wakeBudget = host.value(of: Self.wakeBudgetKey)
     }
 
     func start() throws {

@@ -34,6 +34,18 @@ final class RemoteNotificationsMode: ModePlugin {
     static let name = "remote-notification"
     static let version = "1.0.0"
 
+    static let wakeBudgetKey = ConfigKey.seconds(
+        "RemoteNotifications.WakeBudgetSec", default: 30, positive: true, "time to call CompleteNotification")
+    static let silentPerHourKey = ConfigKey.integer(
+        "RemoteNotifications.SilentPerHour", default: 3, minimum: 0, maximum: 1_000_000, "silent pushes woken per app per hour")
+    // A D-Bus message carries at most 128 MiB; a push is far smaller.
+    static let maxPayloadBytesKey = ConfigKey.integer(
+        "RemoteNotifications.MaxPayloadBytes", default: 4096, minimum: 1, maximum: 16 << 20, "push payload limit in bytes")
+    static let configKeys = [wakeBudgetKey, silentPerHourKey, maxPayloadBytesKey]
+    static let errorNames: [ModeError.Code] = [
+        .notPermitted, .unknownApplication, .modeNotDeclared, .payloadTooLarge, .noSuchToken,
+    ]
+
     private let host: PluginHost
     private let wakeBudget: Double
     private let silentPerHour: Double
@@ -79,9 +91,9 @@ final class RemoteNotificationsMode: ModePlugin {
 
     init(host: PluginHost) throws {
         self.host = host
-        wakeBudget = host.configNumber("RemoteNotifications.WakeBudgetSec") ?? 30
-        silentPerHour = host.configNumber("RemoteNotifications.SilentPerHour") ?? 3
-        maxPayloadBytes = Int(host.configNumber("RemoteNotifications.MaxPayloadBytes") ?? 4096)
+        wakeBudget = host.value(of: Self.wakeBudgetKey)
+        silentPerHour = Double(host.integer(of: Self.silentPerHourKey))
+        maxPayloadBytes = host.integer(of: Self.maxPayloadBytesKey)
     }
 
     func start() throws {

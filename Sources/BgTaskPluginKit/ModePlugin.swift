@@ -17,6 +17,12 @@ public protocol ModePlugin: AnyObject {
     static var name: String { get }
     /// The plugin's own version.
     static var version: String { get }
+    /// The keys of the plugin's configuration section, for the daemon to
+    /// parse, check and document (see ``ConfigKey``).
+    static var configKeys: [ConfigKey] { get }
+    /// The D-Bus error names the plugin answers calls with, besides the bus's
+    /// own `org.freedesktop.DBus.Error.*`.
+    static var errorNames: [ModeError.Code] { get }
     /// Creates the plugin; throw to refuse to load (the message is logged).
     init(host: PluginHost) throws
     /// Exports interfaces, loads records, schedules.
@@ -43,6 +49,8 @@ public protocol ModePlugin: AnyObject {
 }
 
 extension ModePlugin {
+    public static var configKeys: [ConfigKey] { [] }
+    public static var errorNames: [ModeError.Code] { [] }
     public func stop() {}
     public func describe(app: String, into description: inout [String: PluginValue]) {}
     /// By default a plugin keeps what a failed batch changed in memory.

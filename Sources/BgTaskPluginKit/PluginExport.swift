@@ -81,6 +81,34 @@ public enum PluginExport {
             box.plugin.rollBack()
         }
         d.pointee.batch_commit = { context in PluginBox.from(context).host.flushCommittedLogs() }
+        // The declarations live as long as the library, as the descriptor does.
+        let keys = Plugin.configKeys
+        let cKeys = UnsafeMutablePointer<bgt_config_key>.allocate(capacity: max(keys.count, 1))
+        for (index, key) in keys.enumerated() {
+            var c = bgt_config_key()
+            c.name = UnsafePointer(strdup(key.name))
+            switch key.kind {
+            case .number(let minimum, let maximum, let positive, let unit):
+                c.type = UInt32(BGT_CONFIG_NUMBER)
+                (c.minimum, c.maximum, c.positive) = (minimum, maximum, positive ? 1 : 0)
+                c.unit = UnsafePointer(strdup(unit))
+            case .integer(let minimum, let maximum):
+                c.type = UInt32(BGT_CONFIG_INTEGER)
+                (c.minimum, c.maximum) = (Double(minimum), Double(maximum))
+            }
+            c.default_value = UnsafePointer(strdup(key.defaultText))
+            c.help = UnsafePointer(strdup(key.help))
+            (cKeys + index).initialize(to: c)
+        }
+        d.pointee.config_keys = UnsafePointer(cKeys)
+        d.pointee.n_config_keys = keys.count
+        let names = Plugin.errorNames
+        let cNames = UnsafeMutablePointer<bgt_error_name>.allocate(capacity: max(names.count, 1))
+        for (index, name) in names.enumerated() {
+            (cNames + index).initialize(to: bgt_error_name(name: UnsafePointer(strdup(name.rawValue)), help: nil))
+        }
+        d.pointee.error_names = UnsafePointer(cNames)
+        d.pointee.n_error_names = names.count
         descriptor = d
         return UnsafeRawPointer(d)
     }

@@ -53,9 +53,16 @@ public final class PluginHost {
         key.withCString { api.pointee.config(handle, $0) }.map { String(cString: $0) }
     }
 
-    /// A configuration value as a number.
-    public func configNumber(_ key: String) -> Double? {
-        config(key).flatMap(Double.init)
+    /// The value of one of the plugin's declared keys (``ModePlugin/configKeys``),
+    /// checked by the daemon; its default when the daemon predates declared
+    /// keys (ABI 1.3) and so knows no value.
+    public func value(of key: ConfigKey) -> Double {
+        config(key.name).flatMap(Double.init) ?? key.defaultValue
+    }
+
+    /// The value of one of the plugin's declared whole-number keys.
+    public func integer(of key: ConfigKey) -> Int {
+        Int(exactly: value(of: key).rounded(.towardZero)) ?? Int(key.defaultValue)
     }
 
     private var lastError: String {

@@ -9,11 +9,14 @@ public enum PluginFixture {
     /// The C source of a plugin. The descriptor is valid unless told
     /// otherwise; `start` runs as the body of the plugin's start function
     /// (with `api`, `host` and `plugin` in scope), `call` as the body of its
-    /// call handler (with `call`, `interface`, `member`).
+    /// call handler (with `call`, `interface`, `member`); `declarations` is C
+    /// placed before the descriptor, `descriptorFields` more of its fields
+    /// (`.config_keys = keys, .n_config_keys = 1,`).
     public static func source(
         name: String, major: String = "BGTASKD_PLUGIN_ABI_MAJOR", minor: String = "BGTASKD_PLUGIN_ABI_MINOR",
         version: String = "\"1.0.0\"", entry: String = "bgtaskd_plugin_entry", initFails: Bool = false,
-        start: String = "", call: String = "", descriptorVersion: String = "BGTASKD_PLUGIN_DESCRIPTOR_VERSION"
+        start: String = "", call: String = "", descriptorVersion: String = "BGTASKD_PLUGIN_DESCRIPTOR_VERSION",
+        declarations: String = "", descriptorFields: String = ""
     ) -> String {
         """
         #include <stddef.h>
@@ -38,11 +41,13 @@ public enum PluginFixture {
             \(call)
         }
         static void plugin_event(void *p, const bgt_event *event) { (void) p; (void) event; }
+        \(declarations)
         static const bgt_plugin_descriptor descriptor = {
             .struct_version = \(descriptorVersion), .abi_major = \(major), .abi_minor = \(minor),
             .name = "\(name)", .version = \(version),
             .init = plugin_init, .start = plugin_start, .stop = plugin_stop,
             .handle_call = plugin_call, .event = plugin_event,
+            \(descriptorFields)
         };
         const bgt_plugin_descriptor *\(entry)(void) { return &descriptor; }
         """

@@ -6,7 +6,7 @@ import Testing
 @Suite struct ConfigurationErrorTests {
     /// Applies `text` as `bgtaskd.conf` and returns the error it must cause.
     func failure(_ text: String, file: String = "/etc/bgtaskd/bgtaskd.conf") -> Configuration.ParseError? {
-        var configuration = Configuration()
+        var configuration = BundledPluginKeys.configuration()
         return #expect(throws: Configuration.ParseError.self) {
             try configuration.apply(iniText: text, file: file)
         }
@@ -14,7 +14,7 @@ import Testing
 
     /// Applies `--set override` and returns the error it must cause.
     func overrideFailure(_ override: String) -> Configuration.ParseError? {
-        var configuration = Configuration()
+        var configuration = BundledPluginKeys.configuration()
         return #expect(throws: Configuration.ParseError.self) { try configuration.apply(override: override) }
     }
 
@@ -37,8 +37,8 @@ import Testing
         #expect(error.reason.contains("not a number"))
     }
 
-    @Test(arguments: ["Tasks.WarningSec", "Tasks.KillGraceSec", "Fetch.MinimumIntervalSec", "Location.MinRadiusM",
-                      "Location.SignificantChangeMinIntervalSec", "Tasks.BudgetSec"])
+    @Test(arguments: ["Tasks.WarningSec", "Tasks.KillGraceSec", "Fetch.MinimumIntervalSec", "RemoteNotifications.WakeBudgetSec",
+                      "Scheduler.ChunkSec", "Tasks.BudgetSec"])
     func negativeNumbersAreRefused(_ key: String) throws {
         let error = try #require(overrideFailure("\(key)=-1"))
         #expect(error.key == key)
@@ -46,7 +46,7 @@ import Testing
     }
 
     @Test(arguments: ["Tasks.BudgetSec", "Fetch.WakeBudgetSec", "RemoteNotifications.WakeBudgetSec",
-                      "Location.WakeBudgetSec", "Location.SignificantChangeM", "Scheduler.ChunkSec"])
+                      "Scheduler.ChunkSec"])
     func zeroIsRefusedWherePositiveIsRequired(_ key: String) throws {
         let section = key.split(separator: ".")[0], name = key.split(separator: ".")[1]
         let error = try #require(failure("[\(section)]\n\(name)=0\n", file: "zero.conf"))
@@ -55,10 +55,10 @@ import Testing
         #expect(error.reason.contains("greater than 0"))
     }
 
-    @Test(arguments: ["Tasks.WarningSec", "Tasks.KillGraceSec", "Fetch.MinimumIntervalSec", "Location.MinRadiusM",
-                      "RemoteNotifications.SilentPerHour", "Location.MaxRegionsPerApp"])
+    @Test(arguments: ["Tasks.WarningSec", "Tasks.KillGraceSec", "Fetch.MinimumIntervalSec",
+                      "RemoteNotifications.SilentPerHour"])
     func zeroIsAllowedWhereItMeansNone(_ key: String) throws {
-        var configuration = Configuration()
+        var configuration = BundledPluginKeys.configuration()
         try configuration.apply(override: "\(key)=0")
         #expect(configuration.value(of: key) == "0")
     }
@@ -79,7 +79,7 @@ import Testing
     }
 
     @Test func hugeDurationsAreRefused() {
-        var configuration = Configuration()
+        var configuration = BundledPluginKeys.configuration()
         let error = #expect(throws: Configuration.ParseError.self) { try configuration.apply(override: "Tasks.BudgetSec=1e300") }
         #expect(error?.reason == "must be at most 1000000000, got 1e300")
         let huge = #expect(throws: Configuration.ParseError.self) {
@@ -109,7 +109,7 @@ import Testing
         #expect(error.reason == "unknown key")
     }
 
-    @Test(arguments: ["[Taks]", "[tasks]", "[Tasks.BudgetSec]", "[Location.SignificantChange]", "[ Tasks ]"])
+    @Test(arguments: ["[Taks]", "[tasks]", "[Tasks.BudgetSec]", "[Fetch.MinimumInterval]", "[ Tasks ]"])
     func unknownSectionNamesLine(_ header: String) throws {
         let error = try #require(failure("# settings\n\(header)\nBudgetSec=30\n"))
         #expect(error.origin.line == 2)
@@ -138,7 +138,7 @@ import Testing
     }
 
     @Test func errorInSecondFileNamesThatFile() throws {
-        var configuration = Configuration()
+        var configuration = BundledPluginKeys.configuration()
         try configuration.apply(iniText: "[Tasks]\nBudgetSec=30\n", file: "first.conf")
         let error = #expect(throws: Configuration.ParseError.self) {
             try configuration.apply(iniText: "[Tasks]\n\nWarningSec=x\n", file: "second.conf")

@@ -40,8 +40,9 @@ extension Daemon {
 
     /// Loads and starts every acceptable plugin; a refused one is logged and skipped.
     func startPlugins() {
-        let directories = settings.pluginDirectories.isEmpty ? PluginLoader.defaultDirectories() : settings.pluginDirectories
-        for candidate in PluginLoader(logger: logger).candidates(in: directories) {
+        let candidates = settings.pluginCandidates
+            ?? PluginLoader(logger: logger).candidates(in: PluginLoader.directories(settings.pluginDirectories))
+        for candidate in candidates {
             let host = LoadedPlugin(candidate: candidate, delegate: self)
             do {
                 try host.start()

@@ -20,6 +20,9 @@ public final class Daemon {
         public var bus: Bus.Address
         public var stateDirectory: String
         public var pluginDirectories: [String]
+        /// The plugins found before the configuration was read (their keys are
+        /// in it); nil to look for them at start.
+        var pluginCandidates: [PluginLoader.Candidate]?
 
         public init(configuration: Configuration, bus: Bus.Address, stateDirectory: String, pluginDirectories: [String]) {
             self.configuration = configuration

@@ -5,7 +5,7 @@ import SDBus
 
 /// `bgtaskd`: the command line of docs/DESIGN.md §2.
 public struct DaemonCommand: ParsableCommand {
-    public static let configuration = CommandConfiguration(
+    public static var configuration: CommandConfiguration { CommandConfiguration(
         commandName: "bgtaskd",
         abstract: "Background execution for Linux desktop apps, the iOS way, over D-Bus.",
         discussion: """
@@ -15,8 +15,9 @@ public struct DaemonCommand: ParsableCommand {
 
             Configuration is read from /etc/bgtaskd/bgtaskd.conf, then \
             $XDG_CONFIG_HOME/bgtaskd/bgtaskd.conf, then --config, then --set (later wins). \
-            Keys (defaults in seconds unless named otherwise):
-            \(Configuration.keys.map { "  \($0.name)=\(Configuration().value(of: $0.name) ?? "")  \($0.summary)" }.joined(separator: "\n"))
+            The daemon's keys and those the plugins in the default plugin directory \
+            declare (defaults in seconds unless named otherwise):
+            \(helpKeys())
 
             The daemon is ready once it owns the bus name; under systemd it also sends READY=1. \
             SIGTERM or SIGINT stops it cleanly (exit 0). Start-up stops with: 78, a bad \
@@ -25,6 +26,19 @@ public struct DaemonCommand: ParsableCommand {
             another bgtaskd); 74, a full disk under the state directory; 73, a state directory \
             it cannot create; 69, no bus, or the bus name is taken.
             """)
+    }
+
+    /// The keys for `--help`: the engine's, then each default plugin's under its name.
+    private static func helpKeys() -> String {
+        // Quiet: refusals are the business of a real start, not of --help.
+        let quiet = Logger(label: "bgtaskd-help") { _ in SwiftLogNoOpLogHandler() }
+        let candidates = PluginLoader(logger: quiet).candidates(in: PluginLoader.defaultDirectories())
+        let configuration = Configuration(pluginKeys: candidates.flatMap(\.configKeys))
+        return configuration.keys.map { key in
+            let owner = key.plugin.map { "  (\($0) plugin)" } ?? ""
+            return "  \(key.name)=\(configuration.value(of: key.name) ?? "")  \(key.summary)\(owner)"
+        }.joined(separator: "\n")
+    }
 
     @Option(name: .long, help: ArgumentHelp("Bus to serve on: session, system or a D-Bus address such as unix:path=/tmp/bus.", valueName: "session|system|ADDRESS"))
     var bus: String = "session"
@@ -52,8 +66,8 @@ public struct DaemonCommand: ParsableCommand {
     public func run() throws {
         if let busIntrospect {
             LoggingSystem.bootstrap { StandardErrorLogHandler(label: $0, level: .warning) }
-            let directories = pluginDirectories.isEmpty ? PluginLoader.defaultDirectories() : pluginDirectories
-            let plugins = PluginInterfaceCollector.interfaces(in: directories, logger: Logger(label: "bgtaskd"))
+            let plugins = PluginInterfaceCollector.interfaces(
+                in: PluginLoader.directories(pluginDirectories), logger: Logger(label: "bgtaskd"))
             let xml = IntrospectionXML.render(Daemon.busInterfaces(for: nil) + plugins)
             if busIntrospect == "-" {
                 print(xml, terminator: "")
@@ -68,9 +82,12 @@ public struct DaemonCommand: ParsableCommand {
         LoggingSystem.bootstrap { StandardErrorLogHandler(label: $0, level: level) }
         let logger = Logger(label: "bgtaskd")
 
+        // The plugins come first: their keys are part of the configuration.
+        let candidates = PluginLoader(logger: logger).candidates(in: PluginLoader.directories(pluginDirectories))
         let configuration: Configuration
         do {
-            configuration = try Configuration.load(configFile: config, overrides: overrides)
+            configuration = try Configuration.load(
+                configFile: config, overrides: overrides, pluginKeys: candidates.flatMap(\.configKeys))
         } catch {
             logger.critical("bad configuration: \(error)")
             throw ExitCode(78)  // EX_CONFIG: systemd should not restart into the same error
@@ -84,9 +101,10 @@ public struct DaemonCommand: ParsableCommand {
             logger.critical("cannot create the state directory \(stateDirectory): \(error.localizedDescription)")
             throw ExitCode(73)  // EX_CANTCREAT
         }
-        let settings = Daemon.Settings(
+        var settings = Daemon.Settings(
             configuration: configuration, bus: Bus.Address(parsing: bus), stateDirectory: stateDirectory,
             pluginDirectories: pluginDirectories)
+        settings.pluginCandidates = candidates
         do {
             let daemon = try Daemon(settings: settings, logger: logger)
             let code = try daemon.run()

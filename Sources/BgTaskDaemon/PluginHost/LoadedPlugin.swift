@@ -1,5 +1,6 @@
 import BgTaskCore
 import BgTaskPluginABI
+import BgTaskProtocol
 import Glibc
 import Logging
 import SDBus
@@ -27,6 +28,10 @@ final class LoadedPlugin {
     private var interned: [String: UnsafeMutablePointer<CChar>] = [:]
     private var lastErrorText: UnsafeMutablePointer<CChar>?
     var opportunityTimer: SDBus.Timer?
+    /// The error names the plugin declared (ABI 1.3); nil for an older plugin, which declares none.
+    let errorNames: Set<String>?
+    /// Undeclared error names already warned about.
+    private var undeclaredNames: Set<String> = []
 
     init(candidate: PluginLoader.Candidate, delegate: any LoadedPluginDelegate) {
         name = candidate.name
@@ -35,6 +40,7 @@ final class LoadedPlugin {
         descriptor = candidate.descriptor
         abiMajor = candidate.descriptor.pointee.abi_major
         abiMinor = candidate.descriptor.pointee.abi_minor
+        errorNames = candidate.descriptor.pointee.struct_version >= 3 ? candidate.errorNames : nil
         self.delegate = delegate
     }
 
@@ -52,6 +58,17 @@ final class LoadedPlugin {
 
     var logger: Logger { delegate.logger }
     var hostDelegate: any LoadedPluginDelegate { delegate }
+
+    /// Warns, once per name, when the plugin answers with an error name it did
+    /// not declare: the documentation of its interface would not name it.
+    /// The bus's own `org.freedesktop.DBus.Error.*` names and the host's
+    /// `StorageFailed` need no declaration.
+    func noteErrorName(_ name: String) {
+        guard let errorNames, !errorNames.contains(name), !name.hasPrefix("org.freedesktop.DBus.Error."),
+            name != BgTaskError.Code.storageFailed.rawValue, undeclaredNames.insert(name).inserted
+        else { return }
+        logger.warning("plugin \(self.name) answered with the error \(name), which it does not declare")
+    }
 
     // MARK: Life cycle
 

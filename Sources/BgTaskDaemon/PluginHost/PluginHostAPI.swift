@@ -115,6 +115,7 @@ enum PluginHostAPI {
         api.reply_error = { call, name, message in
             guard let call = PluginCallInFlight.from(call), let name = PluginHostAPI.string(name) else { return -EINVAL }
             guard call.markReplied() else { return -EALREADY }
+            call.host?.noteErrorName(name)
             let error = BusError(name: name, message: PluginHostAPI.string(message) ?? name)
             if let outbox = call.host?.outbox { outbox.error(error, to: call) } else { call.message.replyError(error) }
             return 0

@@ -7,16 +7,21 @@ import SDBus
 final class PluginInterfaceCollector: LoadedPluginDelegate {
     let logger: Logger
     private var exported: [BusInterface] = []
+    /// The defaults of every key, the plugins' included: what a plugin reads while it starts.
+    private let configuration: Configuration
 
     /// A collector on its own (tests host a plugin on one); ``interfaces(in:logger:)`` makes its own.
-    init(logger: Logger) {
+    init(logger: Logger, configuration: Configuration = Configuration()) {
         self.logger = logger
+        self.configuration = configuration
     }
 
     /// The interfaces the plugins in `directories` export, in load order.
     static func interfaces(in directories: [String], logger: Logger) -> [BusInterface] {
-        let collector = PluginInterfaceCollector(logger: logger)
-        for candidate in PluginLoader(logger: logger).candidates(in: directories) {
+        let candidates = PluginLoader(logger: logger).candidates(in: directories)
+        let collector = PluginInterfaceCollector(
+            logger: logger, configuration: Configuration(pluginKeys: candidates.flatMap(\.configKeys)))
+        for candidate in candidates {
             let host = LoadedPlugin(candidate: candidate, delegate: collector)
             do {
                 try host.start()
@@ -29,7 +34,7 @@ final class PluginInterfaceCollector: LoadedPluginDelegate {
     }
 
     var pluginLoop: EventLoop? { nil }
-    func configValue(_ key: String) -> String? { Configuration().value(of: key) }
+    func configValue(_ key: String) -> String? { configuration.value(of: key) }
     func export(_ interface: BusInterface, for host: LoadedPlugin) throws(BusError) { exported.append(interface) }
     func newSignal(interface: String, member: String) -> OpaquePointer? { nil }
     var busHandle: OpaquePointer? { nil }

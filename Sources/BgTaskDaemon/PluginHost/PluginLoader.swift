@@ -24,6 +24,7 @@ struct PluginLoader {
         case incompatibleABI(major: UInt16, minor: UInt16)
         case badMetadata(String)
         case duplicate(String)
+        case sectionTaken(section: String, owner: String)
 
         var description: String {
             switch self {
@@ -33,17 +34,26 @@ struct PluginLoader {
                 "incompatible ABI \(major).\(minor) (this bgtaskd speaks \(BGTASKD_PLUGIN_ABI_MAJOR).\(BGTASKD_PLUGIN_ABI_MINOR))"
             case .badMetadata(let why): "bad metadata: \(why)"
             case .duplicate(let earlier): "a plugin of the same mode was already loaded from \(earlier)"
+            case .sectionTaken(let section, let owner): "its configuration section [\(section)] belongs to \(owner)"
             }
         }
     }
 
-    /// A plugin file that passed every check, not yet initialised.
-    struct Candidate {
+    /// A plugin file that passed every check, not yet initialised. (Its
+    /// descriptor is the library's constant, and the library is never closed.)
+    struct Candidate: @unchecked Sendable {
         let path: String
         let descriptor: UnsafePointer<bgt_plugin_descriptor>
         let name: String
         let version: String
+        /// The configuration keys it declares (descriptor version 3).
+        let configKeys: [Configuration.Key]
+        /// The error names it declares it answers with (descriptor version 3).
+        let errorNames: Set<String>
     }
+
+    /// The sections only the engine may have.
+    static let engineSections = Set(Configuration.engineKeys.map { String($0.section) })
 
     static let prefix = "libbgtaskd-mode-"
     static let suffix = ".so"
@@ -64,6 +74,11 @@ struct PluginLoader {
         return [binDirectory.path]
     }
 
+    /// `directories`, or the default ones when it is empty.
+    static func directories(_ directories: [String]) -> [String] {
+        directories.isEmpty ? defaultDirectories() : directories
+    }
+
     /// Every acceptable plugin in `directories` (earlier directories win for the same mode).
     func candidates(in directories: [String]) -> [Candidate] {
         var found: [Candidate] = []
@@ -79,6 +94,11 @@ struct PluginLoader {
                     let candidate = try open(path)
                     if let earlier = found.first(where: { $0.name == candidate.name }) {
                         throw Refusal.duplicate(earlier.path)
+                    }
+                    for key in candidate.configKeys {
+                        if let owner = found.first(where: { $0.configKeys.contains { $0.section == key.section } }) {
+                            throw Refusal.sectionTaken(section: String(key.section), owner: "the \(owner.name) plugin")
+                        }
                     }
                     found.append(candidate)
                 } catch let refusal as Refusal {
@@ -118,7 +138,68 @@ struct PluginLoader {
         guard d.`init` != nil, d.start != nil, d.stop != nil, d.handle_call != nil, d.event != nil else {
             throw .badMetadata("a required function (init, start, stop, handle_call, event) is missing")
         }
-        return Candidate(path: path, descriptor: descriptor, name: name, version: version)
+        let (configKeys, errorNames) = try declarations(of: d, plugin: name)
+        return Candidate(
+            path: path, descriptor: descriptor, name: name, version: version, configKeys: configKeys, errorNames: errorNames)
+    }
+
+    /// The configuration keys and error names a descriptor of version 3 or later declares.
+    private func declarations(
+        of d: bgt_plugin_descriptor, plugin: String
+    ) throws(Refusal) -> ([Configuration.Key], Set<String>) {
+        guard d.struct_version >= 3 else { return ([], []) }
+        func text(_ pointer: UnsafePointer<CChar>?) -> String { pointer.map { String(cString: $0) } ?? "" }
+        var keys: [Configuration.Key] = []
+        if d.n_config_keys > 0 {
+            guard let declared = d.config_keys, d.n_config_keys <= 1000 else { throw .badMetadata("config_keys is NULL or too long") }
+            for index in 0..<d.n_config_keys {
+                let c = declared[index]
+                let kind: Configuration.Key.Kind
+                switch Int(c.type) {
+                case BGT_CONFIG_NUMBER:
+                    kind = .number(minimum: c.minimum, maximum: c.maximum, positive: c.positive != 0, unit: text(c.unit))
+                case BGT_CONFIG_INTEGER:
+                    guard let minimum = Int(exactly: c.minimum.rounded(.up)), let maximum = Int(exactly: c.maximum.rounded(.down)) else {
+                        throw .badMetadata("configuration key \(text(c.name)) has the limits \(c.minimum)...\(c.maximum)")
+                    }
+                    kind = .integer(minimum: minimum, maximum: maximum)
+                default:
+                    throw .badMetadata("configuration key \(text(c.name)) has the unknown type \(c.type)")
+                }
+                let key: Configuration.Key
+                do {
+                    key = try Configuration.Key(
+                        plugin: plugin, name: text(c.name), kind: kind, defaultValue: text(c.default_value), summary: text(c.help))
+                } catch {
+                    throw .badMetadata(error.reason)
+                }
+                if Self.engineSections.contains(String(key.section)) {
+                    throw .sectionTaken(section: String(key.section), owner: "the daemon")
+                }
+                if keys.contains(where: { $0.name == key.name }) { throw .badMetadata("configuration key \(key.name) is declared twice") }
+                keys.append(key)
+            }
+        }
+        var errors: Set<String> = []
+        if d.n_error_names > 0 {
+            guard let declared = d.error_names, d.n_error_names <= 1000 else { throw .badMetadata("error_names is NULL or too long") }
+            for index in 0..<d.n_error_names {
+                let name = text(declared[index].name)
+                guard Self.isErrorName(name) else { throw .badMetadata("'\(name)' is not a D-Bus error name") }
+                errors.insert(name)
+            }
+        }
+        return (keys, errors)
+    }
+
+    /// Whether `name` is a valid D-Bus error name (the rules of interface names).
+    static func isErrorName(_ name: String) -> Bool {
+        let elements = name.split(separator: ".", omittingEmptySubsequences: false)
+        guard name.utf8.count <= 255, elements.count >= 2 else { return false }
+        return elements.allSatisfy { element in
+            guard let first = element.unicodeScalars.first, !(("0"..."9").contains(first)) else { return false }
+            return element.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_") }
+        }
     }
 
     /// Why `path` could be changed by another user, or nil if it cannot.

@@ -1,7 +1,8 @@
 /*
- * bgtaskd mode plugin ABI, version 1.2 (1.1 adds method calls to other
+ * bgtaskd mode plugin ABI, version 1.3 (1.1 adds method calls to other
  * services, the icon in bgt_app_info and BGT_EVENT_APP_WOKEN; 1.2 adds
- * batch_begin and batch_rollback to the descriptor, version 2).
+ * batch_begin and batch_rollback to the descriptor, version 2; 1.3 adds the
+ * plugin's configuration keys and error names to the descriptor, version 3).
  *
  * A mode plugin (fetch, remote-notification, location) is a shared library
  * named libbgtaskd-mode-<name>.so that exports one symbol:
@@ -37,8 +38,8 @@ extern "C" {
 #endif
 
 #define BGTASKD_PLUGIN_ABI_MAJOR 1
-#define BGTASKD_PLUGIN_ABI_MINOR 2
-#define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 2
+#define BGTASKD_PLUGIN_ABI_MINOR 3
+#define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 3
 /* The symbol every plugin exports. */
 #define BGTASKD_PLUGIN_ENTRY_SYMBOL "bgtaskd_plugin_entry"
 
@@ -148,6 +149,39 @@ typedef struct bgt_event {
     uint64_t realtime_usec;     /* when, on CLOCK_REALTIME */
 } bgt_event;
 
+/* 1.3: one key of the plugin's configuration, set as `Key=VALUE` under
+ * `[Section]` in bgtaskd.conf or with `--set Section.Key=VALUE`. The host
+ * reads and checks every value before any plugin is initialised (a bad value
+ * stops the daemon with exit status 78, naming the file, line and key), lists
+ * the keys in `bgtaskd --help`, and answers config() with the value as text,
+ * or with default_value when nobody set it. A plugin whose keys are malformed
+ * (a name not `Section.Key`, a section of the daemon's own or of another
+ * plugin, a default outside its own limits) is refused. */
+enum {
+    BGT_CONFIG_NUMBER = 1,      /* a finite number, written as a decimal ("30", "2.5") */
+    BGT_CONFIG_INTEGER = 2,     /* a whole number */
+};
+
+typedef struct bgt_config_key {
+    const char *name;           /* "Fetch.WakeBudgetSec" */
+    uint32_t type;              /* BGT_CONFIG_NUMBER or BGT_CONFIG_INTEGER */
+    uint8_t positive;           /* 0 itself is refused too */
+    double minimum;             /* the least value accepted */
+    double maximum;             /* the greatest value accepted */
+    const char *unit;           /* "seconds", "metres", "bytes"; NULL or "" for none */
+    const char *default_value;  /* the value when unset, as text */
+    const char *help;           /* one line for bgtaskd --help */
+} bgt_config_key;
+
+/* 1.3: a D-Bus error name the plugin answers calls with (reply_error), for
+ * the documentation and the host's checks; the host logs a warning when a
+ * plugin answers with a name it did not declare (org.freedesktop.DBus.Error.*
+ * names need no declaration). */
+typedef struct bgt_error_name {
+    const char *name;           /* "org.bgtaskd.BackgroundTasks1.Error.PayloadTooLarge" */
+    const char *help;           /* when it is answered */
+} bgt_error_name;
+
 /* Called for each record by record_list. */
 typedef void (*bgt_record_fn)(void *userdata, const char *key, const void *data, size_t size);
 /* Called for each app by list_apps. */
@@ -168,7 +202,8 @@ typedef struct bgt_host_api {
     void (*log)(bgt_host *host, int priority, const char *message);
     uint64_t (*monotonic_usec)(bgt_host *host);
     uint64_t (*realtime_usec)(bgt_host *host);
-    /* A configuration value by key ("Fetch.WakeBudgetSec"), as text; NULL if unknown. */
+    /* A configuration value by key ("Fetch.WakeBudgetSec"), as text; NULL if
+     * unknown. Since 1.3, a key the plugin declared always has a value. */
     const char *(*config)(bgt_host *host, const char *key);
 
     /* D-Bus: export an interface on /org/bgtaskd/BackgroundTasks1 (call from start()). */
@@ -301,6 +336,15 @@ typedef struct bgt_plugin_descriptor {
     void (*batch_begin)(void *plugin);
     void (*batch_rollback)(void *plugin);
     void (*batch_commit)(void *plugin);
+
+    /* Descriptor version 3 (ABI 1.3); read only from a descriptor whose
+     * struct_version is at least 3. The plugin's configuration keys and
+     * error names (see bgt_config_key and bgt_error_name); the arrays live as
+     * long as the library. Either count may be 0. */
+    const bgt_config_key *config_keys;
+    size_t n_config_keys;
+    const bgt_error_name *error_names;
+    size_t n_error_names;
 } bgt_plugin_descriptor;
 
 /* Every plugin defines this. */

@@ -1,0 +1,54 @@
+/// A key of a plugin's configuration section, declared by the plugin
+/// (``ModePlugin/configKeys``) and read with ``PluginHost/value(of:)``.
+///
+/// The daemon parses and checks every value before the plugin starts (a bad
+/// value stops it with exit status 78, naming file, line and key) and lists
+/// the key in `bgtaskd --help`; so the plugin always reads a valid value, and
+/// its default is written once, here.
+///
+/// ```swift
+/// static let greeting = ConfigKey.integer("Hello.Repeat", default: 1, minimum: 1, maximum: 10, "times to say hello")
+/// ```
+public struct ConfigKey: Sendable, Equatable {
+    /// What the key accepts.
+    public enum Kind: Sendable, Equatable {
+        /// A finite number in `minimum...maximum` (`positive` excludes 0), of `unit`.
+        case number(minimum: Double, maximum: Double, positive: Bool, unit: String)
+        /// A whole number in `minimum...maximum`.
+        case integer(minimum: Int, maximum: Int)
+    }
+
+    /// `Section.Key`; the section is the plugin's own.
+    public let name: String
+    public let kind: Kind
+    /// The value when nobody sets one.
+    public let defaultValue: Double
+    /// One line for `bgtaskd --help`.
+    public let help: String
+
+    public init(_ name: String, kind: Kind, default defaultValue: Double, _ help: String) {
+        self.name = name
+        self.kind = kind
+        self.defaultValue = defaultValue
+        self.help = help
+    }
+
+    /// Longest duration a key of seconds accepts (about 31 years): every clock
+    /// computation with it stays exact.
+    public static let maximumSeconds = 1e9
+
+    /// A duration in seconds, 0 or more (`positive`: more than 0).
+    public static func seconds(_ name: String, default value: Double, positive: Bool, _ help: String) -> ConfigKey {
+        ConfigKey(name, kind: .number(minimum: 0, maximum: maximumSeconds, positive: positive, unit: "seconds"), default: value, help)
+    }
+
+    /// A whole number in `minimum...maximum`.
+    public static func integer(_ name: String, default value: Int, minimum: Int, maximum: Int, _ help: String) -> ConfigKey {
+        ConfigKey(name, kind: .integer(minimum: minimum, maximum: maximum), default: Double(value), help)
+    }
+
+    /// The default as the configuration file would spell it.
+    var defaultText: String {
+        defaultValue.rounded() == defaultValue && abs(defaultValue) < 1e15 ? String(Int(defaultValue)) : String(defaultValue)
+    }
+}
