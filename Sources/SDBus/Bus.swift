@@ -69,6 +69,9 @@ public final class Bus {
     }
 
     /// This connection's unique name (`:1.42`).
+    /// The connection's socket (for child processes to close, never to use).
+    public var fileDescriptor: Int32 { sd_bus_get_fd(handle) }
+
     public var uniqueName: String {
         var name: UnsafePointer<CChar>?
         sd_bus_get_unique_name(handle, &name)

@@ -1,7 +1,6 @@
 import BgTaskCore
 import BgTaskPluginABI
 import BgTaskProtocol
-import CSystemd
 import Foundation
 import Logging
 import SDBus
@@ -238,12 +237,24 @@ extension Daemon: LoadedPluginDelegate {
         objects.append(try bus.export(interface, at: BgTaskNames.objectPath))
     }
 
-    func newSignal(interface: String, member: String) -> OpaquePointer? {
-        var message: OpaquePointer?
-        return sd_bus_message_new_signal(bus.handle, &message, BgTaskNames.objectPath, interface, member) < 0 ? nil : message
+    func newSignal(interface: String, member: String) -> Message? {
+        try? bus.newSignal(path: BgTaskNames.objectPath, interface: interface, member: member)
     }
 
-    var busHandle: OpaquePointer? { bus.handle }
+    func newMethodCall(destination: String?, path: String, interface: String?, member: String) -> Message? {
+        try? bus.newMethodCall(destination: destination, path: path, interface: interface, member: member)
+    }
+
+    func callAsync(_ call: Message, timeout: UInt64, _ completion: @escaping (Result<Message, BusError>) -> Void) throws(BusError) {
+        try bus.callAsync(call, timeout: timeout, completion)
+    }
+
+    func identify(_ message: Message, _ body: @escaping (CallerIdentity, AppID?) throws -> Void) {
+        serve(message) { [unowned self] identity in
+            let appID: AppID? = if case .app(let id) = engine.app(of: identity.connection) { id } else { identity.appID }
+            try body(identity, appID)
+        }
+    }
 
     func appInfo(_ app: AppID) -> PluginAppInfo {
         guard let entry = registry.entry(for: app) else { return PluginAppInfo() }

@@ -2,7 +2,6 @@ import BgTaskCore
 import BgTaskPluginABI
 import BgTaskProtocol
 import CBgTaskShim
-import CSystemd
 import Foundation
 public import Logging
 public import SDBus
@@ -155,7 +154,7 @@ public final class Daemon {
             intervalMicroseconds: 50_000, logger: logger)
         startComponents()
         // Where callers' connections lead, to find a connection a dead caller's child inherited.
-        processes.busFD = sd_bus_get_fd(bus.handle)
+        processes.busFD = bus.fileDescriptor
         for interface in Self.busInterfaces(for: self) {
             objects.append(try bus.export(interface, at: BgTaskNames.objectPath))
         }
@@ -166,9 +165,9 @@ public final class Daemon {
             "budget": "\(settings.configuration.taskBudgetSec)s", "state-dir": "\(settings.stateDirectory)",
             "plugins": "\(plugins.map(\.name).joined(separator: ","))", "apps": "\(registry.entries.count)",
         ])
-        _ = sd_notify(0, "READY=1\nSTATUS=Serving \(BgTaskNames.busName)")
+        ServiceManager.notify("READY=1\nSTATUS=Serving \(BgTaskNames.busName)")
         let code = try loop.run()
-        _ = sd_notify(0, "STOPPING=1")
+        ServiceManager.notify("STOPPING=1")
         stopPlugins()
         // Nothing stays frozen after the daemon.
         freezer.thawAll()

@@ -150,15 +150,10 @@ final class LoadedPlugin {
 
     /// A method of the plugin's interface was called: identify the caller, then hand it over.
     private func dispatch(_ message: Message, interface: String, member: String) {
-        guard let daemon = delegate as? Daemon else {
-            message.replyError(.failed("the \(name) plugin is not running"))
-            return
-        }
-        daemon.serve(message) { [weak self] identity in
+        delegate.identify(message) { [weak self] identity, appID in
             guard let self, let context = self.context else {
                 throw BusError.failed("the \(self?.name ?? "mode") plugin is not running")
             }
-            let appID: AppID? = if case .app(let id) = daemon.engine.app(of: identity.connection) { id } else { identity.appID }
             let call = PluginCallInFlight(message: message, identity: identity, appID: appID, host: self)
             self.batch {
                 interface.withCString { i in
@@ -178,7 +173,7 @@ final class LoadedPlugin {
     /// Asks the plugin to describe an app into an open `a{sv}` of `message`.
     func describe(_ app: AppID, into message: Message) {
         guard let context, let describe = descriptor.pointee.describe_app else { return }
-        app.rawValue.withCString { describe(context, $0, message.handle) }
+        app.rawValue.withCString { describe(context, $0, PluginHostAPI.borrowed(message)) }
     }
 
     /// Queues an event; it is delivered from the loop, after whatever runs now.

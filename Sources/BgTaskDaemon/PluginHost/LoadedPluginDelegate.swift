@@ -11,10 +11,16 @@ protocol LoadedPluginDelegate: AnyObject {
     var pluginLoop: EventLoop? { get }
     func configValue(_ key: String) -> String?
     func export(_ interface: BusInterface, for host: LoadedPlugin) throws(BusError)
-    /// A new signal message (`sd_bus_message *`) on the daemon's object, or nil offline.
-    func newSignal(interface: String, member: String) -> OpaquePointer?
-    /// The daemon's bus connection (`sd_bus *`), for plugins' calls to other services; nil offline.
-    var busHandle: OpaquePointer? { get }
+    /// A new signal on the daemon's object, or nil offline.
+    func newSignal(interface: String, member: String) -> Message?
+    /// A new call to another service on the daemon's bus, or nil offline.
+    func newMethodCall(destination: String?, path: String, interface: String?, member: String) -> Message?
+    /// Sends a call made with ``newMethodCall(destination:path:interface:member:)``;
+    /// `completion` runs once, from the loop.
+    func callAsync(_ call: Message, timeout: UInt64, _ completion: @escaping (Result<Message, BusError>) -> Void) throws(BusError)
+    /// Identifies the caller of a plugin's method (its connection, and the app
+    /// the engine knows it as), then runs `body`; what `body` throws is the reply.
+    func identify(_ message: Message, _ body: @escaping (CallerIdentity, AppID?) throws -> Void)
     func appInfo(_ app: AppID) -> PluginAppInfo
     func apps(declaring mode: String) -> [AppID]
     func wake(_ app: AppID, reason: String, plugin: String, budget: Duration) throws(CoreError) -> String

@@ -1,13 +1,17 @@
 import BgTaskCore
 import BgTaskPluginABI
 import CBgTaskShim
-import CSystemd
 import Glibc
 import SDBus
 
 /// The table of host functions every plugin gets (`bgt_host_api`). Each
 /// function finds its ``LoadedPlugin`` through the opaque `bgt_host` handle.
-/// Messages (`bgt_message`) are sd-bus messages, passed through untouched.
+///
+/// A `bgt_message` is the host's own handle: an SDBus ``Message`` object,
+/// retained while the plugin owns it (one it created and has not yet sent or
+/// freed), borrowed while the host keeps it alive (a call's arguments, a
+/// reply handed to a callback, the dictionary of describe_app). Nothing of
+/// sd-bus crosses the ABI; a plugin links no libsystemd.
 enum PluginHostAPI {
     /// Built once; plugins keep the pointer for their whole life.
     nonisolated(unsafe) static let table: UnsafeMutablePointer<bgt_host_api> = {
@@ -20,6 +24,26 @@ enum PluginHostAPI {
 
     fileprivate static func string(_ pointer: UnsafePointer<CChar>?) -> String? {
         pointer.map { String(cString: $0) }
+    }
+
+    /// A handle the plugin owns until it sends or frees the message.
+    static func owned(_ message: Message) -> OpaquePointer {
+        OpaquePointer(Unmanaged.passRetained(message).toOpaque())
+    }
+
+    /// A handle valid while the host keeps `message` alive.
+    static func borrowed(_ message: Message) -> OpaquePointer {
+        OpaquePointer(Unmanaged.passUnretained(message).toOpaque())
+    }
+
+    /// The message behind a handle, borrowed.
+    fileprivate static func message(_ handle: OpaquePointer?) -> Message? {
+        handle.map { Unmanaged<Message>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
+    }
+
+    /// The message behind an owned handle, taking the plugin's reference back.
+    fileprivate static func take(_ handle: OpaquePointer?) -> Message? {
+        handle.map { Unmanaged<Message>.fromOpaque(UnsafeRawPointer($0)).takeRetainedValue() }
     }
 
     private static func makeTable() -> bgt_host_api {
@@ -65,52 +89,53 @@ enum PluginHostAPI {
         }
         api.signal_new = { handle, interface, member in
             guard let interface = PluginHostAPI.string(interface), let member = PluginHostAPI.string(member) else { return nil }
-            return PluginHostAPI.host(handle).hostDelegate.newSignal(interface: interface, member: member)
+            return PluginHostAPI.host(handle).hostDelegate.newSignal(interface: interface, member: member).map(PluginHostAPI.owned)
         }
         api.signal_send = { handle, message, connection in
             let host = PluginHostAPI.host(handle)
-            guard let message else { return host.fail(EINVAL, "no message given") }
-            defer { sd_bus_message_unref(message) }
-            guard let connection else { return host.fail(EINVAL, "no destination given") }
-            var r = sd_bus_message_set_destination(message, connection)
-            if r >= 0, let outbox = host.outbox(forSignalTo: String(cString: connection)) {
+            guard let message = PluginHostAPI.take(message) else { return host.fail(EINVAL, "no message given") }
+            guard let connection = PluginHostAPI.string(connection) else { return host.fail(EINVAL, "no destination given") }
+            do throws(BusError) {
+                try message.setDestination(connection)
+            } catch {
+                return host.fail(EINVAL, "cannot send the signal to \(connection): \(error.message)")
+            }
+            if let outbox = host.outbox(forSignalTo: connection) {
                 outbox.signal(message)
                 return 0
             }
-            if r >= 0 { r = sd_bus_send(nil, message, nil) }
+            let r = message.send()
             if r >= 0 { host.sentAtOnce() }
             return r < 0 ? host.fail(-r, "cannot send the signal: \(String(cString: strerror(-r)))") : 0
         }
-        api.message_free = { message in sd_bus_message_unref(message) }
+        api.message_free = { message in _ = PluginHostAPI.take(message) }
 
-        // Messages: straight to sd-bus.
-        api.message_read = { message, type, value in sd_bus_message_read_basic(message, type, value) }
-        api.message_enter = { message, type, contents in sd_bus_message_enter_container(message, type, contents) }
-        api.message_exit = { message in sd_bus_message_exit_container(message) }
-        api.message_peek = { message, type, contents in sd_bus_message_peek_type(message, type, contents) }
-        api.message_skip = { message, signature in sd_bus_message_skip(message, signature) }
-        api.message_append = { message, type, value in sd_bus_message_append_basic(message, type, value) }
-        api.message_open = { message, type, contents in sd_bus_message_open_container(message, type, contents) }
-        api.message_close = { message in sd_bus_message_close_container(message) }
+        // Messages: one basic value or container step at a time.
+        api.message_read = { message, type, value in PluginHostAPI.message(message)?.readBasic(type, into: value) ?? -EINVAL }
+        api.message_enter = { message, type, contents in PluginHostAPI.message(message)?.enter(type, contents) ?? -EINVAL }
+        api.message_exit = { message in PluginHostAPI.message(message)?.exit() ?? -EINVAL }
+        api.message_peek = { message, type, contents in PluginHostAPI.message(message)?.peek(type, contents) ?? -EINVAL }
+        api.message_skip = { message, signature in PluginHostAPI.message(message)?.skip(signature) ?? -EINVAL }
+        api.message_append = { message, type, value in PluginHostAPI.message(message)?.appendBasic(type, from: value) ?? -EINVAL }
+        api.message_open = { message, type, contents in PluginHostAPI.message(message)?.open(type, contents) ?? -EINVAL }
+        api.message_close = { message in PluginHostAPI.message(message)?.close() ?? -EINVAL }
 
         // Calls.
-        api.call_arguments = { call in PluginCallInFlight.from(call)?.message.handle }
+        api.call_arguments = { call in PluginCallInFlight.from(call).map { PluginHostAPI.borrowed($0.message) } }
         api.call_caller = { call in PluginCallInFlight.from(call).map { UnsafePointer($0.caller) } }
         api.reply_new = { call in
-            guard let call = PluginCallInFlight.from(call) else { return nil }
-            var reply: OpaquePointer?
-            return sd_bus_message_new_method_return(call.message.handle, &reply) < 0 ? nil : reply
+            guard let call = PluginCallInFlight.from(call), let reply = try? call.message.newMethodReturn() else { return nil }
+            return PluginHostAPI.owned(reply)
         }
         api.reply_send = { call, reply in
-            guard let call = PluginCallInFlight.from(call), let reply else { return -EINVAL }
-            defer { sd_bus_message_unref(reply) }
+            guard let call = PluginCallInFlight.from(call), let reply = PluginHostAPI.take(reply) else { return -EINVAL }
             guard call.markReplied() else { return -EALREADY }
             guard call.message.expectsReply else { return 0 }
             if let outbox = call.host?.outbox {
                 outbox.reply(reply, to: call)
                 return 0
             }
-            return min(sd_bus_send(nil, reply, nil), 0)
+            return reply.send()
         }
         api.reply_error = { call, name, message in
             guard let call = PluginCallInFlight.from(call), let name = PluginHostAPI.string(name) else { return -EINVAL }
@@ -245,16 +270,16 @@ enum PluginHostAPI {
 
         // Calls to other services (1.1).
         api.method_call_new = { handle, destination, path, interface, member in
-            guard let bus = PluginHostAPI.host(handle).hostDelegate.busHandle else { return nil }
-            var message: OpaquePointer?
-            return sd_bus_message_new_method_call(bus, &message, destination, path, interface, member) < 0 ? nil : message
+            guard let path = PluginHostAPI.string(path), let member = PluginHostAPI.string(member) else { return nil }
+            return PluginHostAPI.host(handle).hostDelegate.newMethodCall(
+                destination: PluginHostAPI.string(destination), path: path, interface: PluginHostAPI.string(interface), member: member
+            ).map(PluginHostAPI.owned)
         }
         api.method_call_send = { handle, call, timeout, reply, userdata in
             let host = PluginHostAPI.host(handle)
-            guard let call, let reply else { return host.fail(EINVAL, "no call or reply function given") }
-            defer { sd_bus_message_unref(call) }
-            guard let bus = host.hostDelegate.busHandle else { return host.fail(ENOTCONN, "no bus") }
-            return PluginReplyForwarder.send(call, on: bus, timeout: timeout, host: host, reply: reply, userdata: userdata)
+            guard let call = PluginHostAPI.take(call) else { return host.fail(EINVAL, "no call given") }
+            guard let reply else { return host.fail(EINVAL, "no reply function given") }
+            return PluginReplyForwarder.send(call, timeout: timeout, host: host, reply: reply, userdata: userdata)
         }
         return api
     }

@@ -36,8 +36,14 @@ final class PluginInterfaceCollector: LoadedPluginDelegate {
     var pluginLoop: EventLoop? { nil }
     func configValue(_ key: String) -> String? { configuration.value(of: key) }
     func export(_ interface: BusInterface, for host: LoadedPlugin) throws(BusError) { exported.append(interface) }
-    func newSignal(interface: String, member: String) -> OpaquePointer? { nil }
-    var busHandle: OpaquePointer? { nil }
+    func newSignal(interface: String, member: String) -> Message? { nil }
+    func newMethodCall(destination: String?, path: String, interface: String?, member: String) -> Message? { nil }
+    func callAsync(_ call: Message, timeout: UInt64, _ completion: @escaping (Result<Message, BusError>) -> Void) throws(BusError) {
+        throw BusError.failed("no calls while describing interfaces")
+    }
+    func identify(_ message: Message, _ body: @escaping (CallerIdentity, AppID?) throws -> Void) {
+        message.replyError(.failed("no calls while describing interfaces"))
+    }
     func appInfo(_ app: AppID) -> PluginAppInfo { PluginAppInfo() }
     func apps(declaring mode: String) -> [AppID] { [] }
     func wake(_ app: AppID, reason: String, plugin: String, budget: Duration) throws(CoreError) -> String {

@@ -1,5 +1,4 @@
 import BgTaskProtocol
-import CSystemd
 import Glibc
 import Logging
 import SDBus
@@ -19,13 +18,13 @@ import SDBus
 /// the signals are dropped: nothing was kept, so nothing may be promised.
 final class PluginOutbox {
     private enum Pending {
-        case reply(PluginCallInFlight, OpaquePointer)
+        case reply(PluginCallInFlight, Message)
         case error(PluginCallInFlight, BusError)
-        case signal(OpaquePointer)
+        case signal(Message)
 
         /// Where a signal goes; nil for replies and errors.
         var signalDestination: String? {
-            if case .signal(let message) = self { sd_bus_message_get_destination(message).map { String(cString: $0) } } else { nil }
+            if case .signal(let message) = self { message.destination } else { nil }
         }
 
         /// Who a reply or an error goes to; nil for signals.
@@ -48,18 +47,9 @@ final class PluginOutbox {
         heldSignals > 0 || answered.contains(destination)
     }
 
-    deinit {
-        for item in pending {
-            switch item {
-            case .reply(_, let message), .signal(let message): sd_bus_message_unref(message)
-            case .error: break
-            }
-        }
-    }
-
-    /// Keeps a method return (the outbox takes over the caller's reference).
-    func reply(_ message: OpaquePointer, to call: PluginCallInFlight) {
-        pending.append(.reply(call, sd_bus_message_ref(message)))
+    /// Keeps a method return.
+    func reply(_ message: Message, to call: PluginCallInFlight) {
+        pending.append(.reply(call, message))
         if let sender = call.message.sender { answered.insert(sender) }
     }
 
@@ -69,8 +59,8 @@ final class PluginOutbox {
     }
 
     /// Keeps a signal whose destination is already set.
-    func signal(_ message: OpaquePointer) {
-        pending.append(.signal(sd_bus_message_ref(message)))
+    func signal(_ message: Message) {
+        pending.append(.signal(message))
         heldSignals += 1
     }
 
@@ -90,14 +80,12 @@ final class PluginOutbox {
         for item in items {
             switch item {
             case .reply(let call, let message):
-                if call.message.expectsReply { _ = sd_bus_send(nil, message, nil) }
-                sd_bus_message_unref(message)
+                if call.message.expectsReply { _ = message.send() }
             case .error(let call, let error):
                 call.message.replyError(error)
             case .signal(let message):
-                let r = sd_bus_send(nil, message, nil)
+                let r = message.send()
                 if r < 0 { logger.warning("cannot send a plugin's signal: \(String(cString: strerror(-r)))") }
-                sd_bus_message_unref(message)
             }
         }
     }
@@ -109,15 +97,13 @@ final class PluginOutbox {
         var dropped = 0
         for item in items {
             switch item {
-            case .reply(let call, let message):
-                sd_bus_message_unref(message)
+            case .reply(let call, _):
                 call.message.replyError(BusError(
                     name: BgTaskError.Code.storageFailed.rawValue,
                     message: "nothing was done: the \(plugin) plugin's state could not be saved: \(reason)"))
             case .error(let call, let error):
                 call.message.replyError(error)
-            case .signal(let message):
-                sd_bus_message_unref(message)
+            case .signal:
                 dropped += 1
             }
         }

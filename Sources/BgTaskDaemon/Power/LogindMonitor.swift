@@ -1,5 +1,4 @@
 import CBgTaskShim
-import CSystemd
 import Glibc
 import Logging
 import SDBus

@@ -1,5 +1,4 @@
 import BgTaskCore
-import CSystemd
 import Logging
 import SDBus
 
@@ -170,7 +169,7 @@ final class PowerMonitor {
                 destination: object.service, path: object.path,
                 interface: "org.freedesktop.DBus.Properties", member: "GetAll")
             // Follow what runs; never start a service by asking it.
-            sd_bus_message_set_auto_start(call.handle, 0)
+            call.setAutoStart(false)
             try call.append(object.interface)
             try bus.callAsync(call, timeout: Self.callTimeout, completion)
         } catch {

@@ -215,9 +215,15 @@ typedef struct bgt_host_api {
     /* Frees a message that will not be sent. */
     void (*message_free)(bgt_message *message);
 
-    /* Messages: the sd-bus model. read() takes a basic type code and a pointer
-     * of the matching C type (const char ** for "s", "o", "g"; int32_t for "b");
-     * it returns 1 on success and 0 at the end of a container. */
+    /* Messages. A bgt_message is the host's own handle to a D-Bus message; it
+     * is read and written one value at a time with D-Bus type codes. read()
+     * takes a basic type code and a pointer of the matching C type (const
+     * char ** for "s", "o", "g"; int32_t for "b"; uint64_t for "t" ...); it
+     * returns 1 on success and 0 at the end of a container. enter()/open()
+     * take a container type ('a', 'v', 'r', 'e') and its contents' signature;
+     * exit()/close() leave it. Strings read are valid while the message is.
+     * Every function returns a negative errno on failure (-ENXIO: no more
+     * values; -EBADMSG: a value of another type or an unreadable string). */
     int (*message_read)(bgt_message *message, char type, void *value);
     int (*message_enter)(bgt_message *message, char type, const char *contents);
     int (*message_exit)(bgt_message *message);
