@@ -149,6 +149,7 @@ let package = Package(
             dependencies: ["BgTaskCore", "BgTaskTestKit"],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "BgTaskProtocolTests", dependencies: ["BgTaskProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BgTaskFetchCoreTests",
             dependencies: ["BgTaskFetchCore", "BgTaskCore", "BgTaskProtocol"],

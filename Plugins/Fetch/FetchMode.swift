@@ -69,11 +69,11 @@ final class FetchMode: ModePlugin {
 
     func start() throws {
         try host.export(PluginInterface(name: BgTaskNames.fetch, members: [
-            .method("SetMinimumFetchInterval", in: [("seconds", "d")]),
-            .method("GetFetchRegistration", out: [("policy", "s"), ("seconds", "d"), ("next_earliest_usec", "t")]),
-            .method("CompleteFetch", in: [("token", "s"), ("result", "s")]),
-            .method("SimulateFetch", in: [("app_id", "s")]),
-            .signal("PerformFetch", [("token", "s")]),
+            .method(FetchInterface.Method.setMinimumFetchInterval.rawValue, in: [("seconds", "d")]),
+            .method(FetchInterface.Method.getFetchRegistration.rawValue, out: [("policy", "s"), ("seconds", "d"), ("next_earliest_usec", "t")]),
+            .method(FetchInterface.Method.completeFetch.rawValue, in: [("token", "s"), ("result", "s")]),
+            .method(FetchInterface.Method.simulateFetch.rawValue, in: [("app_id", "s")]),
+            .signal(FetchInterface.Signal.performFetch.rawValue, [("token", "s")]),
         ]))
         var learned: [String: AppLearning] = [:]
         for (app, data) in try host.records(collection: "learning") {
@@ -151,12 +151,12 @@ final class FetchMode: ModePlugin {
     // MARK: Calls
 
     func handle(_ call: PluginCall) throws {
-        switch call.member {
-        case "SetMinimumFetchInterval": try setMinimumFetchInterval(call)
-        case "GetFetchRegistration": try getFetchRegistration(call)
-        case "CompleteFetch": try completeFetch(call)
-        case "SimulateFetch": try simulateFetch(call)
-        default: throw ModeError.failed("unknown method \(call.member)")
+        switch FetchInterface.Method(rawValue: call.member) {
+        case .setMinimumFetchInterval: try setMinimumFetchInterval(call)
+        case .getFetchRegistration: try getFetchRegistration(call)
+        case .completeFetch: try completeFetch(call)
+        case .simulateFetch: try simulateFetch(call)
+        case nil: throw ModeError.failed("unknown method \(call.member)")
         }
     }
 
@@ -173,7 +173,7 @@ final class FetchMode: ModePlugin {
         }
         try save(app)
         try call.reply()
-        host.logWhenCommitted(.info, "\(app) asked for fetch interval \(interval.policyName) (\(seconds) s)")
+        host.logWhenCommitted(.info, "\(app) asked for fetch interval \(interval.policy.rawValue) (\(seconds) s)")
         armNextWake()
     }
 
@@ -184,7 +184,7 @@ final class FetchMode: ModePlugin {
         // The earliest moment allowed; `bgtaskctl apps` shows the plan, which may be later.
         let next = planner.earliestFetch(of: app) ?? 0
         try call.reply { (reply) throws(ModeError) in
-            try reply.append(record?.interval.policyName ?? "never")
+            try reply.append((record?.interval.policy ?? .never).rawValue)
             try reply.append(interval)
             try reply.append(next)
         }
@@ -271,7 +271,7 @@ final class FetchMode: ModePlugin {
         case .tokenReady(_, let token, let connection):
             // The event first: a reply to the same connection sent before it would hold it back.
             do {
-                try host.emit("PerformFetch", interface: BgTaskNames.fetch, to: connection) { (signal) throws(ModeError) in
+                try host.emit(FetchInterface.Signal.performFetch.rawValue, interface: BgTaskNames.fetch, to: connection) { (signal) throws(ModeError) in
                     try signal.append(token)
                 }
             } catch {
@@ -466,17 +466,18 @@ final class FetchMode: ModePlugin {
 
     func describe(app: String, into description: inout [String: PluginValue]) {
         guard let record = planner.apps[app]?.record else { return }
-        description["fetch_policy"] = .string(record.interval.policyName)
-        if let interval = planner.effectiveInterval(of: app) { description["fetch_interval"] = .double(interval) }
+        typealias Key = FetchInterface.ApplicationKey
+        description[Key.policy.rawValue] = .string(record.interval.policy.rawValue)
+        if let interval = planner.effectiveInterval(of: app) { description[Key.interval.rawValue] = .double(interval) }
         let plan = planner.plan(for: app, at: host.realtimeMicroseconds)
-        if let next = plan?.next { description["fetch_next_usec"] = .uint(next) }
-        if let plan, !plan.reasons.isEmpty { description["fetch_plan"] = .string(plan.explanation) }
-        if let held = ineligibility(of: app), plan?.next == nil { description["fetch_held"] = .string(held) }
+        if let next = plan?.next { description[Key.nextUsec.rawValue] = .uint(next) }
+        if let plan, !plan.reasons.isEmpty { description[Key.plan.rawValue] = .string(plan.explanation) }
+        if let held = ineligibility(of: app), plan?.next == nil { description[Key.held.rawValue] = .string(held) }
         if let last = record.history.last {
             // A wake the app did not answer in time shows as such, not as its earlier answer.
-            description["fetch_last_result"] = .string(last.result?.rawValue ?? "missed")
+            description[Key.lastResult.rawValue] = .string(last.result?.rawValue ?? FetchInterface.missedResult)
         }
-        if let lastFetch = record.lastFetchAt { description["fetch_last_usec"] = .uint(lastFetch) }
-        description["fetch_offences"] = .uint(UInt64(record.offences))
+        if let lastFetch = record.lastFetchAt { description[Key.lastUsec.rawValue] = .uint(lastFetch) }
+        description[Key.offences.rawValue] = .uint(UInt64(record.offences))
     }
 }

@@ -21,14 +21,14 @@ struct PushOptions {
             }
             return option.value
         }
-        if case .uint(let value)? = try expect("priority", "u") {
+        if case .uint(let value)? = try expect(RemoteNotificationsInterface.OptionKey.priority.rawValue, "u") {
             guard value == 5 || value == 10 else { throw ModeError.invalidArgs("option 'priority' must be 5 or 10, not \(value)") }
             priority = UInt32(value)
         }
-        if case .uint(let value)? = try expect("expiration", "t") {
+        if case .uint(let value)? = try expect(RemoteNotificationsInterface.OptionKey.expiration.rawValue, "t") {
             expiration = value
         }
-        if case .string(let value)? = try expect("collapse_id", "s") {
+        if case .string(let value)? = try expect(RemoteNotificationsInterface.OptionKey.collapseID.rawValue, "s") {
             guard !value.isEmpty, value.utf8.count <= Self.maximumCollapseBytes else {
                 throw ModeError.invalidArgs("option 'collapse_id' must be 1 to \(Self.maximumCollapseBytes) bytes long")
             }

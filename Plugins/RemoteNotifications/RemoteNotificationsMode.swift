@@ -98,10 +98,10 @@ final class RemoteNotificationsMode: ModePlugin {
 
     func start() throws {
         try host.export(PluginInterface(name: BgTaskNames.remoteNotifications, members: [
-            .method("DeliverPush", in: [("app_id", "s"), ("payload_json", "s"), ("options", "a{sv}")], out: [("push_id", "s")]),
-            .method("CompleteNotification", in: [("token", "s"), ("result", "s")]),
-            .method("ListPushes", in: [("app_id", "s")], out: [("pushes", "aa{sv}")]),
-            .signal("NotificationReceived", [("token", "s"), ("payload_json", "s")]),
+            .method(RemoteNotificationsInterface.Method.deliverPush.rawValue, in: [("app_id", "s"), ("payload_json", "s"), ("options", "a{sv}")], out: [("push_id", "s")]),
+            .method(RemoteNotificationsInterface.Method.completeNotification.rawValue, in: [("token", "s"), ("result", "s")]),
+            .method(RemoteNotificationsInterface.Method.listPushes.rawValue, in: [("app_id", "s")], out: [("pushes", "aa{sv}")]),
+            .signal(RemoteNotificationsInterface.Signal.notificationReceived.rawValue, [("token", "s"), ("payload_json", "s")]),
         ]))
         let decoder = JSONDecoder()
         // Each app's state is in its `apps` record and beside each of its pushes: the highest version wins.
@@ -206,11 +206,11 @@ final class RemoteNotificationsMode: ModePlugin {
     // MARK: Calls
 
     func handle(_ call: PluginCall) throws {
-        switch call.member {
-        case "DeliverPush": try deliverPush(call)
-        case "CompleteNotification": try completeNotification(call)
-        case "ListPushes": try listPushes(call)
-        default: throw ModeError.failed("unknown method \(call.member)")
+        switch RemoteNotificationsInterface.Method(rawValue: call.member) {
+        case .deliverPush: try deliverPush(call)
+        case .completeNotification: try completeNotification(call)
+        case .listPushes: try listPushes(call)
+        case nil: throw ModeError.failed("unknown method \(call.member)")
         }
     }
 
@@ -296,14 +296,16 @@ final class RemoteNotificationsMode: ModePlugin {
         try call.reply { (reply) throws(ModeError) in
             try reply.container("a", "a{sv}") { () throws(ModeError) in
                 for push in pushes {
+                    typealias Key = RemoteNotificationsInterface.PushKey
                     var fields: [String: PluginValue] = [
-                        "push_id": .string(push.id), "app_id": .string(push.app), "payload_json": .string(push.payload),
-                        "priority": .uint(UInt64(push.priority)), "received_usec": .uint(push.receivedAt),
-                        "state": .string(inFlight.contains(push.id) ? "delivering" : push.state.rawValue),
-                        "alert": .bool(push.hasAlert), "silent": .bool(push.isSilent),
+                        Key.pushID.rawValue: .string(push.id), Key.appID.rawValue: .string(push.app),
+                        Key.payloadJSON.rawValue: .string(push.payload), Key.priority.rawValue: .uint(UInt64(push.priority)),
+                        Key.receivedUsec.rawValue: .uint(push.receivedAt),
+                        Key.state.rawValue: .string((inFlight.contains(push.id) ? .delivering : push.state.wireState).rawValue),
+                        Key.alert.rawValue: .bool(push.hasAlert), Key.silent.rawValue: .bool(push.isSilent),
                     ]
-                    if let expiration = push.expiration { fields["expiration"] = .uint(expiration) }
-                    if let collapse = push.collapseID { fields["collapse_id"] = .string(collapse) }
+                    if let expiration = push.expiration { fields[Key.expiration.rawValue] = .uint(expiration) }
+                    if let collapse = push.collapseID { fields[Key.collapseID.rawValue] = .string(collapse) }
                     try reply.append(dictionary: fields)
                 }
             }
@@ -317,7 +319,7 @@ final class RemoteNotificationsMode: ModePlugin {
         case .tokenReady(let app, let token, let connection):
             guard let (_, id) = tokens[token], let push = inboxes[app]?.pushes.first(where: { $0.id == id }) else { return }
             do {
-                try host.emit("NotificationReceived", interface: BgTaskNames.remoteNotifications, to: connection) {
+                try host.emit(RemoteNotificationsInterface.Signal.notificationReceived.rawValue, interface: BgTaskNames.remoteNotifications, to: connection) {
                     (signal) throws(ModeError) in
                     try signal.append(token)
                     try signal.append(push.payload)
@@ -516,12 +518,13 @@ final class RemoteNotificationsMode: ModePlugin {
 
     func describe(app: String, into description: inout [String: PluginValue]) {
         guard let box = inboxes[app] else { return }
-        description["pushes_held"] = .uint(UInt64(box.heldCount))
-        description["pushes_delivering"] = .uint(UInt64(box.pushes.count - box.heldCount))
-        description["pushes_received"] = .uint(UInt64(box.counts.received))
-        description["pushes_delivered"] = .uint(UInt64(box.counts.delivered))
-        description["pushes_dropped"] = .uint(UInt64(box.counts.expired + box.counts.overflowed + box.counts.collapsed))
-        description["push_offences"] = .uint(UInt64(box.counts.offences))
-        description["silent_budget"] = .double(box.bucket.available(at: host.realtimeMicroseconds))
+        typealias Key = RemoteNotificationsInterface.ApplicationKey
+        description[Key.held.rawValue] = .uint(UInt64(box.heldCount))
+        description[Key.delivering.rawValue] = .uint(UInt64(box.pushes.count - box.heldCount))
+        description[Key.received.rawValue] = .uint(UInt64(box.counts.received))
+        description[Key.delivered.rawValue] = .uint(UInt64(box.counts.delivered))
+        description[Key.dropped.rawValue] = .uint(UInt64(box.counts.expired + box.counts.overflowed + box.counts.collapsed))
+        description[Key.offences.rawValue] = .uint(UInt64(box.counts.offences))
+        description[Key.silentBudget.rawValue] = .double(box.bucket.available(at: host.realtimeMicroseconds))
     }
 }

@@ -59,7 +59,7 @@ extension BackgroundTaskManager {
     ///   (also when the daemon runs without its fetch plugin).
     public func setMinimumBackgroundFetchInterval(_ interval: TimeInterval) async throws {
         try await connection.call(
-            "SetMinimumFetchInterval", on: .fetch, arguments: { (call) throws(BusError) in try call.append(interval) },
+            FetchInterface.Method.setMinimumFetchInterval.rawValue, on: .fetch, arguments: { (call) throws(BusError) in try call.append(interval) },
             decode: { (_) throws(BusError) in })
     }
 
@@ -74,7 +74,7 @@ extension BackgroundTaskManager {
     /// - Throws: ``BackgroundTasksError``: as ``setMinimumBackgroundFetchInterval(_:)``.
     public func fetchRegistration() async throws -> FetchRegistration {
         try await connection.call(
-            "GetFetchRegistration", on: .fetch,
+            FetchInterface.Method.getFetchRegistration.rawValue, on: .fetch,
             decode: { (reply) throws(BusError) in
                 let policy = try reply.readString()
                 let seconds = try reply.readDouble()
@@ -185,7 +185,7 @@ extension BackgroundTaskManager {
     /// `dispatcher`, and drops its queue when the daemon leaves. Called by
     /// `connect` before `CheckIn`, so no fetch sent right after it is missed.
     static func subscribeToFetchSignals(on connection: BusConnection, dispatcher: FetchDispatcher) {
-        connection.subscribe(interface: BgTaskNames.fetch, member: "PerformFetch") { (signal) throws(BusError) in
+        connection.subscribe(interface: BgTaskNames.fetch, member: FetchInterface.Signal.performFetch.rawValue) { (signal) throws(BusError) in
             dispatcher.received(try signal.readString())
         }
         connection.observeServiceOwner { _ in dispatcher.discardQueued() }
@@ -207,7 +207,7 @@ extension BackgroundTaskManager {
     /// Sends `CompleteFetch` and tells ``onFetchCompleted`` how it went.
     private func completeFetch(token: String, result: FetchResult) {
         connection.callInBackground(
-            "CompleteFetch", on: .fetch,
+            FetchInterface.Method.completeFetch.rawValue, on: .fetch,
             arguments: { (call) throws(BusError) in
                 try call.append(token)
                 try call.append(result.rawValue)

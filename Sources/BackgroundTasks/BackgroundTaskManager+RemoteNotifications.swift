@@ -129,7 +129,7 @@ extension BackgroundTaskManager {
     /// `dispatcher`, and drops its queue when the daemon leaves. Called by
     /// `connect` before `CheckIn`, so no push sent right after it is missed.
     static func subscribeToNotificationSignals(on connection: BusConnection, dispatcher: NotificationDispatcher) {
-        connection.subscribe(interface: BgTaskNames.remoteNotifications, member: "NotificationReceived") {
+        connection.subscribe(interface: BgTaskNames.remoteNotifications, member: RemoteNotificationsInterface.Signal.notificationReceived.rawValue) {
             (signal) throws(BusError) in
             let token = try signal.readString()
             let payload = try signal.readString()
@@ -157,7 +157,7 @@ extension BackgroundTaskManager {
     /// Sends `CompleteNotification` and tells ``onNotificationCompleted`` how it went.
     private func completeNotification(token: String, result: FetchResult) {
         connection.callInBackground(
-            "CompleteNotification", on: .remoteNotifications,
+            RemoteNotificationsInterface.Method.completeNotification.rawValue, on: .remoteNotifications,
             arguments: { (call) throws(BusError) in
                 try call.append(token)
                 try call.append(result.rawValue)

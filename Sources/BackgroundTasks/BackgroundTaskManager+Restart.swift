@@ -71,7 +71,7 @@ extension BackgroundTaskManager {
             return
         }
         connection.callInBackground(
-            "CheckIn", arguments: { (call) throws(BusError) in try call.append(appID) },
+            ManagerInterface.Method.checkIn.rawValue, arguments: { (call) throws(BusError) in try call.append(appID) },
             decode: { (reply) throws(BusError) in LaunchInfo(launchDictionary: try reply.readOptions()) },
             completion: { [weak self] result in
                 guard let self else { return }
@@ -89,7 +89,7 @@ extension BackgroundTaskManager {
     private func restoreState(_ state: ApplicationState?) {
         guard let state, state != .active else { return }
         connection.callInBackground(
-            "SetApplicationState", arguments: { (call) throws(BusError) in try call.append(state.rawValue) },
+            ManagerInterface.Method.setApplicationState.rawValue, arguments: { (call) throws(BusError) in try call.append(state.rawValue) },
             completion: { _ in })
     }
 

@@ -56,7 +56,7 @@ extension BackgroundTaskManager {
         name: String = "", expirationHandler: (@Sendable () -> Void)? = nil
     ) async throws -> BackgroundTaskIdentifier {
         try await connection.call(
-            "BeginBackgroundTask", arguments: { (call) throws(BusError) in try call.append(name) },
+            ManagerInterface.Method.beginBackgroundTask.rawValue, arguments: { (call) throws(BusError) in try call.append(name) },
             decode: { [self] (reply) throws(BusError) in
                 let id = try reply.readUInt32()
                 _ = try reply.readDouble()  // seconds_remaining: the same as backgroundTimeRemaining
@@ -81,7 +81,7 @@ extension BackgroundTaskManager {
     public func endBackgroundTask(_ id: BackgroundTaskIdentifier) async throws {
         _ = callbacks.withLock { $0.expirationHandlers.removeValue(forKey: id.rawValue) }
         try await connection.call(
-            "EndBackgroundTask", arguments: { (call) throws(BusError) in try call.append(id.rawValue) },
+            ManagerInterface.Method.endBackgroundTask.rawValue, arguments: { (call) throws(BusError) in try call.append(id.rawValue) },
             decode: { (_) throws(BusError) in })
     }
 
@@ -177,12 +177,12 @@ extension BackgroundTaskManager {
     /// Hooks the Manager signals and the daemon's comings and goings up to
     /// this manager (held weakly: the connection must not keep it alive).
     func subscribeToTaskSignals() {
-        connection.subscribe(interface: BgTaskNames.manager, member: "TaskExpiring") { [weak self] (signal) throws(BusError) in
+        connection.subscribe(interface: BgTaskNames.manager, member: ManagerInterface.Signal.taskExpiring.rawValue) { [weak self] (signal) throws(BusError) in
             let id = try signal.readUInt32()
             let secondsLeft = try signal.readDouble()
             self?.taskExpiring(id, secondsLeft: secondsLeft)
         }
-        connection.subscribe(interface: BgTaskNames.manager, member: "TaskExpired") { [weak self] (signal) throws(BusError) in
+        connection.subscribe(interface: BgTaskNames.manager, member: ManagerInterface.Signal.taskExpired.rawValue) { [weak self] (signal) throws(BusError) in
             let id = try signal.readUInt32()
             self?.taskExpired(id)
         }

@@ -219,7 +219,7 @@ public final class BackgroundTaskManager: Sendable {
 
     static func checkIn(appID: String, on connection: BusConnection) async throws(BackgroundTasksError) -> LaunchInfo {
         try await connection.call(
-            "CheckIn", arguments: { (call) throws(BusError) in try call.append(appID) },
+            ManagerInterface.Method.checkIn.rawValue, arguments: { (call) throws(BusError) in try call.append(appID) },
             decode: { (reply) throws(BusError) in LaunchInfo(launchDictionary: try reply.readOptions()) })
     }
 
@@ -253,7 +253,7 @@ public final class BackgroundTaskManager: Sendable {
     /// - Throws: ``BackgroundTasksError`` (`.daemonUnavailable`, `.disconnected` …).
     public func setApplicationState(_ state: ApplicationState) async throws {
         try await connection.call(
-            "SetApplicationState", arguments: { (call) throws(BusError) in try call.append(state.rawValue) },
+            ManagerInterface.Method.setApplicationState.rawValue, arguments: { (call) throws(BusError) in try call.append(state.rawValue) },
             decode: { [self] (_) throws(BusError) in
                 // Recorded on the SDK's thread as the daemon took it, for a restarted daemon.
                 session.withLock { $0.state = state }
@@ -273,7 +273,7 @@ public final class BackgroundTaskManager: Sendable {
     /// - Throws: ``BackgroundTasksError`` (`.daemonUnavailable`, `.disconnected` …).
     public var backgroundTimeRemaining: TimeInterval {
         get async throws {
-            try await connection.call("GetBackgroundTimeRemaining") { (reply) throws(BusError) in try reply.readDouble() }
+            try await connection.call(ManagerInterface.Method.getBackgroundTimeRemaining.rawValue) { (reply) throws(BusError) in try reply.readDouble() }
         }
     }
 
@@ -293,7 +293,7 @@ public final class BackgroundTaskManager: Sendable {
     ///
     /// - Throws: ``BackgroundTasksError`` (`.daemonUnavailable`, `.disconnected` …).
     public func backgroundRefreshStatus() async throws -> BackgroundRefreshStatus {
-        try await connection.call("GetBackgroundRefreshStatus") { (reply) throws(BusError) in
+        try await connection.call(ManagerInterface.Method.getBackgroundRefreshStatus.rawValue) { (reply) throws(BusError) in
             let text = try reply.readString()
             guard let status = BackgroundRefreshStatus(rawValue: text) else {
                 throw BusError.invalidArgs("unknown status '\(text.prefix(64))'")

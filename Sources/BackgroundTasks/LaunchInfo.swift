@@ -1,3 +1,4 @@
+public import BgTaskProtocol
 import SDBus
 
 /// What `CheckIn` told the app about its launch: why it runs and how many
@@ -43,7 +44,7 @@ public struct LaunchInfo: Sendable, Hashable {
     /// daemon never breaks an older app.
     init(launchDictionary options: [String: BusValue]) {
         self.init()
-        if case .string(let reason)? = options["reason"] { self.reason = LaunchReason(rawValue: reason) }
-        if case .uint32(let pending)? = options["pending"] { self.pending = pending }
+        if case .string(let reason)? = options[ManagerInterface.LaunchKey.reason.rawValue] { self.reason = LaunchReason(rawValue: reason) }
+        if case .uint32(let pending)? = options[ManagerInterface.LaunchKey.pending.rawValue] { self.pending = pending }
     }
 }

@@ -212,7 +212,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
             return true
         } ?? false
         let app = apps[key]!
-        let reason = app.launch?.reason ?? "user"
+        let reason = app.launch?.reason ?? LaunchReason.user.rawValue
         if app.launch != nil { backoffs[appID] = nil }  // it started and checked in: the launch works
         if firstCheckIn { actions.append(.appCheckedIn(appID, connection, reason: reason)) }
         // Waiting events go to this connection, in the order they were asked

@@ -1,3 +1,4 @@
+public import BgTaskProtocol
 /// Decides whether Background App Refresh is available to an app
 /// (docs/DESIGN.md §4, `GetBackgroundRefreshStatus`):
 ///
@@ -15,7 +16,7 @@ public enum RefreshPolicy {
 
     /// The status for one app. `appEnabled` is the app's own switch, nil when
     /// the user never set it (the app then follows the global switch).
-    public static func status(appEnabled: Bool?, globalEnabled: Bool, power: PowerState) -> RefreshStatus {
+    public static func status(appEnabled: Bool?, globalEnabled: Bool, power: PowerState) -> BackgroundRefreshStatus {
         explain(appEnabled: appEnabled, globalEnabled: globalEnabled, power: power).status
     }
 
@@ -23,7 +24,7 @@ public enum RefreshPolicy {
     /// (`power saver is on`, `on battery at 15 %` …).
     public static func explain(
         appEnabled: Bool?, globalEnabled: Bool, power: PowerState
-    ) -> (status: RefreshStatus, reason: String) {
+    ) -> (status: BackgroundRefreshStatus, reason: String) {
         if !globalEnabled {
             return (.denied, "Background App Refresh is switched off for all apps")
         }

@@ -18,12 +18,12 @@ public enum FetchInterval: Sendable, Equatable, Codable {
         if seconds >= Self.neverThreshold { self = .never } else if seconds == 0 { self = .minimum } else { self = .custom(seconds) }
     }
 
-    /// `never`, `minimum` or `custom` (the first value of `GetFetchRegistration`).
-    public var policyName: String {
+    /// The policy GetFetchRegistration answers (its first value).
+    public var policy: FetchInterface.Policy {
         switch self {
-        case .never: "never"
-        case .minimum: "minimum"
-        case .custom: "custom"
+        case .never: .never
+        case .minimum: .minimum
+        case .custom: .custom
         }
     }
 

@@ -183,7 +183,7 @@ public final class PluginHost {
         return AppInfo(
             known: info.known != 0, running: info.running != 0, launching: info.launching != 0,
             state: info.state.map { String(cString: $0) },
-            refreshStatus: info.refresh_status.map { String(cString: $0) } ?? "available",
+            refreshStatus: info.refresh_status.map { String(cString: $0) } ?? BackgroundRefreshStatus.available.rawValue,
             modes: (info.modes.map { String(cString: $0) } ?? "").split(separator: ";").map(String.init),
             name: info.name.map { String(cString: $0) },
             icon: info.struct_size >= UInt32(MemoryLayout<bgt_app_info>.size) ? info.icon.map { String(cString: $0) } : nil)

@@ -7,6 +7,14 @@ public struct PushRecord: Sendable, Equatable, Codable {
         case held
         /// To be delivered now: its wake was spent or it needs none (an alert).
         case due
+
+        /// The state ListPushes shows.
+        public var wireState: RemoteNotificationsInterface.PushState {
+            switch self {
+            case .held: .held
+            case .due: .due
+            }
+        }
     }
 
     public var id: String

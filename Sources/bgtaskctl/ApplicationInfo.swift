@@ -9,33 +9,33 @@ struct ApplicationInfo {
     var record: BusRecord
     var fields: [String: BusValue] { record.fields }
 
-    var appID: String { record.string("app_id") ?? "?" }
+    var appID: String { record.string(ManagerInterface.ApplicationKey.appID.rawValue) ?? "?" }
     var modes: [String] {
-        guard case .array(_, let values)? = fields["modes"] else { return [] }
+        guard case .array(_, let values)? = fields[ManagerInterface.ApplicationKey.modes.rawValue] else { return [] }
         return values.compactMap { if case .string(let mode) = $0.unwrapped { mode } else { nil } }
     }
-    var refreshStatus: String? { record.string("refresh_status") }
-    var refreshReason: String? { record.string("refresh_reason") }
-    var running: Bool { record.bool("running") ?? false }
-    var launching: Bool { record.bool("launching") ?? false }
-    var state: String? { record.string("state") }
+    var refreshStatus: String? { record.string(ManagerInterface.ApplicationKey.refreshStatus.rawValue) }
+    var refreshReason: String? { record.string(ManagerInterface.ApplicationKey.refreshReason.rawValue) }
+    var running: Bool { record.bool(ManagerInterface.ApplicationKey.running.rawValue) ?? false }
+    var launching: Bool { record.bool(ManagerInterface.ApplicationKey.launching.rawValue) ?? false }
+    var state: String? { record.string(ManagerInterface.ApplicationKey.state.rawValue) }
     /// iOS's "suspended": held back while asleep or waiting for its turn, or launched and idle.
-    var suspended: Bool { record.bool("suspended") ?? false }
-    var execProblem: String? { record.string("exec_problem") }
-    var launchError: String? { record.string("launch_error") }
-    var fetchPolicy: String? { record.string("fetch_policy") }
-    var fetchInterval: Double? { record.double("fetch_interval") }
-    var fetchNextMicroseconds: UInt64? { record.uint("fetch_next_usec") }
-    var fetchHeld: String? { record.string("fetch_held") }
+    var suspended: Bool { record.bool(ManagerInterface.ApplicationKey.suspended.rawValue) ?? false }
+    var execProblem: String? { record.string(ManagerInterface.ApplicationKey.execProblem.rawValue) }
+    var launchError: String? { record.string(ManagerInterface.ApplicationKey.launchError.rawValue) }
+    var fetchPolicy: String? { record.string(FetchInterface.ApplicationKey.policy.rawValue) }
+    var fetchInterval: Double? { record.double(FetchInterface.ApplicationKey.interval.rawValue) }
+    var fetchNextMicroseconds: UInt64? { record.uint(FetchInterface.ApplicationKey.nextUsec.rawValue) }
+    var fetchHeld: String? { record.string(FetchInterface.ApplicationKey.held.rawValue) }
     /// Why the next fetch is planned when it is ("usually opened at 08:10; new content is likely by then").
     var fetchPlan: String? { record.string("fetch_plan") }
-    var fetchLastResult: String? { record.string("fetch_last_result") }
-    var fetchLastMicroseconds: UInt64? { record.uint("fetch_last_usec") }
-    var fetchOffences: UInt64? { record.uint("fetch_offences") }
+    var fetchLastResult: String? { record.string(FetchInterface.ApplicationKey.lastResult.rawValue) }
+    var fetchLastMicroseconds: UInt64? { record.uint(FetchInterface.ApplicationKey.lastUsec.rawValue) }
+    var fetchOffences: UInt64? { record.uint(FetchInterface.ApplicationKey.offences.rawValue) }
 
     /// Reads the answer of `GetApplications`, `aa{sv}`.
     static func list(from reply: Message) throws(ClientError) -> [ApplicationInfo] {
-        try BusRecord.list(from: reply, member: "GetApplications").map { ApplicationInfo(record: $0) }.sorted { $0.appID < $1.appID }
+        try BusRecord.list(from: reply, member: ManagerInterface.Method.getApplications.rawValue).map { ApplicationInfo(record: $0) }.sorted { $0.appID < $1.appID }
     }
 
     /// The dictionary as the daemon sent it, for `--json`.

@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import ArgumentParser
 import Foundation
 
@@ -45,7 +46,7 @@ struct AppsCommand: ClientCommand {
 
     func run(with client: DaemonClient) throws {
         let uniqueName = try client.daemonUniqueName()
-        let apps = try ApplicationInfo.list(from: client.call("GetApplications", destination: uniqueName))
+        let apps = try ApplicationInfo.list(from: client.call(ManagerInterface.Method.getApplications.rawValue, destination: uniqueName))
         if global.json {
             try JSONOutput.print(Report(applications: apps.map(\.json)))
             return

@@ -41,7 +41,7 @@ struct FetchSimulateCommand: ClientCommand {
     func run(with client: DaemonClient) throws {
         do {
             // A launch may take up to the wake's budget (Fetch.WakeBudgetSec, 30 s by default).
-            try client.call("SimulateFetch", interface: BgTaskNames.fetch, timeout: 120_000_000) { (call) throws(BusError) in
+            try client.call(FetchInterface.Method.simulateFetch.rawValue, interface: BgTaskNames.fetch, timeout: 120_000_000) { (call) throws(BusError) in
                 try call.append(app)
             }
         } catch {

@@ -52,39 +52,39 @@ struct ManagerState {
     /// Reads the answer of `Properties.GetAll(Manager)`. `Version` must be
     /// there; properties a daemon of another version lacks count as empty.
     init(properties: [String: BusValue]) throws(ClientError) {
-        guard case .uint32(let version)? = properties["Version"] else {
-            throw Self.malformed("Version", properties["Version"])
+        guard case .uint32(let version)? = properties[ManagerInterface.Property.version.rawValue] else {
+            throw Self.malformed(ManagerInterface.Property.version.rawValue, properties[ManagerInterface.Property.version.rawValue])
         }
         self.version = version
-        switch properties["Sleeping"] {
+        switch properties[ManagerInterface.Property.sleeping.rawValue] {
         case .bool(let sleeping)?: self.sleeping = sleeping
         case nil: self.sleeping = false
-        case let other: throw Self.malformed("Sleeping", other)
+        case let other: throw Self.malformed(ManagerInterface.Property.sleeping.rawValue, other)
         }
-        switch properties["Draining"] {
+        switch properties[ManagerInterface.Property.draining.rawValue] {
         case .bool(let draining)?: self.draining = draining
         case nil: self.draining = false
-        case let other: throw Self.malformed("Draining", other)
+        case let other: throw Self.malformed(ManagerInterface.Property.draining.rawValue, other)
         }
-        switch properties["Backlog"] {
+        switch properties[ManagerInterface.Property.backlog.rawValue] {
         case .array("s", let entries)?:
             backlog = entries.compactMap { if case .string(let app) = $0 { app } else { nil } }
         case nil: backlog = []
-        case let other: throw Self.malformed("Backlog", other)
+        case let other: throw Self.malformed(ManagerInterface.Property.backlog.rawValue, other)
         }
-        tasks = try properties["Tasks"].map { (value) throws(ClientError) in try Self.tasks(from: value) } ?? []
-        plugins = try properties["Plugins"].map { (value) throws(ClientError) in try Self.plugins(from: value) } ?? []
+        tasks = try properties[ManagerInterface.Property.tasks.rawValue].map { (value) throws(ClientError) in try Self.tasks(from: value) } ?? []
+        plugins = try properties[ManagerInterface.Property.plugins.rawValue].map { (value) throws(ClientError) in try Self.plugins(from: value) } ?? []
     }
 
     /// Reads the `Tasks` property, `a(ussd)`.
     static func tasks(from value: BusValue) throws(ClientError) -> [Task] {
-        guard case .array(_, let entries) = value else { throw malformed("Tasks", value) }
+        guard case .array(_, let entries) = value else { throw malformed(ManagerInterface.Property.tasks.rawValue, value) }
         var tasks: [Task] = []
         for entry in entries {
             guard case .structure(let fields) = entry, fields.count == 4,
                   case .uint32(let id) = fields[0], case .string(let owner) = fields[1],
                   case .string(let name) = fields[2], case .double(let remaining) = fields[3]
-            else { throw malformed("Tasks", value) }
+            else { throw malformed(ManagerInterface.Property.tasks.rawValue, value) }
             tasks.append(Task(id: id, owner: owner, name: name, secondsRemaining: remaining))
         }
         return tasks
@@ -92,13 +92,13 @@ struct ManagerState {
 
     /// Reads the `Plugins` property, `a(ssu)`.
     static func plugins(from value: BusValue) throws(ClientError) -> [Plugin] {
-        guard case .array(_, let entries) = value else { throw malformed("Plugins", value) }
+        guard case .array(_, let entries) = value else { throw malformed(ManagerInterface.Property.plugins.rawValue, value) }
         var plugins: [Plugin] = []
         for entry in entries {
             guard case .structure(let fields) = entry, fields.count == 3,
                   case .string(let name) = fields[0], case .string(let version) = fields[1],
                   case .uint32(let abi) = fields[2]
-            else { throw malformed("Plugins", value) }
+            else { throw malformed(ManagerInterface.Property.plugins.rawValue, value) }
             plugins.append(Plugin(name: name, version: version, abiVersion: abi))
         }
         return plugins

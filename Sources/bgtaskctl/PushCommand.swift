@@ -155,15 +155,15 @@ struct PushCommand: ClientCommand {
     func run(with client: DaemonClient) throws {
         let (json, kind) = try built()
         var options: [BusValue.DictionaryEntry] = []
-        if let priority { options.append(.init(key: .string("priority"), value: .variant(.uint32(priority)))) }
+        if let priority { options.append(.init(key: .string(RemoteNotificationsInterface.OptionKey.priority.rawValue), value: .variant(.uint32(priority)))) }
         if let expiration {
-            options.append(.init(key: .string("expiration"), value: .variant(.uint64(expiration.unixSeconds()))))
+            options.append(.init(key: .string(RemoteNotificationsInterface.OptionKey.expiration.rawValue), value: .variant(.uint64(expiration.unixSeconds()))))
         }
-        if let collapseID { options.append(.init(key: .string("collapse_id"), value: .variant(.string(collapseID)))) }
+        if let collapseID { options.append(.init(key: .string(RemoteNotificationsInterface.OptionKey.collapseID.rawValue), value: .variant(.string(collapseID)))) }
 
         let reply: Message
         do {
-            reply = try client.call("DeliverPush", interface: BgTaskNames.remoteNotifications) { (call) throws(BusError) in
+            reply = try client.call(RemoteNotificationsInterface.Method.deliverPush.rawValue, interface: BgTaskNames.remoteNotifications) { (call) throws(BusError) in
                 try call.append(app)
                 try call.append(json)
                 try call.append(value: .dictionary(key: "s", value: "v", options))

@@ -47,7 +47,7 @@ struct PushesCommand: ClientCommand {
         let uniqueName = try client.daemonUniqueName()
         let reply: Message
         do {
-            reply = try client.call("ListPushes", interface: BgTaskNames.remoteNotifications, destination: uniqueName) {
+            reply = try client.call(RemoteNotificationsInterface.Method.listPushes.rawValue, interface: BgTaskNames.remoteNotifications, destination: uniqueName) {
                 (call) throws(BusError) in try call.append(app ?? "")
             }
         } catch {

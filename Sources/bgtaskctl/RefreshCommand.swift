@@ -35,7 +35,7 @@ struct RefreshCommand: ParsableCommand {
     static func setEnabled(_ enabled: Bool, app: String?, client: DaemonClient, json: Bool) throws {
         let appID = app ?? ""
         do {
-            try client.call("SetBackgroundRefreshEnabled") { (call) throws(BusError) in
+            try client.call(ManagerInterface.Method.setBackgroundRefreshEnabled.rawValue) { (call) throws(BusError) in
                 try call.append(appID)
                 try call.append(enabled)
             }

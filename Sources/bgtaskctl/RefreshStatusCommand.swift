@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import ArgumentParser
 
 /// `bgtaskctl refresh status`: the global switch and the power state.
@@ -23,18 +24,18 @@ struct RefreshStatusCommand: ClientCommand {
 
     func run(with client: DaemonClient) throws {
         let uniqueName = try client.daemonUniqueName()
-        let reply = try client.call("GetBackgroundRefreshStatus", destination: uniqueName)
+        let reply = try client.call(ManagerInterface.Method.getBackgroundRefreshStatus.rawValue, destination: uniqueName)
         let status: String
         do { status = try reply.readString() } catch { throw ClientError(error) }
         if global.json {
             try JSONOutput.print(Report(status: status))
             return
         }
-        let meaning = switch status {
-        case "available": "apps may be woken for background fetch"
-        case "denied": "switched off for all apps; 'bgtaskctl refresh enable' turns it on"
-        case "restricted": "held back while the system saves power (power saver, or a low battery)"
-        default: "unknown to this bgtaskctl"
+        let meaning = switch BackgroundRefreshStatus(rawValue: status) {
+        case .available: "apps may be woken for background fetch"
+        case .denied: "switched off for all apps; 'bgtaskctl refresh enable' turns it on"
+        case .restricted: "held back while the system saves power (power saver, or a low battery)"
+        case nil: "unknown to this bgtaskctl"
         }
         print("Background App Refresh: \(TextTable.printable(status)) (\(meaning))")
     }

@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import ArgumentParser
 
 /// `bgtaskctl sleep` and `bgtaskctl wake`: the Manager's SimulateSleep and SimulateWake.
@@ -29,7 +30,7 @@ struct SleepCommand: ClientCommand {
     }
 
     static func simulate(sleeping: Bool, client: DaemonClient, json: Bool) throws {
-        try client.call(sleeping ? "SimulateSleep" : "SimulateWake")
+        try client.call(sleeping ? ManagerInterface.Method.simulateSleep.rawValue : ManagerInterface.Method.simulateWake.rawValue)
         if json {
             try JSONOutput.print(Report(sleeping: sleeping))
         } else if sleeping {

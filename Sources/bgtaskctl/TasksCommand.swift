@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import ArgumentParser
 
 /// `bgtaskctl tasks`: the open background tasks of all apps.
@@ -28,7 +29,7 @@ struct TasksCommand: ClientCommand {
 
     func run(with client: DaemonClient) throws {
         let uniqueName = try client.daemonUniqueName()
-        let tasks = try ManagerState.tasks(from: client.property("Tasks", destination: uniqueName))
+        let tasks = try ManagerState.tasks(from: client.property(ManagerInterface.Property.tasks.rawValue, destination: uniqueName))
         if global.json {
             try JSONOutput.print(Report(tasks: tasks))
             return

@@ -81,7 +81,7 @@ struct FetchLatencyCommand: ParsableCommand {
 
         // CPU time of the daemon per wake and of the baseline per Echo: what each service spends on its side.
         let baseline = try? ProcStatus(pid: tool.ownerPID(of: "org.bgtaskd.Baseline"))
-        var rounds = WakeLatencyRounds(path: "SimulateFetch→PerformFetch", reply: "SimulateFetch reply", complete: "CompleteFetch")
+        var rounds = WakeLatencyRounds(path: "SimulateFetch→PerformFetch", reply: "SimulateFetch reply", complete: FetchInterface.Method.completeFetch.rawValue)
         let runStart = CPUTimes.now()
         try rounds.run(rounds: self.rounds, echoCalls: echoCalls, wakes: fetches, callbench: callbench, baseline: baseline, daemon: daemon) {
             try probe.wake()

@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import Glibc
 import SDBus
 
@@ -52,7 +53,7 @@ final class FetchProbe {
             if token != nil && replied != nil { break }
             var descriptors = [app.pollDescriptor, tool.pollDescriptor]
             if poll(&descriptors, 2, Int32(timeout * 1000)) == 0 {
-                throw FetchProbeError(message: "no \(token == nil ? "PerformFetch" : "SimulateFetch reply") for \(appID) within \(timeout) s")
+                throw FetchProbeError(message: "no \(token == nil ? FetchInterface.Signal.performFetch.rawValue : "SimulateFetch reply") for \(appID) within \(timeout) s")
             }
         }
         let completeStart = MonotonicTime.nanoseconds()

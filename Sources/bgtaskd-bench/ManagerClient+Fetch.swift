@@ -10,27 +10,27 @@ extension ManagerClient {
     func checkIn(_ app: String) throws(BusError) {
         let call = try bus.newMethodCall(
             destination: BgTaskNames.busName, path: BgTaskNames.objectPath,
-            interface: BgTaskNames.manager, member: "CheckIn")
+            interface: BgTaskNames.manager, member: ManagerInterface.Method.checkIn.rawValue)
         try call.append(app)
         _ = try bus.call(call)
     }
 
     /// `Fetch.SetMinimumFetchInterval(seconds)`.
     func setMinimumFetchInterval(_ seconds: Double) throws(BusError) {
-        let call = try fetchCall("SetMinimumFetchInterval")
+        let call = try fetchCall(FetchInterface.Method.setMinimumFetchInterval.rawValue)
         try call.append(seconds)
         _ = try bus.call(call)
     }
 
     /// `Fetch.GetFetchRegistration()`: (policy, seconds, next_earliest_usec).
     func fetchRegistration() throws(BusError) -> (policy: String, seconds: Double, next: UInt64) {
-        let reply = try bus.call(try fetchCall("GetFetchRegistration"))
+        let reply = try bus.call(try fetchCall(FetchInterface.Method.getFetchRegistration.rawValue))
         return (try reply.readString(), try reply.readDouble(), try reply.readUInt64())
     }
 
     /// `Fetch.CompleteFetch(token, result)`.
     func completeFetch(_ token: String, _ result: String) throws(BusError) {
-        let call = try fetchCall("CompleteFetch")
+        let call = try fetchCall(FetchInterface.Method.completeFetch.rawValue)
         try call.append(token)
         try call.append(result)
         _ = try bus.call(call)
@@ -39,7 +39,7 @@ extension ManagerClient {
     /// `Fetch.SimulateFetch(app_id)`, sent without waiting: `completion` gets
     /// the reply from ``process()``.
     func simulateFetchAsync(_ app: String, _ completion: @escaping (Result<Message, BusError>) -> Void) throws(BusError) {
-        let call = try fetchCall("SimulateFetch")
+        let call = try fetchCall(FetchInterface.Method.simulateFetch.rawValue)
         try call.append(app)
         try bus.callAsync(call, completion)
     }
@@ -86,7 +86,7 @@ extension ManagerClient {
             destination: BgTaskNames.busName, path: BgTaskNames.objectPath,
             interface: "org.freedesktop.DBus.Properties", member: "Get")
         try call.append(BgTaskNames.manager)
-        try call.append("Plugins")
+        try call.append(ManagerInterface.Property.plugins.rawValue)
         let reply = try bus.call(call)
         try reply.enterContainer("v", "a(ssu)")
         try reply.enterContainer("a", "(ssu)")
@@ -106,7 +106,7 @@ extension ManagerClient {
     func applicationCounts() throws(BusError) -> (listed: Int, fetchRegistered: Int) {
         let call = try bus.newMethodCall(
             destination: BgTaskNames.busName, path: BgTaskNames.objectPath,
-            interface: BgTaskNames.manager, member: "GetApplications")
+            interface: BgTaskNames.manager, member: ManagerInterface.Method.getApplications.rawValue)
         let reply = try bus.call(call)
         var listed = 0
         var registered = 0

@@ -40,7 +40,7 @@ extension ManagerClient {
     /// `RemoteNotifications.ListPushes(app_id)`: the push id and state of each
     /// push the daemon holds for the app (`""`: every app).
     func listPushes(_ app: String) throws(BusError) -> [(id: String, state: String)] {
-        let call = try pushCall("ListPushes")
+        let call = try pushCall(RemoteNotificationsInterface.Method.listPushes.rawValue)
         try call.append(app)
         let reply = try bus.call(call)
         var pushes: [(id: String, state: String)] = []
@@ -68,14 +68,14 @@ extension ManagerClient {
     func setBackgroundRefreshEnabled(_ app: String, _ enabled: Bool) throws(BusError) {
         let call = try bus.newMethodCall(
             destination: BgTaskNames.busName, path: BgTaskNames.objectPath,
-            interface: BgTaskNames.manager, member: "SetBackgroundRefreshEnabled")
+            interface: BgTaskNames.manager, member: ManagerInterface.Method.setBackgroundRefreshEnabled.rawValue)
         try call.append(app)
         try call.append(enabled)
         _ = try bus.call(call)
     }
 
     private func deliverPushCall(_ app: String, _ payload: String) throws(BusError) -> Message {
-        let call = try pushCall("DeliverPush")
+        let call = try pushCall(RemoteNotificationsInterface.Method.deliverPush.rawValue)
         try call.append(app)
         try call.append(payload)
         try call.container("a", "{sv}") { () throws(BusError) in }
@@ -83,7 +83,7 @@ extension ManagerClient {
     }
 
     private func completeNotificationCall(_ token: String, _ result: String) throws(BusError) -> Message {
-        let call = try pushCall("CompleteNotification")
+        let call = try pushCall(RemoteNotificationsInterface.Method.completeNotification.rawValue)
         try call.append(token)
         try call.append(result)
         return call

@@ -7,7 +7,7 @@ extension ManagerClient {
     func simulateCall(sleeping: Bool) throws(BusError) -> Message {
         try bus.newMethodCall(
             destination: BgTaskNames.busName, path: BgTaskNames.objectPath,
-            interface: BgTaskNames.manager, member: sleeping ? "SimulateSleep" : "SimulateWake")
+            interface: BgTaskNames.manager, member: sleeping ? ManagerInterface.Method.simulateSleep.rawValue : ManagerInterface.Method.simulateWake.rawValue)
     }
 
     /// `SimulateSleep` (answered once background apps are frozen) or `SimulateWake`.
@@ -21,7 +21,7 @@ extension ManagerClient {
             destination: BgTaskNames.busName, path: BgTaskNames.objectPath,
             interface: "org.freedesktop.DBus.Properties", member: "Get")
         try call.append(BgTaskNames.manager)
-        try call.append("Draining")
+        try call.append(ManagerInterface.Property.draining.rawValue)
         let reply = try bus.call(call)
         try reply.enterContainer("v", "b")
         return try reply.readBool()

@@ -12,7 +12,7 @@ final class ManagerClient {
 
     /// `BeginBackgroundTask(name)`.
     func begin(_ name: String) throws(BusError) -> (id: UInt32, secondsRemaining: Double) {
-        let call = try managerCall("BeginBackgroundTask")
+        let call = try managerCall(ManagerInterface.Method.beginBackgroundTask.rawValue)
         try call.append(name)
         let reply = try bus.call(call)
         return (try reply.readUInt32(), try reply.readDouble())
@@ -20,21 +20,21 @@ final class ManagerClient {
 
     /// `EndBackgroundTask(id)`.
     func end(_ id: UInt32) throws(BusError) {
-        let call = try managerCall("EndBackgroundTask")
+        let call = try managerCall(ManagerInterface.Method.endBackgroundTask.rawValue)
         try call.append(id)
         _ = try bus.call(call)
     }
 
     /// `SetApplicationState(state)`: `active`, `inactive` or `background`.
     func setState(_ state: String) throws(BusError) {
-        let call = try managerCall("SetApplicationState")
+        let call = try managerCall(ManagerInterface.Method.setApplicationState.rawValue)
         try call.append(state)
         _ = try bus.call(call)
     }
 
     /// `GetBackgroundTimeRemaining()`.
     func timeRemaining() throws(BusError) -> Double {
-        try bus.call(try managerCall("GetBackgroundTimeRemaining")).readDouble()
+        try bus.call(try managerCall(ManagerInterface.Method.getBackgroundTimeRemaining.rawValue)).readDouble()
     }
 
     /// How many tasks the daemon reports open (the `Tasks` property).
@@ -43,7 +43,7 @@ final class ManagerClient {
             destination: BgTaskNames.busName, path: BgTaskNames.objectPath,
             interface: "org.freedesktop.DBus.Properties", member: "Get")
         try call.append(BgTaskNames.manager)
-        try call.append("Tasks")
+        try call.append(ManagerInterface.Property.tasks.rawValue)
         let reply = try bus.call(call)
         try reply.enterContainer("v", "a(ussd)")
         try reply.enterContainer("a", "(ussd)")

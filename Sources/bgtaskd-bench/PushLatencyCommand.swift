@@ -95,7 +95,7 @@ struct PushLatencyCommand: ParsableCommand {
 
         // CPU time of the daemon per push and of the baseline per Echo: what each service spends on its side.
         let baseline = try? ProcStatus(pid: sender.ownerPID(of: "org.bgtaskd.Baseline"))
-        var rounds = WakeLatencyRounds(path: "DeliverPush→NotificationReceived", reply: "DeliverPush reply", complete: "CompleteNotification")
+        var rounds = WakeLatencyRounds(path: "DeliverPush→NotificationReceived", reply: "DeliverPush reply", complete: RemoteNotificationsInterface.Method.completeNotification.rawValue)
         let runStart = CPUTimes.now()
         try rounds.run(rounds: self.rounds, echoCalls: echoCalls, wakes: pushes, callbench: callbench, baseline: baseline, daemon: daemon) {
             try probe.push()

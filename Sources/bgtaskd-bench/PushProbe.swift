@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import Glibc
 import SDBus
 
@@ -81,7 +82,7 @@ final class PushProbe {
             if token != nil && replied != nil { break }
             var descriptors = [app.pollDescriptor, sender.pollDescriptor]
             if poll(&descriptors, 2, Int32(timeout * 1000)) == 0 {
-                throw PushProbeError(message: "no \(token == nil ? "NotificationReceived" : "DeliverPush reply") for \(appID) within \(timeout) s")
+                throw PushProbeError(message: "no \(token == nil ? RemoteNotificationsInterface.Signal.notificationReceived.rawValue : "DeliverPush reply") for \(appID) within \(timeout) s")
             }
         }
         guard BenchPush.tag(of: payload) == tag[...] else {

@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import BgTaskCore
 import Testing
 
@@ -76,9 +77,9 @@ import Testing
     }
 
     @Test func statusStringsAreTheContract() {
-        #expect(RefreshStatus.available.rawValue == "available")
-        #expect(RefreshStatus.denied.rawValue == "denied")
-        #expect(RefreshStatus.restricted.rawValue == "restricted")
+        #expect(BackgroundRefreshStatus.available.rawValue == "available")
+        #expect(BackgroundRefreshStatus.denied.rawValue == "denied")
+        #expect(BackgroundRefreshStatus.restricted.rawValue == "restricted")
     }
 
     @Test func describesThePowerState() {

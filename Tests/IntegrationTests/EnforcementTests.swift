@@ -60,7 +60,10 @@ import Testing
         #expect(owner.succeeded, "\(owner)")
         #expect(try daemon.property("Tasks").contains("\"inherited\""), "the child holds the connection, so the task stays")
         let deadline = ContinuousClock.now + .seconds(10)
-        while !FileManager.default.fileExists(atPath: marker), ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        // The child creates the file before it writes it: wait for the content, not the file.
+        while (try? String(contentsOfFile: marker, encoding: .utf8)) != "sigterm", ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
         #expect((try? String(contentsOfFile: marker, encoding: .utf8)) == "sigterm", "\(daemon.log.suffix(2000))")
         #expect(daemon.log.contains("its bus connection lives on in pid"), "\(daemon.log.suffix(2000))")
         #expect(daemon.stop() == .status(0))

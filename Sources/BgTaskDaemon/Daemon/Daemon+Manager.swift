@@ -95,8 +95,8 @@ extension Daemon {
             let result = try engine.checkIn(appID: appID, caller: caller)
             try call.reply { (reply) throws(BusError) in
                 try reply.append(value: .dictionary(key: "s", value: "v", [
-                    .init(key: .string("reason"), value: .variant(.string(result.reason))),
-                    .init(key: .string("pending"), value: .variant(.uint32(result.pending))),
+                    .init(key: .string(ManagerInterface.LaunchKey.reason.rawValue), value: .variant(.string(result.reason))),
+                    .init(key: .string(ManagerInterface.LaunchKey.pending.rawValue), value: .variant(.uint32(result.pending))),
                 ]))
             }
             logger.info("checked in", metadata: [
@@ -191,44 +191,44 @@ extension Daemon {
         return BusInterface(
             name: BgTaskNames.manager,
             methods: [
-                BusMethod("BeginBackgroundTask", inputs: [.init("name", "s")],
+                BusMethod(ManagerInterface.Method.beginBackgroundTask.rawValue, inputs: [.init("name", "s")],
                           outputs: [.init("task_id", "u"), .init("seconds_remaining", "d")],
                           handler: bind { $0.beginBackgroundTask }),
-                BusMethod("EndBackgroundTask", inputs: [.init("task_id", "u")], handler: bind { $0.endBackgroundTask }),
-                BusMethod("GetBackgroundTimeRemaining", outputs: [.init("seconds", "d")],
+                BusMethod(ManagerInterface.Method.endBackgroundTask.rawValue, inputs: [.init("task_id", "u")], handler: bind { $0.endBackgroundTask }),
+                BusMethod(ManagerInterface.Method.getBackgroundTimeRemaining.rawValue, outputs: [.init("seconds", "d")],
                           handler: bind { $0.getBackgroundTimeRemaining }),
-                BusMethod("SetApplicationState", inputs: [.init("state", "s")], handler: bind { $0.setApplicationState }),
-                BusMethod("CheckIn", inputs: [.init("app_id", "s")], outputs: [.init("launch", "a{sv}")],
+                BusMethod(ManagerInterface.Method.setApplicationState.rawValue, inputs: [.init("state", "s")], handler: bind { $0.setApplicationState }),
+                BusMethod(ManagerInterface.Method.checkIn.rawValue, inputs: [.init("app_id", "s")], outputs: [.init("launch", "a{sv}")],
                           handler: bind { $0.checkIn }),
-                BusMethod("GetBackgroundRefreshStatus", outputs: [.init("status", "s")],
+                BusMethod(ManagerInterface.Method.getBackgroundRefreshStatus.rawValue, outputs: [.init("status", "s")],
                           handler: bind { $0.getBackgroundRefreshStatus }),
-                BusMethod("SetBackgroundRefreshEnabled", inputs: [.init("app_id", "s"), .init("enabled", "b")],
+                BusMethod(ManagerInterface.Method.setBackgroundRefreshEnabled.rawValue, inputs: [.init("app_id", "s"), .init("enabled", "b")],
                           handler: bind { $0.setBackgroundRefreshEnabled }),
-                BusMethod("GetApplications", outputs: [.init("applications", "aa{sv}")], handler: bind { $0.getApplications }),
-                BusMethod("SimulateSleep", handler: bind { daemon in { (call) throws(BusError) in try daemon.simulateSleep(call, sleeping: true) } }),
-                BusMethod("SimulateWake", handler: bind { daemon in { (call) throws(BusError) in try daemon.simulateSleep(call, sleeping: false) } }),
+                BusMethod(ManagerInterface.Method.getApplications.rawValue, outputs: [.init("applications", "aa{sv}")], handler: bind { $0.getApplications }),
+                BusMethod(ManagerInterface.Method.simulateSleep.rawValue, handler: bind { daemon in { (call) throws(BusError) in try daemon.simulateSleep(call, sleeping: true) } }),
+                BusMethod(ManagerInterface.Method.simulateWake.rawValue, handler: bind { daemon in { (call) throws(BusError) in try daemon.simulateSleep(call, sleeping: false) } }),
             ],
             signals: [
-                BusSignal("TaskExpiring", [.init("task_id", "u"), .init("seconds_left", "d")]),
-                BusSignal("TaskExpired", [.init("task_id", "u")]),
+                BusSignal(ManagerInterface.Signal.taskExpiring.rawValue, [.init("task_id", "u"), .init("seconds_left", "d")]),
+                BusSignal(ManagerInterface.Signal.taskExpired.rawValue, [.init("task_id", "u")]),
             ],
             properties: [
-                BusProperty("Version", "u", change: .constant, getter: getter { (_, reply) throws(BusError) in
+                BusProperty(ManagerInterface.Property.version.rawValue, "u", change: .constant, getter: getter { (_, reply) throws(BusError) in
                     try reply.append(BgTaskNames.apiVersion)
                 }),
-                BusProperty("Tasks", "a(ussd)", change: .emitsInvalidation, getter: getter { (daemon, reply) throws(BusError) in
+                BusProperty(ManagerInterface.Property.tasks.rawValue, "a(ussd)", change: .emitsInvalidation, getter: getter { (daemon, reply) throws(BusError) in
                     try daemon.getTasks(reply)
                 }),
-                BusProperty("Plugins", "a(ssu)", change: .constant, getter: getter { (daemon, reply) throws(BusError) in
+                BusProperty(ManagerInterface.Property.plugins.rawValue, "a(ssu)", change: .constant, getter: getter { (daemon, reply) throws(BusError) in
                     try daemon.getPlugins(reply)
                 }),
-                BusProperty("Sleeping", "b", change: .emitsChange, getter: getter { (daemon, reply) throws(BusError) in
+                BusProperty(ManagerInterface.Property.sleeping.rawValue, "b", change: .emitsChange, getter: getter { (daemon, reply) throws(BusError) in
                     try reply.append(daemon.engine.isSleeping)
                 }),
-                BusProperty("Draining", "b", change: .emitsChange, getter: getter { (daemon, reply) throws(BusError) in
+                BusProperty(ManagerInterface.Property.draining.rawValue, "b", change: .emitsChange, getter: getter { (daemon, reply) throws(BusError) in
                     try reply.append(daemon.engine.isDraining)
                 }),
-                BusProperty("Backlog", "as", change: .emitsChange, getter: getter { (daemon, reply) throws(BusError) in
+                BusProperty(ManagerInterface.Property.backlog.rawValue, "as", change: .emitsChange, getter: getter { (daemon, reply) throws(BusError) in
                     try daemon.getBacklog(reply)
                 }),
             ])

@@ -84,7 +84,7 @@ extension Daemon {
     }
 
     /// The Background App Refresh status of an app (or, for nil, of the global switch).
-    func refreshStatus(of app: AppID?) -> (status: RefreshStatus, reason: String) {
+    func refreshStatus(of app: AppID?) -> (status: BackgroundRefreshStatus, reason: String) {
         RefreshPolicy.explain(
             appEnabled: app.flatMap { refreshSettings.perApp[$0.rawValue] },
             globalEnabled: refreshSettings.globalEnabled, power: power.state)
@@ -189,26 +189,27 @@ extension Daemon {
 
     /// What `bgtaskctl apps` shows of one app (`GetApplications`).
     func describe(_ id: AppID, _ entry: DesktopEntry?, into message: Message) throws(BusError) {
+        typealias Key = ManagerInterface.ApplicationKey
         let refresh = refreshStatus(of: id)
         var fields: [BusValue.DictionaryEntry] = [
-            .init(key: .string("app_id"), value: .variant(.string(id.rawValue))),
-            .init(key: .string("name"), value: .variant(.string(entry?.name ?? ""))),
-            .init(key: .string("modes"), value: .variant(.array(element: "s", (entry?.modes ?? []).map(BusValue.string)))),
-            .init(key: .string("refresh_status"), value: .variant(.string(refresh.status.rawValue))),
-            .init(key: .string("refresh_reason"), value: .variant(.string(refresh.reason))),
-            .init(key: .string("running"), value: .variant(.bool(engine.isRunning(id)))),
-            .init(key: .string("launching"), value: .variant(.bool(engine.isLaunching(id)))),
+            .init(key: .string(Key.appID.rawValue), value: .variant(.string(id.rawValue))),
+            .init(key: .string(Key.name.rawValue), value: .variant(.string(entry?.name ?? ""))),
+            .init(key: .string(Key.modes.rawValue), value: .variant(.array(element: "s", (entry?.modes ?? []).map(BusValue.string)))),
+            .init(key: .string(Key.refreshStatus.rawValue), value: .variant(.string(refresh.status.rawValue))),
+            .init(key: .string(Key.refreshReason.rawValue), value: .variant(.string(refresh.reason))),
+            .init(key: .string(Key.running.rawValue), value: .variant(.bool(engine.isRunning(id)))),
+            .init(key: .string(Key.launching.rawValue), value: .variant(.bool(engine.isLaunching(id)))),
         ]
         if let state = engine.state(of: .app(id)), engine.isConnected(id) {
-            fields.append(.init(key: .string("state"), value: .variant(.string(state.rawValue))))
+            fields.append(.init(key: .string(Key.state.rawValue), value: .variant(.string(state.rawValue))))
         }
         // iOS's "suspended": held back while asleep or waiting for its turn, or launched and idle.
-        fields.append(.init(key: .string("suspended"), value: .variant(.bool(engine.isSuspended(.app(id))))))
+        fields.append(.init(key: .string(Key.suspended.rawValue), value: .variant(.bool(engine.isSuspended(.app(id))))))
         if let problem = entry?.execProblem {
-            fields.append(.init(key: .string("exec_problem"), value: .variant(.string(problem))))
+            fields.append(.init(key: .string(Key.execProblem.rawValue), value: .variant(.string(problem))))
         }
         if let backoff = engine.launchBackoff(for: id) {
-            fields.append(.init(key: .string("launch_error"), value: .variant(.string(backoff.lastError))))
+            fields.append(.init(key: .string(Key.launchError.rawValue), value: .variant(.string(backoff.lastError))))
         }
         try message.container("a", "{sv}") { () throws(BusError) in
             for field in fields {

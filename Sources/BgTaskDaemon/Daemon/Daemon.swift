@@ -203,20 +203,20 @@ public final class Daemon {
         for action in actions {
             switch action {
             case .sendTaskExpiring(let connection, let task, let secondsLeft):
-                sendSignal("TaskExpiring", to: connection) { (signal) throws(BusError) in
+                sendSignal(ManagerInterface.Signal.taskExpiring.rawValue, to: connection) { (signal) throws(BusError) in
                     try signal.append(task)
                     try signal.append(secondsLeft)
                 }
             case .sendTaskExpired(let connection, let task):
                 if !expiredOwners.contains(connection) { expiredOwners.append(connection) }
                 logger.notice("task expired", metadata: ["task": "\(task)", "owner": "\(connection)"])
-                sendSignal("TaskExpired", to: connection) { (signal) throws(BusError) in try signal.append(task) }
+                sendSignal(ManagerInterface.Signal.taskExpired.rawValue, to: connection) { (signal) throws(BusError) in try signal.append(task) }
             case .signalProcess(let process, let signal, let app):
                 signals.append((process, signal, app))
             case .tasksChanged:
-                properties.changed("Tasks")
+                properties.changed(ManagerInterface.Property.tasks.rawValue)
             case .sleepingChanged(let sleeping):
-                properties.changed("Sleeping")
+                properties.changed(ManagerInterface.Property.sleeping.rawValue)
                 properties.flush()
                 broadcast(QueuedPluginEvent(
                     type: BGT_EVENT_SLEEP_CHANGED, state: sleeping ? "sleeping" : "awake",
@@ -233,8 +233,8 @@ public final class Daemon {
             }
         }
         if drainChanged {
-            properties.changed("Draining")
-            properties.changed("Backlog")
+            properties.changed(ManagerInterface.Property.draining.rawValue)
+            properties.changed(ManagerInterface.Property.backlog.rawValue)
             logDrain()
         }
         if !signals.isEmpty {
