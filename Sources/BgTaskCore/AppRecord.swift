@@ -1,4 +1,4 @@
-public import BgTaskProtocol
+import BgTaskProtocol
 /// What the engine holds per app: its state, its background clock, who is
 /// connected, and its pending wakes and launch.
 struct AppRecord: Sendable {

@@ -1,4 +1,4 @@
-public import BgTaskProtocol
+import BgTaskProtocol
 /// What ``AdaptivePlanner`` learned about one app, as the fetch mode
 /// persists it so that a restart does not forget the user's habits.
 public struct AppLearning: Sendable, Equatable, Codable {

@@ -1,4 +1,4 @@
-public import BgTaskProtocol
+import BgTaskProtocol
 /// Reads little-endian values from bytes, failing at the end instead of trapping.
 struct ByteReader {
     let bytes: [UInt8]

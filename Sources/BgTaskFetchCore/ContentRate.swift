@@ -1,4 +1,4 @@
-public import BgTaskProtocol
+import BgTaskProtocol
 import Foundation
 
 /// How often an app gets new content, estimated from what its fetches found:

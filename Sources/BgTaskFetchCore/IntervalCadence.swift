@@ -1,4 +1,4 @@
-public import BgTaskProtocol
+import BgTaskProtocol
 /// The moments a plain interval timer would fetch one app (one systemd timer
 /// per app, the simulator's `naive` policy): every interval from when it
 /// started, held while the app is open or the machine sleeps, and firing as

@@ -1,4 +1,4 @@
-public import BgTaskProtocol
+import BgTaskProtocol
 import Foundation
 
 /// When a user opens one app, learned from its opens: per slot of the day,

@@ -1,4 +1,4 @@
-public import BgTaskProtocol
+import BgTaskProtocol
 // Implementation notes
 //
 // An app's pushes wait here from DeliverPush until the app completes them.

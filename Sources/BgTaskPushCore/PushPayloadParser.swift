@@ -1,4 +1,4 @@
-public import BgTaskProtocol
+import BgTaskProtocol
 /// A strict JSON reader (RFC 8259) for push payloads: it checks the whole
 /// text and keeps only what ``PushPayload`` needs, the top-level `aps`
 /// object's `content-available` and `alert`.

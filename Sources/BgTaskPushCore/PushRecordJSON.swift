@@ -1,4 +1,4 @@
-public import BgTaskProtocol
+import BgTaskProtocol
 import Foundation
 
 // Implementation notes

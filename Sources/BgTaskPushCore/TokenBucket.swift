@@ -1,4 +1,4 @@
-public import BgTaskProtocol
+import BgTaskProtocol
 /// A token bucket: up to `capacity` events at once, refilled continuously at
 /// `capacity` per `period`. Silent pushes spend one token per background wake
 /// (`RemoteNotifications.SilentPerHour`).

@@ -1,5 +1,5 @@
 public import BgTaskProtocol
-public import BgTaskCore
+import BgTaskCore
 
 /// One time an app ran in the background during a simulation: a fetch the
 /// planner asked for, or a silent push.

@@ -1,6 +1,6 @@
 public import BgTaskFetchCore
 public import BgTaskProtocol
-public import BgTaskCore
+import BgTaskCore
 
 /// The baseline of docs/DESIGN.md §8: every app is fetched as soon as its floored
 /// interval since its last fetch (or since it registered) has passed, as one

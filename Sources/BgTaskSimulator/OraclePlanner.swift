@@ -12,7 +12,7 @@
 
 public import BgTaskFetchCore
 public import BgTaskProtocol
-public import BgTaskCore
+import BgTaskCore
 
 /// A planner that knows the future: the lower bound of staleness for one
 /// fetch per open (docs/DESIGN.md §8's `oracle`). Built from the trace it is run on.

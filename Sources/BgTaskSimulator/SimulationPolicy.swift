@@ -1,4 +1,4 @@
-public import BgTaskFetchCore
+import BgTaskFetchCore
 import BgTaskCore
 
 /// The fetch policies `bgtaskd-sim` compares (docs/DESIGN.md §8).

@@ -26,8 +26,8 @@
 // one for an open app, or a non-silent one, wakes nothing.
 
 public import BgTaskFetchCore
-public import BgTaskProtocol
-public import BgTaskCore
+import BgTaskProtocol
+import BgTaskCore
 
 /// Replays a trace through a ``FetchPlanner`` in virtual time and measures
 /// the cost (wakes, fetches) and the staleness users saw.

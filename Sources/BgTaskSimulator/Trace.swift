@@ -1,4 +1,4 @@
-public import BgTaskFetchCore
+import BgTaskFetchCore
 import BgTaskCore
 
 /// A trace of what users, servers and the machine did (docs/DESIGN.md §8): JSON Lines

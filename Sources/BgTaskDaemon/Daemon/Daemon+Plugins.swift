@@ -23,7 +23,7 @@ extension Daemon {
         registry.onChange = { [unowned self] in self.desktopEntriesChanged() }
         power.onChange = { [unowned self] state in
             self.logger.info("power state changed: \(state)")
-            self.broadcast(QueuedPluginEvent(type: BGT_EVENT_REFRESH_CHANGED, realtimeMicroseconds: Self.realtimeMicroseconds))
+            self.broadcast(QueuedPluginEvent(type: BGT_EVENT_REFRESH_CHANGED, realtimeMicroseconds: realtimeMicroseconds))
         }
         power.start()
         launcher.onExit = { [unowned self] process, status in
@@ -59,7 +59,7 @@ extension Daemon {
 
     /// The machine woke (or a plugin's time came): plugins may wake apps now.
     func offerWakeOpportunities() {
-        broadcast(QueuedPluginEvent(type: BGT_EVENT_WAKE_OPPORTUNITY, realtimeMicroseconds: Self.realtimeMicroseconds))
+        broadcast(QueuedPluginEvent(type: BGT_EVENT_WAKE_OPPORTUNITY, realtimeMicroseconds: realtimeMicroseconds))
     }
 
     func broadcast(_ event: QueuedPluginEvent) {
@@ -80,7 +80,7 @@ extension Daemon {
             engine.clearLaunchBackoff(id)
         }
         knownEntries = current
-        broadcast(QueuedPluginEvent(type: BGT_EVENT_APPS_CHANGED, realtimeMicroseconds: Self.realtimeMicroseconds))
+        broadcast(QueuedPluginEvent(type: BGT_EVENT_APPS_CHANGED, realtimeMicroseconds: realtimeMicroseconds))
     }
 
     /// The Background App Refresh status of an app (or, for nil, of the global switch).
@@ -92,7 +92,7 @@ extension Daemon {
 
     /// Carries out the core's app, wake and launch actions.
     func performAppAction(_ action: CoreAction) {
-        let now = Self.realtimeMicroseconds
+        let now = realtimeMicroseconds
         switch action {
         case .launch(let app, let reason):
             // Inside a plugin's batch the launch waits for its commit: a wake
@@ -134,8 +134,8 @@ extension Daemon {
         case .appGone(let app):
             recordUsage(app, active: false, at: now)
             broadcast(QueuedPluginEvent(type: BGT_EVENT_APP_GONE, app: app.rawValue, realtimeMicroseconds: now))
-        default:
-            break
+        case .sendTaskExpiring, .sendTaskExpired, .signalProcess, .tasksChanged, .sleepingChanged, .freeze, .thaw, .drainChanged:
+            preconditionFailure("perform(_:) carries out \(action) itself")
         }
     }
 
@@ -370,16 +370,17 @@ extension Daemon: LoadedPluginDelegate {
         }
     }
 
-    func scheduleOpportunity(for host: LoadedPlugin, at realtimeMicroseconds: UInt64) {
+    func scheduleOpportunity(for host: LoadedPlugin, at time: UInt64) {
         if host.opportunityTimer == nil {
             host.opportunityTimer = try? loop.makeTimer(clock: .realtime) { [unowned self, weak host] in
                 guard let host else { return }
                 // Asleep, nothing runs in the background: the wake itself offers the next opportunity.
                 guard !self.engine.isSleeping else { return }
-                host.post(QueuedPluginEvent(type: BGT_EVENT_WAKE_OPPORTUNITY, realtimeMicroseconds: Self.realtimeMicroseconds))
+                // The event says when it fired, read now: the time asked for may be past.
+                host.post(QueuedPluginEvent(type: BGT_EVENT_WAKE_OPPORTUNITY, realtimeMicroseconds: self.realtimeMicroseconds))
             }
         }
-        host.opportunityTimer?.arm(at: realtimeMicroseconds == 0 ? nil : realtimeMicroseconds)
+        host.opportunityTimer?.arm(at: time == 0 ? nil : time)
     }
 
     /// 128 random bits, hex: one-shot and unguessable.

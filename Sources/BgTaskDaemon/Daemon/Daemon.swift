@@ -33,6 +33,8 @@ public final class Daemon {
 
     let settings: Settings
     let logger: Logger
+    /// CLOCK_REALTIME, injected (the engine's monotonic clock is injected into the engine).
+    let wallClock: any WallClock
     let loop: EventLoop
     let bus: Bus
     var engine: BackgroundEngine<SystemMonotonicClock>
@@ -71,12 +73,18 @@ public final class Daemon {
 
     /// Opens the state database and connects to the bus; nothing is exported
     /// or owned until ``run()``. Throws ``StoreError`` or `BusError`.
-    public init(settings: Settings, logger: Logger) throws {
+    public convenience init(settings: Settings, logger: Logger) throws {
+        try self.init(settings: settings, logger: logger, wallClock: SystemWallClock())
+    }
+
+    /// The daemon on a wall clock of the caller's (usage history, plugins' time).
+    init(settings: Settings, logger: Logger, wallClock: any WallClock) throws {
         self.settings = settings
         self.logger = logger
+        self.wallClock = wallClock
         store = try StateStore(directory: settings.stateDirectory, logger: logger)
         refreshSettings = try store.refreshSettings()
-        try store.closeOpenUsage(at: Self.realtimeMicroseconds)
+        try store.closeOpenUsage(at: wallClock.now.microseconds)
         loop = try EventLoop()
         bus = try Bus.open(settings.bus, description: "bgtaskd")
         try bus.attach(to: loop)
@@ -118,12 +126,8 @@ public final class Daemon {
         return AppLauncher.groupPrefix + String(repeating: "0", count: 16 - hex.count) + hex
     }
 
-    /// CLOCK_REALTIME in µs since the Unix epoch.
-    static var realtimeMicroseconds: UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
-    }
+    /// CLOCK_REALTIME in µs since the Unix epoch, from the injected wall clock.
+    var realtimeMicroseconds: UInt64 { wallClock.now.microseconds }
 
     /// Exports the objects, takes the bus name, tells systemd it is ready and
     /// runs until SIGTERM or SIGINT. Returns the exit code.
@@ -173,7 +177,12 @@ public final class Daemon {
         freezer.thawAll()
         logind.stop()
         launcher.removeGroupIfEmpty()
-        try? store.closeOpenUsage(at: Self.realtimeMicroseconds)
+        do {
+            try store.closeOpenUsage(at: realtimeMicroseconds)
+        } catch {
+            // The next start closes them instead (at its own time: the intervals run a little long).
+            logger.warning("cannot close the open foreground intervals: \(error)")
+        }
         store.close()
         bus.flush()
         objects.removeAll()
@@ -220,7 +229,7 @@ public final class Daemon {
                 properties.flush()
                 broadcast(QueuedPluginEvent(
                     type: BGT_EVENT_SLEEP_CHANGED, state: sleeping ? "sleeping" : "awake",
-                    realtimeMicroseconds: Self.realtimeMicroseconds))
+                    realtimeMicroseconds: realtimeMicroseconds))
                 if !sleeping { offerWakeOpportunities() }
             case .freeze(let app, let refs):
                 freezer.freeze(app, refs)
@@ -228,7 +237,7 @@ public final class Daemon {
                 freezer.thaw(app, refs)
             case .drainChanged:
                 drainChanged = true
-            default:
+            case .launch, .deliverWake, .wakeCompleted, .wakeExpired, .wakeFailed, .appCheckedIn, .appStateChanged, .appGone:
                 performAppAction(action)
             }
         }

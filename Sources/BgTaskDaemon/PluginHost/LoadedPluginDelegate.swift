@@ -7,6 +7,8 @@ import SDBus
 /// the interfaces plugins export.
 protocol LoadedPluginDelegate: AnyObject {
     var logger: Logger { get }
+    /// CLOCK_REALTIME, as plugins read it.
+    var wallClock: any WallClock { get }
     /// The loop plugin events and timers run on; nil offline.
     var pluginLoop: EventLoop? { get }
     func configValue(_ key: String) -> String?

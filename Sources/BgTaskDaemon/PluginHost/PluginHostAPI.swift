@@ -65,11 +65,7 @@ enum PluginHostAPI {
             }
         }
         api.monotonic_usec = { _ in bgt_monotonic_usec() }
-        api.realtime_usec = { _ in
-            var now = timespec()
-            clock_gettime(CLOCK_REALTIME, &now)
-            return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
-        }
+        api.realtime_usec = { handle in PluginHostAPI.host(handle).hostDelegate.wallClock.now.microseconds }
         api.config = { handle, key in
             let host = PluginHostAPI.host(handle)
             guard let key = PluginHostAPI.string(key), let value = host.hostDelegate.configValue(key) else { return nil }

@@ -34,6 +34,7 @@ final class PluginInterfaceCollector: LoadedPluginDelegate {
     }
 
     var pluginLoop: EventLoop? { nil }
+    let wallClock: any WallClock = SystemWallClock()
     func configValue(_ key: String) -> String? { configuration.value(of: key) }
     func export(_ interface: BusInterface, for host: LoadedPlugin) throws(BusError) { exported.append(interface) }
     func newSignal(interface: String, member: String) -> Message? { nil }
