@@ -293,6 +293,29 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
         #expect(drive(loop) { !FileManager.default.fileExists(atPath: cgroup.path) })
     }
 
+    /// A launched child is entered in the one process table at spawn: a
+    /// connection of it shares its entry, and the entry goes when the last
+    /// holder lets go after the child is reaped.
+    @Test func launchedProcessIsInTheOneProcessTable() throws {
+        let loop = try EventLoop()
+        let table = ProcessTable(logger: logger)
+        let launcher = AppLauncher(
+            loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: nil, processes: table)
+        var exit: LaunchExit?
+        launcher.onExit = { _, status in exit = status }
+        let process = try launchSleep(launcher, loop)
+        #expect(table.pidfd(of: process.ref) != nil)
+        #expect(table.isAlive(process.ref))
+        let connection = try table.open(pid: process.pid)
+        #expect(connection == process.ref, "one entry per process, whoever holds it")
+        #expect(launcher.killAll(process))
+        #expect(drive(loop) { exit != nil })
+        #expect(table.pidfd(of: process.ref) != nil, "the connection still holds it after the reap")
+        table.release(connection)
+        #expect(table.pidfd(of: process.ref) == nil)
+        #expect(table.count == 0)
+    }
+
     @Test func freezeFallsBackToSIGSTOPWithoutACgroup() throws {
         let loop = try EventLoop()
         let launcher = AppLauncher(loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: nil)
@@ -445,7 +468,7 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
     private func freezer(
         for process: LaunchedProcess, _ launcher: AppLauncher, _ loop: EventLoop
     ) throws -> (Freezer, ProcessRef, ProcessTable) {
-        let table = ProcessTable(logger: logger)
+        let table = launcher.processTable
         let ref = try table.open(pid: process.pid)
         let freezer = Freezer(
             loop: loop, launcher: launcher, processes: table, systemd: nil, hierarchy: Self.writableHierarchy,

@@ -57,6 +57,7 @@ final class AppLauncher {
     /// One launched process, from spawn until it is reaped.
     private final class Tracked {
         var process: LaunchedProcess
+        /// The child's pidfd, owned by the process table (the launcher holds the entry until it reaps).
         let pidfd: Int32
         var watch: EventSource?
         /// The cgroup the launcher made for it.
@@ -110,18 +111,22 @@ final class AppLauncher {
     ///   - cgroupGroup: the name of the directory under the daemon's cgroup that
     ///     holds its apps' cgroups (one per state directory: daemons sharing a
     ///     cgroup never touch each other's apps).
-    convenience init(loop: EventLoop, sessionBus: Bus?, appBusAddress: String?, logger: Logger, cgroupGroup: String) {
+    ///   - processes: the daemon's process table, where every child is entered.
+    convenience init(
+        loop: EventLoop, sessionBus: Bus?, appBusAddress: String?, logger: Logger, cgroupGroup: String, processes: ProcessTable
+    ) {
         self.init(
             loop: loop, sessionBus: sessionBus, appBusAddress: appBusAddress, logger: logger,
-            cgroupHierarchy: CgroupHierarchy.current(), cgroupGroup: cgroupGroup)
+            cgroupHierarchy: CgroupHierarchy.current(), cgroupGroup: cgroupGroup, processes: processes)
     }
 
     /// As above, with the cgroup hierarchy given (nil: make no cgroups), for
     /// tests; without a group, app cgroups are made right in the daemon's cgroup.
     init(
         loop: EventLoop, sessionBus: Bus?, appBusAddress: String?, logger: Logger, cgroupHierarchy: CgroupHierarchy?,
-        cgroupGroup: String? = nil
+        cgroupGroup: String? = nil, processes: ProcessTable? = nil
     ) {
+        self.processTable = processes ?? ProcessTable(logger: logger)
         self.loop = loop
         self.systemd = sessionBus.map { SystemdUserManager(bus: $0) }
         self.appBusAddress = appBusAddress
@@ -134,13 +139,15 @@ final class AppLauncher {
     }
 
     private let cgroupGroup: String?
+    /// The one table of processes; the launcher holds its children's entries until it reaps them.
+    let processTable: ProcessTable
 
     deinit {
         for record in running.values {
             record.watch?.cancel()
             // Reap what has exited already; the rest outlives the launcher.
             _ = ProcessSpawner.reap(pidfd: record.pidfd)
-            close(record.pidfd)
+            processTable.release(record.process.ref)
         }
         for entry in lingering.values {
             entry.watch?.cancel()
@@ -207,8 +214,8 @@ final class AppLauncher {
             finish(request, .failure(error))
         case .success(let child):
             let process = LaunchedProcess(
-                appID: request.appID, pid: child.pid, unit: request.unit, cgroupPath: cgroup?.path,
-                reason: request.reason, placement: cgroup == nil ? .process : .cgroup)
+                appID: request.appID, pid: child.pid, ref: processTable.adopt(pid: child.pid, pidfd: child.pidfd),
+                unit: request.unit, cgroupPath: cgroup?.path, reason: request.reason, placement: cgroup == nil ? .process : .cgroup)
             running[child.pid] = Tracked(process: process, pidfd: child.pidfd, cgroup: cgroup)
             logger.info("launched \(process) for \(request.reason)\(cgroup.map { " in \($0)" } ?? "")")
             finish(request, .success(process))
@@ -223,8 +230,8 @@ final class AppLauncher {
         case .success(let spawned): child = spawned
         }
         let process = LaunchedProcess(
-            appID: request.appID, pid: child.pid, unit: request.unit, cgroupPath: nil, reason: request.reason,
-            placement: .systemdScope)
+            appID: request.appID, pid: child.pid, ref: processTable.adopt(pid: child.pid, pidfd: child.pidfd),
+            unit: request.unit, cgroupPath: nil, reason: request.reason, placement: .systemdScope)
         let record = Tracked(process: process, pidfd: child.pidfd, cgroup: nil)
         running[child.pid] = record
         let description = "\(request.appID), launched by bgtaskd for \(request.reason)"
@@ -263,7 +270,7 @@ final class AppLauncher {
         }
         record.cgroup = cgroup
         record.process = LaunchedProcess(
-            appID: old.appID, pid: old.pid, unit: old.unit, cgroupPath: cgroup?.path, reason: old.reason,
+            appID: old.appID, pid: old.pid, ref: old.ref, unit: old.unit, cgroupPath: cgroup?.path, reason: old.reason,
             placement: cgroup == nil ? .process : .cgroup)
     }
 
@@ -390,8 +397,8 @@ final class AppLauncher {
             status = .unknown
         }
         record.watch?.cancel()
-        close(record.pidfd)
         running[pid] = nil
+        processTable.release(record.process.ref)
         if let cgroup = record.cgroup { removeWhenEmpty(cgroup, unit: record.process.unit, appID: record.process.appID) }
         logger.info("\(record.process) \(status)")
         onExit(record.process, status)

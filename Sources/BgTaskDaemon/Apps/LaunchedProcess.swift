@@ -18,6 +18,8 @@ struct LaunchedProcess: Sendable, Hashable, CustomStringConvertible {
 
     let appID: AppID
     let pid: Int32
+    /// Its entry in the daemon's one ``ProcessTable``.
+    let ref: ProcessRef
     /// The scope name, `app-bgtaskd-<escaped app id>-<random hex>.scope`. It
     /// names the systemd unit or the launcher's cgroup directory; for
     /// ``Placement/process`` it is only a name for log lines.

@@ -3,16 +3,20 @@ import CBgTaskShim
 import Glibc
 import Logging
 
-/// Race-free handles (pidfds) for the processes behind client connections.
+/// Race-free handles (pidfds) for every process the daemon deals with: those
+/// behind client connections and those it launched itself. The one table of
+/// processes: the launcher, the freezer and the enforcement of deadlines all
+/// name a process by the ``ProcessRef`` it hands out.
 ///
-/// One handle per process, shared by its connections. A handle is closed when
-/// its last connection is gone, unless the process was sent SIGTERM and its
-/// SIGKILL is still pending. Signals go through the pidfd, so they reach
+/// One handle per process, shared by its holders (its connections, and the
+/// launcher until it has reaped its child). A handle is closed when its last
+/// holder is gone, unless the process was sent SIGTERM and its SIGKILL is
+/// still pending. Signals go through the pidfd, so they reach
 /// exactly the process that was checked, never one that reused its pid.
 final class ProcessTable {
     private struct Handle {
         var pidfd: Int32
-        var connections: Int
+        var holders: Int
         var awaitingKill: Bool
         /// The process's uid and socket inodes when it was identified: where
         /// its connections can be found if it is gone (``ConnectionHolders``).
@@ -51,11 +55,11 @@ final class ProcessTable {
 
     var count: Int { handles.count }
 
-    /// A handle for `pid` for one more connection; throws when the process is gone.
+    /// A handle for `pid` for one more holder; throws when the process is gone.
     func open(pid: Int32) throws(ProcessError) -> ProcessRef {
         if let ref = byPID[pid], let handle = handles[ref] {
             if bgt_pidfd_exited(handle.pidfd) == 0 {
-                handles[ref]!.connections += 1
+                handles[ref]!.holders += 1
                 // A connection made since is among its sockets now.
                 handles[ref]!.sockets = ConnectionHolders.socketInodes(of: pid)
                 return ref
@@ -70,15 +74,32 @@ final class ProcessTable {
         var status = stat()
         let uid = stat("/proc/\(pid)", &status) == 0 ? status.st_uid : uid_t.max
         let sockets = ConnectionHolders.socketInodes(of: pid)
-        handles[ref] = Handle(pidfd: fd, connections: 1, awaitingKill: false, uid: uid, sockets: sockets)
+        handles[ref] = Handle(pidfd: fd, holders: 1, awaitingKill: false, uid: uid, sockets: sockets)
         byPID[pid] = ref
         return ref
     }
 
-    /// One connection of the process is gone.
+    /// A child the daemon just spawned, with the pidfd it was spawned with (the
+    /// table takes it over): held by the launcher until it has reaped it.
+    func adopt(pid: Int32, pidfd: Int32) -> ProcessRef {
+        if let old = byPID[pid], let handle = handles[old], bgt_pidfd_exited(handle.pidfd) == 0 {
+            // Cannot be: a live process already had our child's pid. Keep the older handle's holders apart.
+            logger.error("pid \(pid) is in the process table twice")
+        }
+        lastSerial += 1
+        let ref = ProcessRef(pid: pid, serial: lastSerial)
+        handles[ref] = Handle(pidfd: pidfd, holders: 1, awaitingKill: false, uid: getuid(), sockets: [])
+        byPID[pid] = ref
+        return ref
+    }
+
+    /// The pidfd of a process still in the table (valid until its last holder lets go).
+    func pidfd(of ref: ProcessRef) -> Int32? { handles[ref]?.pidfd }
+
+    /// One holder of the process (a connection, or the launcher) is gone.
     func release(_ ref: ProcessRef) {
         guard handles[ref] != nil else { return }
-        handles[ref]!.connections -= 1
+        handles[ref]!.holders -= 1
         closeIfUnused(ref)
     }
 
@@ -142,7 +163,7 @@ final class ProcessTable {
     }
 
     private func closeIfUnused(_ ref: ProcessRef) {
-        guard let handle = handles[ref], handle.connections <= 0, !handle.awaitingKill else { return }
+        guard let handle = handles[ref], handle.holders <= 0, !handle.awaitingKill else { return }
         close(handle.pidfd)
         handles[ref] = nil
         if byPID[ref.pid] == ref { byPID[ref.pid] = nil }

@@ -165,14 +165,8 @@ extension Daemon {
         launcher.launch(appID: app, commandLine: commandLine, reason: reason) { [unowned self] result in
             switch result {
             case .success(let process):
-                do {
-                    let ref = try processes.open(pid: process.pid)
-                    launchedProcesses[process.pid] = ref
-                    perform(engine.launchStarted(app, process: ref))
-                    logger.info("launched \(app) for \(reason)", metadata: ["pid": "\(process.pid)", "unit": "\(process.unit)"])
-                } catch {
-                    perform(engine.launchFailed(app, error: "it exited at once (\(error))"))
-                }
+                perform(engine.launchStarted(app, process: process.ref))
+                logger.info("launched \(app) for \(reason)", metadata: ["pid": "\(process.pid)", "unit": "\(process.unit)"])
             case .failure(let error):
                 logger.error("\(error)")
                 perform(engine.launchFailed(app, error: error.description))
@@ -182,9 +176,7 @@ extension Daemon {
 
     private func launchedProcessExited(_ process: LaunchedProcess, _ status: ExitStatus) {
         logger.info("\(process.appID) exited: \(status)", metadata: ["pid": "\(process.pid)"])
-        guard let ref = launchedProcesses.removeValue(forKey: process.pid) else { return }
-        processes.release(ref)
-        perform(engine.launchedProcessExited(process.appID, process: ref, status: status.description))
+        perform(engine.launchedProcessExited(process.appID, process: process.ref, status: status.description))
     }
 
     /// What `bgtaskctl apps` shows of one app (`GetApplications`).

@@ -60,7 +60,6 @@ public final class Daemon {
     /// Loaded and started mode plugins.
     var plugins: [LoadedPlugin] = []
     /// Process handles of apps the daemon launched, by pid.
-    var launchedProcesses: [Int32: ProcessRef] = [:]
     /// Desktop entries as last seen, to tell which changed on a reload.
     var knownEntries: [AppID: DesktopEntry] = [:]
     /// While a plugin's batch runs: what undoing it takes if its commit fails
@@ -103,7 +102,7 @@ public final class Daemon {
         let appBusAddress: String? = if case .address(let address) = settings.bus { address } else { nil }
         launcher = AppLauncher(
             loop: loop, sessionBus: settings.bus == .system ? nil : bus, appBusAddress: appBusAddress, logger: logger,
-            cgroupGroup: Self.cgroupGroup(forStateDirectory: store.path))
+            cgroupGroup: Self.cgroupGroup(forStateDirectory: store.path), processes: processes)
         power = PowerMonitor(systemBus: .system, loop: loop, logger: logger)
         logind = LogindMonitor(systemBus: .system, loop: loop, logger: logger)
         freezer = Freezer(
