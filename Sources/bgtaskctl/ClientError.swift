@@ -33,6 +33,23 @@ struct ClientError: Error, CustomStringConvertible {
                 : nil)
     }
 
+    /// The hint for the errors any call of a mode's method may get: the app
+    /// is unknown, does not declare the mode, or the mode's plugin is not
+    /// loaded. Nil for any other error.
+    static func modeHint(for name: String?, mode: BgTaskMode) -> String? {
+        switch name {
+        case BgTaskError.Code.modeNotDeclared.rawValue:
+            "add \(mode.rawValue) to X-BgTaskd-Modes= in the app's desktop entry"
+        case BgTaskError.Code.unknownApplication.rawValue:
+            "the daemon finds apps by their desktop entries in $XDG_DATA_HOME/applications and $XDG_DATA_DIRS/*/applications"
+        case "org.freedesktop.DBus.Error.UnknownInterface", "org.freedesktop.DBus.Error.UnknownMethod",
+             "org.freedesktop.DBus.Error.UnknownObject":
+            "the daemon runs without its \(mode.rawValue) plugin (bgtaskctl status lists the plugins it loaded)"
+        default:
+            nil
+        }
+    }
+
     /// `<message> (<error name>)`.
     var description: String {
         name.map { "\(message) (\($0))" } ?? message

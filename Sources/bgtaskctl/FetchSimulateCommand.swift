@@ -61,15 +61,8 @@ struct FetchSimulateCommand: ClientCommand {
         case BgTaskError.Code.refreshDisabled.rawValue:
             error.hint = "'bgtaskctl refresh status' and 'bgtaskctl apps' show the switches and the power state; " +
                 "'bgtaskctl refresh enable \(app)' turns the app's switch back on, 'bgtaskctl refresh enable' the one for all apps"
-        case BgTaskError.Code.modeNotDeclared.rawValue:
-            error.hint = "add fetch to X-BgTaskd-Modes= in the app's desktop entry"
-        case BgTaskError.Code.unknownApplication.rawValue:
-            error.hint = "the daemon finds apps by their desktop entries in $XDG_DATA_HOME/applications and $XDG_DATA_DIRS/*/applications"
-        case "org.freedesktop.DBus.Error.UnknownInterface", "org.freedesktop.DBus.Error.UnknownMethod",
-             "org.freedesktop.DBus.Error.UnknownObject":
-            error.hint = "the daemon runs without its fetch plugin (bgtaskctl status lists the plugins it loaded)"
         default:
-            break
+            error.hint = ClientError.modeHint(for: error.name, mode: .fetch)
         }
         return error
     }

@@ -194,19 +194,12 @@ struct PushCommand: ClientCommand {
     static func explained(_ error: ClientError) -> ClientError {
         var error = error
         switch error.name {
-        case BgTaskError.Code.modeNotDeclared.rawValue:
-            error.hint = "add remote-notification to X-BgTaskd-Modes= in the app's desktop entry"
-        case BgTaskError.Code.unknownApplication.rawValue:
-            error.hint = "the daemon finds apps by their desktop entries in $XDG_DATA_HOME/applications and $XDG_DATA_DIRS/*/applications"
         case BgTaskError.Code.payloadTooLarge.rawValue:
             error.hint = "send less data: the limit is RemoteNotifications.MaxPayloadBytes (4096 bytes by default, as APNs)"
         case BgTaskError.Code.notPermitted.rawValue:
             error.hint = "only unsandboxed processes of the daemon's user may deliver pushes"
-        case "org.freedesktop.DBus.Error.UnknownInterface", "org.freedesktop.DBus.Error.UnknownMethod",
-             "org.freedesktop.DBus.Error.UnknownObject":
-            error.hint = "the daemon runs without its remote-notification plugin (bgtaskctl status lists the plugins it loaded)"
         default:
-            break
+            error.hint = ClientError.modeHint(for: error.name, mode: .remoteNotification)
         }
         return error
     }

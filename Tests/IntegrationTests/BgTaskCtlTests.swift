@@ -57,6 +57,18 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// The errors any mode's call may get come with the same advice, worded for the mode.
+    @Test func modeErrorsComeWithAdviceForTheirMode() throws {
+        let daemon = try DaemonUnderTest(desktopEntries: [DesktopEntrySpec(id: "org.example.Plain", modes: [], exec: "/bin/true")])
+        let fetch = try daemon.bgtaskctl(["fetch", "simulate", "org.example.Plain"])
+        #expect(fetch.standardError.contains("add fetch to X-BgTaskd-Modes="), "\(fetch)")
+        let push = try daemon.bgtaskctl(["push", "org.example.Plain", "-n"])
+        #expect(push.standardError.contains("add remote-notification to X-BgTaskd-Modes="), "\(push)")
+        let unknown = try daemon.bgtaskctl(["push", "org.example.Nobody", "-n"])
+        #expect(unknown.standardError.contains("the daemon finds apps by their desktop entries"), "\(unknown)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func noDaemonIsAClearError() throws {
         let bus = try PrivateBus()
         let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskctl"), ["--bus", bus.address, "status"])
