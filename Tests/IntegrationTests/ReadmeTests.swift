@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import BgTaskTestKit
 import Foundation
 import Testing
@@ -34,19 +35,8 @@ import Testing
     }
 
     /// The error names the README may expect, short as it writes them.
-    static let errorNames: [String: String] = [
-        "InvalidArgs": "org.freedesktop.DBus.Error.InvalidArgs",
-        "Failed": "org.freedesktop.DBus.Error.Failed",
-        "NoSuchTask": "org.bgtaskd.BackgroundTasks1.Error.NoSuchTask",
-        "NotPermitted": "org.bgtaskd.BackgroundTasks1.Error.NotPermitted",
-        "UnknownApplication": "org.bgtaskd.BackgroundTasks1.Error.UnknownApplication",
-        "ModeNotDeclared": "org.bgtaskd.BackgroundTasks1.Error.ModeNotDeclared",
-        "RefreshDisabled": "org.bgtaskd.BackgroundTasks1.Error.RefreshDisabled",
-        "LimitExceeded": "org.bgtaskd.BackgroundTasks1.Error.LimitExceeded",
-        "PayloadTooLarge": "org.bgtaskd.BackgroundTasks1.Error.PayloadTooLarge",
-        "NoSuchToken": "org.bgtaskd.BackgroundTasks1.Error.NoSuchToken",
-        "StorageFailed": "org.bgtaskd.BackgroundTasks1.Error.StorageFailed",
-    ]
+    static let errorNames: [String: String] = Dictionary(
+        uniqueKeysWithValues: BgTaskError.Code.all.map { ($0.shortName, $0.rawValue) })
 
     // MARK: Reading the README
 
