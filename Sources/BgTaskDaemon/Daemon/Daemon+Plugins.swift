@@ -242,11 +242,8 @@ extension Daemon: LoadedPluginDelegate {
         try bus.callAsync(call, timeout: timeout, completion)
     }
 
-    func identify(_ message: Message, _ body: @escaping (CallerIdentity, AppID?) throws -> Void) {
-        serve(message) { [unowned self] identity in
-            let appID: AppID? = if case .app(let id) = engine.app(of: identity.connection) { id } else { identity.appID }
-            try body(identity, appID)
-        }
+    func appID(of identity: CallerIdentity) -> AppID? {
+        if case .app(let id) = engine.app(of: identity.connection) { id } else { identity.appID }
     }
 
     func appInfo(_ app: AppID) -> PluginAppInfo {

@@ -150,10 +150,11 @@ final class LoadedPlugin {
 
     /// A method of the plugin's interface was called: identify the caller, then hand it over.
     private func dispatch(_ message: Message, interface: String, member: String) {
-        delegate.identify(message) { [weak self] identity, appID in
+        delegate.serve(message) { [weak self] identity in
             guard let self, let context = self.context else {
                 throw BusError.failed("the \(self?.name ?? "mode") plugin is not running")
             }
+            let appID = self.delegate.appID(of: identity)
             let call = PluginCallInFlight(message: message, identity: identity, appID: appID, host: self)
             self.batch {
                 interface.withCString { i in

@@ -20,9 +20,11 @@ protocol LoadedPluginDelegate: AnyObject {
     /// Sends a call made with ``newMethodCall(destination:path:interface:member:)``;
     /// `completion` runs once, from the loop.
     func callAsync(_ call: Message, timeout: UInt64, _ completion: @escaping (Result<Message, BusError>) -> Void) throws(BusError)
-    /// Identifies the caller of a plugin's method (its connection, and the app
-    /// the engine knows it as), then runs `body`; what `body` throws is the reply.
-    func identify(_ message: Message, _ body: @escaping (CallerIdentity, AppID?) throws -> Void)
+    /// Identifies the caller of a plugin's method, then runs `body`; what
+    /// `body` throws is the reply.
+    func serve(_ message: Message, _ body: @escaping (CallerIdentity) throws -> Void)
+    /// The app the engine knows an identified caller as.
+    func appID(of identity: CallerIdentity) -> AppID?
     func appInfo(_ app: AppID) -> PluginAppInfo
     func apps(declaring mode: String) -> [AppID]
     func wake(_ app: AppID, reason: String, plugin: String, budget: Duration) throws(CoreError) -> String

@@ -36,9 +36,11 @@ enum PluginHostAPI {
         OpaquePointer(Unmanaged.passUnretained(message).toOpaque())
     }
 
-    /// The message behind a handle, borrowed.
-    fileprivate static func message(_ handle: OpaquePointer?) -> Message? {
-        handle.map { Unmanaged<Message>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
+    /// Runs `body` on the message behind a handle, which whoever owns the
+    /// handle keeps alive meanwhile; -EINVAL for no handle.
+    fileprivate static func using(_ handle: OpaquePointer?, _ body: (Message) -> Int32) -> Int32 {
+        guard let handle else { return -EINVAL }
+        return Unmanaged<Message>.fromOpaque(UnsafeRawPointer(handle))._withUnsafeGuaranteedRef(body)
     }
 
     /// The message behind an owned handle, taking the plugin's reference back.
@@ -106,15 +108,16 @@ enum PluginHostAPI {
         }
         api.message_free = { message in _ = PluginHostAPI.take(message) }
 
-        // Messages: one basic value or container step at a time.
-        api.message_read = { message, type, value in PluginHostAPI.message(message)?.readBasic(type, into: value) ?? -EINVAL }
-        api.message_enter = { message, type, contents in PluginHostAPI.message(message)?.enter(type, contents) ?? -EINVAL }
-        api.message_exit = { message in PluginHostAPI.message(message)?.exit() ?? -EINVAL }
-        api.message_peek = { message, type, contents in PluginHostAPI.message(message)?.peek(type, contents) ?? -EINVAL }
-        api.message_skip = { message, signature in PluginHostAPI.message(message)?.skip(signature) ?? -EINVAL }
-        api.message_append = { message, type, value in PluginHostAPI.message(message)?.appendBasic(type, from: value) ?? -EINVAL }
-        api.message_open = { message, type, contents in PluginHostAPI.message(message)?.open(type, contents) ?? -EINVAL }
-        api.message_close = { message in PluginHostAPI.message(message)?.close() ?? -EINVAL }
+        // Messages: one basic value or container step at a time (the hottest
+        // calls of the ABI: no reference counting on the way through).
+        api.message_read = { message, type, value in PluginHostAPI.using(message) { $0.readBasic(type, into: value) } }
+        api.message_enter = { message, type, contents in PluginHostAPI.using(message) { $0.enter(type, contents) } }
+        api.message_exit = { message in PluginHostAPI.using(message) { $0.exit() } }
+        api.message_peek = { message, type, contents in PluginHostAPI.using(message) { $0.peek(type, contents) } }
+        api.message_skip = { message, signature in PluginHostAPI.using(message) { $0.skip(signature) } }
+        api.message_append = { message, type, value in PluginHostAPI.using(message) { $0.appendBasic(type, from: value) } }
+        api.message_open = { message, type, contents in PluginHostAPI.using(message) { $0.open(type, contents) } }
+        api.message_close = { message in PluginHostAPI.using(message) { $0.close() } }
 
         // Calls.
         api.call_arguments = { call in PluginCallInFlight.from(call).map { PluginHostAPI.borrowed($0.message) } }

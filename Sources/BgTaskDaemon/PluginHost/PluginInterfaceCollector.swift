@@ -42,9 +42,10 @@ final class PluginInterfaceCollector: LoadedPluginDelegate {
     func callAsync(_ call: Message, timeout: UInt64, _ completion: @escaping (Result<Message, BusError>) -> Void) throws(BusError) {
         throw BusError.failed("no calls while describing interfaces")
     }
-    func identify(_ message: Message, _ body: @escaping (CallerIdentity, AppID?) throws -> Void) {
+    func serve(_ message: Message, _ body: @escaping (CallerIdentity) throws -> Void) {
         message.replyError(.failed("no calls while describing interfaces"))
     }
+    func appID(of identity: CallerIdentity) -> AppID? { nil }
     func appInfo(_ app: AppID) -> PluginAppInfo { PluginAppInfo() }
     func apps(declaring mode: String) -> [AppID] { [] }
     func wake(_ app: AppID, reason: String, plugin: String, budget: Duration) throws(CoreError) -> String {
