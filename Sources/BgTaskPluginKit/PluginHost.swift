@@ -223,15 +223,17 @@ public final class PluginHost {
         _ = api.pointee.schedule_opportunity(handle, realtimeMicroseconds)
     }
 
-    /// The app's foreground intervals since `since` (realtime µs); `end` 0 while still open.
-    public func usage(of app: String, since: UInt64) -> [(start: UInt64, end: UInt64)] {
+    /// The app's foreground intervals since `since` (realtime µs); `end` 0
+    /// while still open. Throws when the daemon cannot read them.
+    public func usage(of app: String, since: UInt64) throws(ModeError) -> [(start: UInt64, end: UInt64)] {
         final class Box { var intervals: [(start: UInt64, end: UInt64)] = [] }
         let box = Box()
-        _ = app.withCString { a in
+        let result = app.withCString { a in
             api.pointee.usage_history(handle, a, since, { userdata, start, end in
                 Unmanaged<Box>.fromOpaque(userdata!).takeUnretainedValue().intervals.append((start, end))
             }, Unmanaged.passUnretained(box).toOpaque())
         }
+        if result < 0 { throw ModeError.failed(lastError) }
         return box.intervals
     }
 

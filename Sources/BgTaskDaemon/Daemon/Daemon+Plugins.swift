@@ -278,9 +278,13 @@ extension Daemon: LoadedPluginDelegate {
         perform(try engine.completeWake(token: token, caller: connection))
     }
 
-    func usage(of app: AppID, since: UInt64) -> [(start: UInt64, end: UInt64)] {
-        let intervals = (try? store.usage(appID: app.rawValue, since: since)) ?? []
-        return intervals.map { ($0.start, $0.end ?? 0) }
+    func usage(of app: AppID, since: UInt64) -> [(start: UInt64, end: UInt64)]? {
+        do {
+            return try store.usage(appID: app.rawValue, since: since).map { ($0.start, $0.end ?? 0) }
+        } catch {
+            logger.error("cannot read the usage history of \(app): \(error)")
+            return nil
+        }
     }
 
     func putRecord(plugin: String, collection: String, key: String, data: [UInt8]) -> Bool {

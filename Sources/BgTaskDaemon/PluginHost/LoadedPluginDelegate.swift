@@ -29,7 +29,8 @@ protocol LoadedPluginDelegate: AnyObject {
     func apps(declaring mode: String) -> [AppID]
     func wake(_ app: AppID, reason: String, plugin: String, budget: Duration) throws(CoreError) -> String
     func completeWake(token: String, connection: ConnectionID) throws(CoreError)
-    func usage(of app: AppID, since: UInt64) -> [(start: UInt64, end: UInt64)]
+    /// Foreground intervals of `app` since `since` (realtime µs; end 0 = open); nil when they cannot be read.
+    func usage(of app: AppID, since: UInt64) -> [(start: UInt64, end: UInt64)]?
     func putRecord(plugin: String, collection: String, key: String, data: [UInt8]) -> Bool
     func deleteRecord(plugin: String, collection: String, key: String) -> Bool
     func records(plugin: String, collection: String) -> [(key: String, data: [UInt8])]?

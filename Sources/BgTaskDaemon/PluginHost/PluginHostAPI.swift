@@ -228,9 +228,10 @@ enum PluginHostAPI {
             guard let text = PluginHostAPI.string(appID), let app = try? AppID(validating: text), let each else {
                 return host.fail(EINVAL, "not a valid app id, or no callback")
             }
-            for interval in host.hostDelegate.usage(of: app, since: since) {
-                each(userdata, interval.start, interval.end)
+            guard let intervals = host.hostDelegate.usage(of: app, since: since) else {
+                return host.fail(EIO, "cannot read the usage history of \(app)")
             }
+            for interval in intervals { each(userdata, interval.start, interval.end) }
             return 0
         }
 

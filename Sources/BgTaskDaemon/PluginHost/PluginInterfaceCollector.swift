@@ -54,7 +54,7 @@ final class PluginInterfaceCollector: LoadedPluginDelegate {
     func completeWake(token: String, connection: ConnectionID) throws(CoreError) {
         throw CoreError(.noSuchToken, "no wakes while describing interfaces")
     }
-    func usage(of app: AppID, since: UInt64) -> [(start: UInt64, end: UInt64)] { [] }
+    func usage(of app: AppID, since: UInt64) -> [(start: UInt64, end: UInt64)]? { [] }
     func putRecord(plugin: String, collection: String, key: String, data: [UInt8]) -> Bool { true }
     func deleteRecord(plugin: String, collection: String, key: String) -> Bool { true }
     var hasUncommittedWrites: Bool { false }
