@@ -130,8 +130,9 @@ import Testing
         let dir = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo", initFails: true))])
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let candidate = try #require(loader.candidates(in: [dir]).first)
-        let delegate = PluginInterfaceCollector(logger: Logger(label: "test"))
-        let host = LoadedPlugin(candidate: candidate, delegate: delegate)
+        let engine = OfflinePluginEngine()
+        let host = LoadedPlugin(
+            candidate: candidate, services: .offline(logger: Logger(label: "test"), configuration: Configuration()), engine: engine)
         let error = #expect(throws: PluginError.self) { try host.start() }
         #expect(error?.description == "init failed: the fixture refuses to start")
     }

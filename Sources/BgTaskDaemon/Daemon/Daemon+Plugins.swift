@@ -42,7 +42,7 @@ extension Daemon {
         let candidates = settings.pluginCandidates
             ?? PluginLoader(logger: logger).candidates(in: PluginLoader.directories(settings.pluginDirectories))
         for candidate in candidates {
-            let host = LoadedPlugin(candidate: candidate, delegate: self)
+            let host = LoadedPlugin(candidate: candidate, services: pluginServices, engine: self)
             do {
                 try host.start()
                 plugins.append(host)
@@ -219,28 +219,8 @@ extension Daemon {
 
 // MARK: - Serving plugins
 
-extension Daemon: LoadedPluginDelegate {
-    var pluginLoop: EventLoop? { loop }
-
-    func configValue(_ key: String) -> String? {
-        settings.configuration.value(of: key)
-    }
-
-    func export(_ interface: BusInterface, for host: LoadedPlugin) throws(BusError) {
-        objects.append(try bus.export(interface, at: BgTaskNames.objectPath))
-    }
-
-    func newSignal(interface: String, member: String) -> Message? {
-        try? bus.newSignal(path: BgTaskNames.objectPath, interface: interface, member: member)
-    }
-
-    func newMethodCall(destination: String?, path: String, interface: String?, member: String) -> Message? {
-        try? bus.newMethodCall(destination: destination, path: path, interface: interface, member: member)
-    }
-
-    func callAsync(_ call: Message, timeout: UInt64, _ completion: @escaping (Result<Message, BusError>) -> Void) throws(BusError) {
-        try bus.callAsync(call, timeout: timeout, completion)
-    }
+extension Daemon: PluginEngineAccess {
+    var isSleeping: Bool { engine.isSleeping }
 
     func appID(of identity: CallerIdentity) -> AppID? {
         if case .app(let id) = engine.app(of: identity.connection) { id } else { identity.appID }
@@ -253,10 +233,6 @@ extension Daemon: LoadedPluginDelegate {
             known: true, running: running, launching: engine.isLaunching(app),
             state: running ? engine.state(of: .app(app))?.rawValue : nil,
             refreshStatus: refreshStatus(of: app).status.rawValue, modes: entry.modes, name: entry.name, icon: entry.icon)
-    }
-
-    func apps(declaring mode: String) -> [AppID] {
-        registry.entries(declaring: mode).map(\.id)
     }
 
     func wake(_ app: AppID, reason: String, plugin: String, budget: Duration) throws(CoreError) -> String {
@@ -278,36 +254,6 @@ extension Daemon: LoadedPluginDelegate {
         perform(try engine.completeWake(token: token, caller: connection))
     }
 
-    func usage(of app: AppID, since: UInt64) -> [(start: UInt64, end: UInt64)]? {
-        do {
-            return try store.usage(appID: app.rawValue, since: since).map { ($0.start, $0.end ?? 0) }
-        } catch {
-            logger.error("cannot read the usage history of \(app): \(error)")
-            return nil
-        }
-    }
-
-    func putRecord(plugin: String, collection: String, key: String, data: [UInt8]) -> Bool {
-        do {
-            try store.putRecord(plugin: plugin, collection: collection, key: key, data: data)
-            return true
-        } catch {
-            logger.error("cannot store a record of \(plugin): \(error)")
-            return false
-        }
-    }
-
-    func deleteRecord(plugin: String, collection: String, key: String) -> Bool {
-        do {
-            try store.deleteRecord(plugin: plugin, collection: collection, key: key)
-            return true
-        } catch {
-            logger.error("cannot delete a record of \(plugin): \(error)")
-            return false
-        }
-    }
-
-    var hasUncommittedWrites: Bool { store.hasUncommittedWrites }
 
     func beginBatch() {
         batchCheckpoint = BatchCheckpoint(queued: plugins.map(\.queuedCount))
@@ -342,38 +288,6 @@ extension Daemon: LoadedPluginDelegate {
         if !checkpoint.launches.isEmpty {
             logger.notice("not launching \(checkpoint.launches.map(\.0.rawValue).joined(separator: ", ")): the wake was undone")
         }
-    }
-
-    func transaction(_ body: () -> Void) -> String? {
-        do {
-            try store.group(body)
-            return nil
-        } catch {
-            logger.error("cannot commit a plugin's writes: \(error)")
-            return error.message
-        }
-    }
-
-    func records(plugin: String, collection: String) -> [(key: String, data: [UInt8])]? {
-        do {
-            return try store.records(plugin: plugin, collection: collection)
-        } catch {
-            logger.error("cannot read the records of \(plugin): \(error)")
-            return nil
-        }
-    }
-
-    func scheduleOpportunity(for host: LoadedPlugin, at time: UInt64) {
-        if host.opportunityTimer == nil {
-            host.opportunityTimer = try? loop.makeTimer(clock: .realtime) { [unowned self, weak host] in
-                guard let host else { return }
-                // Asleep, nothing runs in the background: the wake itself offers the next opportunity.
-                guard !self.engine.isSleeping else { return }
-                // The event says when it fired, read now: the time asked for may be past.
-                host.post(QueuedPluginEvent(type: BGT_EVENT_WAKE_OPPORTUNITY, realtimeMicroseconds: self.realtimeMicroseconds))
-            }
-        }
-        host.opportunityTimer?.arm(at: time == 0 ? nil : time)
     }
 
     /// 128 random bits, hex: one-shot and unguessable.

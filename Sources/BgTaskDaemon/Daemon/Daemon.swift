@@ -59,13 +59,14 @@ public final class Daemon {
     var refreshSettings: RefreshSettings
     /// Loaded and started mode plugins.
     var plugins: [LoadedPlugin] = []
-    /// Process handles of apps the daemon launched, by pid.
+    /// What plugins reach besides the engine: the bus, their records, the configuration, clocks.
+    let pluginServices: PluginServices
     /// Desktop entries as last seen, to tell which changed on a reload.
     var knownEntries: [AppID: DesktopEntry] = [:]
     /// While a plugin's batch runs: what undoing it takes if its commit fails
     /// (see ``beginBatch()``).
     var batchCheckpoint: BatchCheckpoint?
-    var objects: [ExportedObject] = []
+    private var objects: [ExportedObject] = []
     private var deadlineTimer: SDBus.Timer?
     private(set) var properties: PropertyBatcher!
     private var signalSources: [EventSource] = []
@@ -91,6 +92,9 @@ public final class Daemon {
             directories: AppRegistry.dataDirectories(environment: ProcessInfo.processInfo.environment),
             loop: loop, logger: logger)
         self.registry = registry
+        pluginServices = PluginServices(
+            logger: logger, wallClock: wallClock, configuration: settings.configuration, loop: loop, bus: bus,
+            store: store, registry: registry)
         // Apps with a desktop entry are this user's: only its connections may run as them.
         let ownUID = getuid()
         engine = BackgroundEngine(policy: settings.configuration.taskPolicy, clock: SystemMonotonicClock()) { app in
@@ -185,6 +189,7 @@ public final class Daemon {
         store.close()
         bus.flush()
         objects.removeAll()
+        pluginServices.unexportAll()
         logger.info("stopped")
         return code
     }

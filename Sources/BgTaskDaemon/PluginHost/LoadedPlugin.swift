@@ -19,7 +19,10 @@ final class LoadedPlugin {
     let abiMajor: UInt16
     let abiMinor: UInt16
     private let descriptor: UnsafePointer<bgt_plugin_descriptor>
-    private unowned let delegate: any LoadedPluginDelegate
+    /// The bus, records, configuration and clocks plugins reach.
+    let services: PluginServices
+    /// The engine's side: callers, apps, wakes, batches.
+    unowned let engine: any PluginEngineAccess
     private var context: UnsafeMutableRawPointer?
     /// The interfaces the plugin exported (also for `--bus-introspect`).
     private(set) var interfaces: [BusInterface] = []
@@ -33,7 +36,7 @@ final class LoadedPlugin {
     /// Undeclared error names already warned about.
     private var undeclaredNames: Set<String> = []
 
-    init(candidate: PluginLoader.Candidate, delegate: any LoadedPluginDelegate) {
+    init(candidate: PluginLoader.Candidate, services: PluginServices, engine: any PluginEngineAccess) {
         name = candidate.name
         version = candidate.version
         path = candidate.path
@@ -41,7 +44,8 @@ final class LoadedPlugin {
         abiMajor = candidate.descriptor.pointee.abi_major
         abiMinor = candidate.descriptor.pointee.abi_minor
         errorNames = candidate.descriptor.pointee.struct_version >= 3 ? candidate.errorNames : nil
-        self.delegate = delegate
+        self.services = services
+        self.engine = engine
     }
 
     deinit {
@@ -56,8 +60,7 @@ final class LoadedPlugin {
         Unmanaged<LoadedPlugin>.fromOpaque(UnsafeRawPointer(handle!)).takeUnretainedValue()
     }
 
-    var logger: Logger { delegate.logger }
-    var hostDelegate: any LoadedPluginDelegate { delegate }
+    var logger: Logger { services.logger }
 
     /// Warns, once per name, when the plugin answers with an error name it did
     /// not declare: the documentation of its interface would not name it.
@@ -128,7 +131,7 @@ final class LoadedPlugin {
         }
         let busInterface = BusInterface(name: interfaceName, methods: methods, signals: signals)
         do {
-            try delegate.export(busInterface, for: self)
+            try services.export(busInterface)
         } catch {
             throw PluginError("cannot export \(interfaceName): \(error.message)")
         }
@@ -150,11 +153,11 @@ final class LoadedPlugin {
 
     /// A method of the plugin's interface was called: identify the caller, then hand it over.
     private func dispatch(_ message: Message, interface: String, member: String) {
-        delegate.serve(message) { [weak self] identity in
+        engine.serve(message) { [weak self] identity in
             guard let self, let context = self.context else {
                 throw BusError.failed("the \(self?.name ?? "mode") plugin is not running")
             }
-            let appID = self.delegate.appID(of: identity)
+            let appID = self.engine.appID(of: identity)
             let call = PluginCallInFlight(message: message, identity: identity, appID: appID, host: self)
             self.batch {
                 interface.withCString { i in
@@ -194,7 +197,7 @@ final class LoadedPlugin {
     }
 
     private func scheduleFlush() {
-        guard !flushScheduled, !queued.isEmpty, let loop = delegate.pluginLoop else { return }
+        guard !flushScheduled, !queued.isEmpty, let loop = services.loop else { return }
         flushScheduled = true
         loop.later { [weak self] in self?.flush() }
     }
@@ -220,7 +223,7 @@ final class LoadedPlugin {
     /// what came after (the plugin and the daemon take a new checkpoint).
     func sentAtOnce() {
         guard outbox != nil else { return }
-        delegate.commitPoint()
+        engine.commitPoint()
         if let context, let begin = batchBegin { begin(context) }
     }
 
@@ -230,7 +233,7 @@ final class LoadedPlugin {
     /// Where a signal to `destination` the plugin sends now must wait (see
     /// ``PluginOutbox``); nil when it may go at once.
     func outbox(forSignalTo destination: String) -> PluginOutbox? {
-        guard let outbox, delegate.hasUncommittedWrites || outbox.mustHold(signalTo: destination) else { return nil }
+        guard let outbox, services.hasUncommittedWrites || outbox.mustHold(signalTo: destination) else { return nil }
         return outbox
     }
 
@@ -247,16 +250,16 @@ final class LoadedPlugin {
         guard outbox == nil else { return body() }
         let outbox = PluginOutbox()
         self.outbox = outbox
-        delegate.beginBatch()
+        engine.beginBatch()
         if let context, let begin = batchBegin { begin(context) }
-        let failure = delegate.transaction(body)
+        let failure = services.transaction(body)
         self.outbox = nil
         if let failure {
             if let context, let rollBack = batchRollback { rollBack(context) }
-            delegate.endBatch(committed: false)
+            engine.endBatch(committed: false)
             outbox.fail(failure, plugin: name, logger: logger)
         } else {
-            delegate.endBatch(committed: true)
+            engine.endBatch(committed: true)
             if let context, let commit = batchCommit { commit(context) }
             outbox.send(logger: logger)
         }

@@ -67,10 +67,10 @@ enum PluginHostAPI {
             }
         }
         api.monotonic_usec = { _ in bgt_monotonic_usec() }
-        api.realtime_usec = { handle in PluginHostAPI.host(handle).hostDelegate.wallClock.now.microseconds }
+        api.realtime_usec = { handle in PluginHostAPI.host(handle).services.wallClock.now.microseconds }
         api.config = { handle, key in
             let host = PluginHostAPI.host(handle)
-            guard let key = PluginHostAPI.string(key), let value = host.hostDelegate.configValue(key) else { return nil }
+            guard let key = PluginHostAPI.string(key), let value = host.services.configValue(key) else { return nil }
             return host.intern(value)
         }
 
@@ -87,7 +87,7 @@ enum PluginHostAPI {
         }
         api.signal_new = { handle, interface, member in
             guard let interface = PluginHostAPI.string(interface), let member = PluginHostAPI.string(member) else { return nil }
-            return PluginHostAPI.host(handle).hostDelegate.newSignal(interface: interface, member: member).map(PluginHostAPI.owned)
+            return PluginHostAPI.host(handle).services.newSignal(interface: interface, member: member).map(PluginHostAPI.owned)
         }
         api.signal_send = { handle, message, connection in
             let host = PluginHostAPI.host(handle)
@@ -157,7 +157,7 @@ enum PluginHostAPI {
             guard let info, let text = PluginHostAPI.string(appID), let app = try? AppID(validating: text) else {
                 return host.fail(EINVAL, "not a valid app id")
             }
-            let known = host.hostDelegate.appInfo(app)
+            let known = host.engine.appInfo(app)
             let size = min(Int(info.pointee.struct_size), MemoryLayout<bgt_app_info>.size)
             var filled = bgt_app_info()
             filled.struct_size = UInt32(size)
@@ -176,7 +176,7 @@ enum PluginHostAPI {
         api.list_apps = { handle, mode, each, userdata in
             let host = PluginHostAPI.host(handle)
             guard let mode = PluginHostAPI.string(mode), let each else { return host.fail(EINVAL, "no mode or callback given") }
-            for app in host.hostDelegate.apps(declaring: mode) {
+            for app in host.services.apps(declaring: mode) {
                 app.rawValue.withCString { each(userdata, $0) }
             }
             return 0
@@ -190,7 +190,7 @@ enum PluginHostAPI {
                 return host.fail(EINVAL, "wake_app needs a reason, a positive budget and room for the token")
             }
             do throws(CoreError) {
-                let token = try host.hostDelegate.wake(app, reason: reason, plugin: host.name, budget: .seconds(double: budget))
+                let token = try host.engine.wake(app, reason: reason, plugin: host.name, budget: .seconds(double: budget))
                 let bytes = Array(token.utf8)
                 guard bytes.count < tokenSize else { return host.fail(ENOBUFS, "no room for the token") }
                 for (index, byte) in bytes.enumerated() { tokenOut[index] = CChar(bitPattern: byte) }
@@ -212,7 +212,7 @@ enum PluginHostAPI {
                 return host.fail(EINVAL, "no token or connection given")
             }
             do throws(CoreError) {
-                try host.hostDelegate.completeWake(token: token, connection: ConnectionID(connection))
+                try host.engine.completeWake(token: token, connection: ConnectionID(connection))
                 return 0
             } catch {
                 return host.fail(ENOENT, error.message)
@@ -220,7 +220,7 @@ enum PluginHostAPI {
         }
         api.schedule_opportunity = { handle, realtime in
             let host = PluginHostAPI.host(handle)
-            host.hostDelegate.scheduleOpportunity(for: host, at: realtime)
+            host.services.scheduleOpportunity(for: host, at: realtime)
             return 0
         }
         api.usage_history = { handle, appID, since, each, userdata in
@@ -228,7 +228,7 @@ enum PluginHostAPI {
             guard let text = PluginHostAPI.string(appID), let app = try? AppID(validating: text), let each else {
                 return host.fail(EINVAL, "not a valid app id, or no callback")
             }
-            guard let intervals = host.hostDelegate.usage(of: app, since: since) else {
+            guard let intervals = host.services.usage(of: app, since: since) else {
                 return host.fail(EIO, "cannot read the usage history of \(app)")
             }
             for interval in intervals { each(userdata, interval.start, interval.end) }
@@ -242,7 +242,7 @@ enum PluginHostAPI {
                 return host.fail(EINVAL, "no collection or key given")
             }
             let bytes = data.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
-            return host.hostDelegate.putRecord(plugin: host.name, collection: collection, key: key, data: bytes)
+            return host.services.putRecord(plugin: host.name, collection: collection, key: key, data: bytes)
                 ? 0 : host.fail(EIO, "cannot store the record")
         }
         api.record_delete = { handle, collection, key in
@@ -250,13 +250,13 @@ enum PluginHostAPI {
             guard let collection = PluginHostAPI.string(collection), let key = PluginHostAPI.string(key) else {
                 return host.fail(EINVAL, "no collection or key given")
             }
-            return host.hostDelegate.deleteRecord(plugin: host.name, collection: collection, key: key)
+            return host.services.deleteRecord(plugin: host.name, collection: collection, key: key)
                 ? 0 : host.fail(EIO, "cannot delete the record")
         }
         api.record_list = { handle, collection, each, userdata in
             let host = PluginHostAPI.host(handle)
             guard let collection = PluginHostAPI.string(collection), let each else { return host.fail(EINVAL, "no collection or callback") }
-            guard let records = host.hostDelegate.records(plugin: host.name, collection: collection) else {
+            guard let records = host.services.records(plugin: host.name, collection: collection) else {
                 return host.fail(EIO, "cannot read the records")
             }
             for record in records {
@@ -271,7 +271,7 @@ enum PluginHostAPI {
         // Calls to other services (1.1).
         api.method_call_new = { handle, destination, path, interface, member in
             guard let path = PluginHostAPI.string(path), let member = PluginHostAPI.string(member) else { return nil }
-            return PluginHostAPI.host(handle).hostDelegate.newMethodCall(
+            return PluginHostAPI.host(handle).services.newMethodCall(
                 destination: PluginHostAPI.string(destination), path: path, interface: PluginHostAPI.string(interface), member: member
             ).map(PluginHostAPI.owned)
         }

@@ -12,7 +12,7 @@ enum PluginReplyForwarder {
         _ call: Message, timeout: UInt64, host: LoadedPlugin, reply: bgt_reply_fn, userdata: UnsafeMutableRawPointer?
     ) -> Int32 {
         do throws(BusError) {
-            try host.hostDelegate.callAsync(call, timeout: timeout) { [weak host] result in
+            try host.services.callAsync(call, timeout: timeout) { [weak host] result in
                 // A plugin that is gone (stopped) gets nothing.
                 guard host != nil else { return }
                 switch result {
