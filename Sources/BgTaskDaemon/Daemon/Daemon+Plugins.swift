@@ -7,7 +7,7 @@ import SDBus
 
 // The daemon's side of apps, launches and plugins: starting the registry, the
 // power monitor and the plugins, carrying out the core's wake and launch
-// actions, and serving plugins through LoadedPluginDelegate.
+// actions, and answering plugins for the engine (PluginEngineAccess).
 
 extension Daemon {
     // MARK: Start-up and shutdown
@@ -26,9 +26,11 @@ extension Daemon {
             self.broadcast(QueuedPluginEvent(type: BGT_EVENT_REFRESH_CHANGED, realtimeMicroseconds: realtimeMicroseconds))
         }
         power.start()
-        launcher.onExit = { [unowned self] process, status in
-            self.freezer.forget(pid: process.pid)
-            self.launchedProcessExited(process, status)
+        launches.onStarted = { [unowned self] app, process in perform(engine.launchStarted(app, process: process.ref)) }
+        launches.onFailed = { [unowned self] app, why in perform(engine.launchFailed(app, error: why)) }
+        launches.onExited = { [unowned self] process, status in
+            freezer.forget(pid: process.pid)
+            perform(engine.launchedProcessExited(process.appID, process: process.ref, status: status.description))
         }
         logind.onPrepareForSleep = { [unowned self] sleeping in self.logindPrepareForSleep(sleeping) }
         logind.onVanished = { [unowned self] in self.logindVanished() }
@@ -100,7 +102,7 @@ extension Daemon {
             if batchCheckpoint != nil {
                 batchCheckpoint?.launches.append((app, reason))
             } else {
-                launch(app, reason: reason)
+                launches.launch(app, reason: reason)
             }
         case .deliverWake(let token, let name, let app, let connection):
             plugin(named: name)?.post(QueuedPluginEvent(
@@ -123,93 +125,29 @@ extension Daemon {
             plugin(named: name)?.post(QueuedPluginEvent(
                 type: BGT_EVENT_LAUNCH_FAILED, app: app.rawValue, token: token, reason: reason, realtimeMicroseconds: now))
         case .appCheckedIn(let app, let connection, let reason):
-            if engine.state(of: .app(app)) == .active { recordUsage(app, active: true, at: now) }
+            if engine.state(of: .app(app)) == .active { usage.record(app, active: true, at: now) }
             broadcast(QueuedPluginEvent(
                 type: BGT_EVENT_APP_CHECKED_IN, app: app.rawValue, connection: connection.uniqueName, reason: reason,
                 realtimeMicroseconds: now))
         case .appStateChanged(let app, let state):
-            recordUsage(app, active: state == .active, at: now)
+            usage.record(app, active: state == .active, at: now)
             broadcast(QueuedPluginEvent(
                 type: BGT_EVENT_APP_STATE_CHANGED, app: app.rawValue, state: state.rawValue, realtimeMicroseconds: now))
         case .appGone(let app):
-            recordUsage(app, active: false, at: now)
+            usage.record(app, active: false, at: now)
             broadcast(QueuedPluginEvent(type: BGT_EVENT_APP_GONE, app: app.rawValue, realtimeMicroseconds: now))
         case .sendTaskExpiring, .sendTaskExpired, .signalProcess, .tasksChanged, .sleepingChanged, .freeze, .thaw, .drainChanged:
             preconditionFailure("perform(_:) carries out \(action) itself")
         }
     }
 
-    /// Foreground intervals feed the fetch scheduler; a failed write is logged, not fatal.
-    private func recordUsage(_ app: AppID, active: Bool, at now: UInt64) {
-        do {
-            if active {
-                try store.beginUsage(appID: app.rawValue, at: now)
-            } else {
-                try store.endUsage(appID: app.rawValue, at: now)
-            }
-        } catch {
-            logger.warning("cannot record the usage of \(app): \(error)")
-        }
-    }
-
-    /// Starts an app for a background event; the core hears how it went.
-    private func launch(_ app: AppID, reason: String) {
-        guard let entry = registry.entry(for: app) else {
-            return perform(engine.launchFailed(app, error: "it has no desktop entry"))
-        }
-        guard let commandLine = entry.commandLine else {
-            let problem = entry.execProblem ?? "no Exec= or X-BgTaskd-Exec= line"
-            logger.error("cannot launch \(app): its desktop entry \(entry.path) has no usable command: \(problem)")
-            return perform(engine.launchFailed(app, error: "its desktop entry has no usable command: \(problem)"))
-        }
-        launcher.launch(appID: app, commandLine: commandLine, reason: reason) { [unowned self] result in
-            switch result {
-            case .success(let process):
-                perform(engine.launchStarted(app, process: process.ref))
-                logger.info("launched \(app) for \(reason)", metadata: ["pid": "\(process.pid)", "unit": "\(process.unit)"])
-            case .failure(let error):
-                logger.error("\(error)")
-                perform(engine.launchFailed(app, error: error.description))
-            }
-        }
-    }
-
-    private func launchedProcessExited(_ process: LaunchedProcess, _ status: ExitStatus) {
-        logger.info("\(process.appID) exited: \(status)", metadata: ["pid": "\(process.pid)"])
-        perform(engine.launchedProcessExited(process.appID, process: process.ref, status: status.description))
-    }
-
     /// What `bgtaskctl apps` shows of one app (`GetApplications`).
     func describe(_ id: AppID, _ entry: DesktopEntry?, into message: Message) throws(BusError) {
-        typealias Key = ManagerInterface.ApplicationKey
-        let refresh = refreshStatus(of: id)
-        var fields: [BusValue.DictionaryEntry] = [
-            .init(key: .string(Key.appID.rawValue), value: .variant(.string(id.rawValue))),
-            .init(key: .string(Key.name.rawValue), value: .variant(.string(entry?.name ?? ""))),
-            .init(key: .string(Key.modes.rawValue), value: .variant(.array(element: "s", (entry?.modes ?? []).map(BusValue.string)))),
-            .init(key: .string(Key.refreshStatus.rawValue), value: .variant(.string(refresh.status.rawValue))),
-            .init(key: .string(Key.refreshReason.rawValue), value: .variant(.string(refresh.reason))),
-            .init(key: .string(Key.running.rawValue), value: .variant(.bool(engine.isRunning(id)))),
-            .init(key: .string(Key.launching.rawValue), value: .variant(.bool(engine.isLaunching(id)))),
-        ]
-        if let state = engine.state(of: .app(id)), engine.isConnected(id) {
-            fields.append(.init(key: .string(Key.state.rawValue), value: .variant(.string(state.rawValue))))
-        }
-        // iOS's "suspended": held back while asleep or waiting for its turn, or launched and idle.
-        fields.append(.init(key: .string(Key.suspended.rawValue), value: .variant(.bool(engine.isSuspended(.app(id))))))
-        if let problem = entry?.execProblem {
-            fields.append(.init(key: .string(Key.execProblem.rawValue), value: .variant(.string(problem))))
-        }
-        if let backoff = engine.launchBackoff(for: id) {
-            fields.append(.init(key: .string(Key.launchError.rawValue), value: .variant(.string(backoff.lastError))))
-        }
-        try message.container("a", "{sv}") { () throws(BusError) in
-            for field in fields {
-                try message.container("e", "sv") { () throws(BusError) in
-                    try message.append(value: field.key)
-                    try message.append(value: field.value)
-                }
-            }
+        let description = ApplicationDescription(
+            id: id, entry: entry, refresh: refreshStatus(of: id), running: engine.isRunning(id),
+            launching: engine.isLaunching(id), state: engine.isConnected(id) ? engine.state(of: .app(id)) : nil,
+            suspended: engine.isSuspended(.app(id)), launchError: engine.launchBackoff(for: id)?.lastError)
+        try description.write(into: message) { message in
             for plugin in plugins where entry?.modes.contains(plugin.name) == true {
                 plugin.describe(id, into: message)
             }
@@ -268,14 +206,14 @@ extension Daemon: PluginEngineAccess {
     func commitPoint() {
         guard let checkpoint = batchCheckpoint else { return }
         beginBatch()
-        for (app, reason) in checkpoint.launches { launch(app, reason: reason) }
+        for (app, reason) in checkpoint.launches { launches.launch(app, reason: reason) }
     }
 
     func endBatch(committed: Bool) {
         guard let checkpoint = batchCheckpoint else { return }
         batchCheckpoint = nil
         if committed {
-            for (app, reason) in checkpoint.launches { launch(app, reason: reason) }
+            for (app, reason) in checkpoint.launches { launches.launch(app, reason: reason) }
             return
         }
         // The engine forgets the batch's wakes and completions (no offence can

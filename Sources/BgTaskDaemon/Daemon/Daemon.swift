@@ -61,6 +61,10 @@ public final class Daemon {
     var plugins: [LoadedPlugin] = []
     /// What plugins reach besides the engine: the bus, their records, the configuration, clocks.
     let pluginServices: PluginServices
+    /// Apps' foreground history.
+    let usage: UsageLog
+    /// Starting apps for the engine's launches.
+    let launches: LaunchCoordinator
     /// Desktop entries as last seen, to tell which changed on a reload.
     var knownEntries: [AppID: DesktopEntry] = [:]
     /// While a plugin's batch runs: what undoing it takes if its commit fails
@@ -84,7 +88,8 @@ public final class Daemon {
         self.wallClock = wallClock
         store = try StateStore(directory: settings.stateDirectory, logger: logger)
         refreshSettings = try store.refreshSettings()
-        try store.closeOpenUsage(at: wallClock.now.microseconds)
+        usage = UsageLog(store: store, logger: logger)
+        try usage.closeOpen(at: wallClock.now.microseconds)
         loop = try EventLoop()
         bus = try Bus.open(settings.bus, description: "bgtaskd")
         try bus.attach(to: loop)
@@ -94,7 +99,7 @@ public final class Daemon {
         self.registry = registry
         pluginServices = PluginServices(
             logger: logger, wallClock: wallClock, configuration: settings.configuration, loop: loop, bus: bus,
-            store: store, registry: registry)
+            store: store, registry: registry, usage: usage)
         // Apps with a desktop entry are this user's: only its connections may run as them.
         let ownUID = getuid()
         engine = BackgroundEngine(policy: settings.configuration.taskPolicy, clock: SystemMonotonicClock()) { app in
@@ -107,6 +112,7 @@ public final class Daemon {
         launcher = AppLauncher(
             loop: loop, sessionBus: settings.bus == .system ? nil : bus, appBusAddress: appBusAddress, logger: logger,
             cgroupGroup: Self.cgroupGroup(forStateDirectory: store.path), processes: processes)
+        launches = LaunchCoordinator(registry: registry, launcher: launcher, logger: logger)
         power = PowerMonitor(systemBus: .system, loop: loop, logger: logger)
         logind = LogindMonitor(systemBus: .system, loop: loop, logger: logger)
         freezer = Freezer(
@@ -181,7 +187,7 @@ public final class Daemon {
         logind.stop()
         launcher.removeGroupIfEmpty()
         do {
-            try store.closeOpenUsage(at: realtimeMicroseconds)
+            try usage.closeOpen(at: realtimeMicroseconds)
         } catch {
             // The next start closes them instead (at its own time: the intervals run a little long).
             logger.warning("cannot close the open foreground intervals: \(error)")

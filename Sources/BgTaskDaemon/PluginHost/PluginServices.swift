@@ -17,6 +17,7 @@ final class PluginServices {
     private let bus: Bus?
     private let store: StateStore?
     private let registry: AppRegistry?
+    private let usageLog: UsageLog?
     private let configuration: Configuration
     /// The interfaces plugins exported, in order.
     private(set) var interfaces: [BusInterface] = []
@@ -24,8 +25,9 @@ final class PluginServices {
 
     init(
         logger: Logger, wallClock: any WallClock, configuration: Configuration, loop: EventLoop?, bus: Bus?,
-        store: StateStore?, registry: AppRegistry?
+        store: StateStore?, registry: AppRegistry?, usage: UsageLog?
     ) {
+        self.usageLog = usage
         self.logger = logger
         self.wallClock = wallClock
         self.configuration = configuration
@@ -39,7 +41,7 @@ final class PluginServices {
     static func offline(logger: Logger, configuration: Configuration) -> PluginServices {
         PluginServices(
             logger: logger, wallClock: SystemWallClock(), configuration: configuration, loop: nil, bus: nil, store: nil,
-            registry: nil)
+            registry: nil, usage: nil)
     }
 
     /// The exported objects go (the daemon is stopping).
@@ -55,13 +57,8 @@ final class PluginServices {
 
     /// Foreground intervals of `app` since `since` (realtime µs; end 0 = open); nil when they cannot be read.
     func usage(of app: AppID, since: UInt64) -> [(start: UInt64, end: UInt64)]? {
-        guard let store else { return [] }
-        do {
-            return try store.usage(appID: app.rawValue, since: since).map { ($0.start, $0.end ?? 0) }
-        } catch {
-            logger.error("cannot read the usage history of \(app): \(error)")
-            return nil
-        }
+        guard let usageLog else { return [] }
+        return usageLog.intervals(of: app, since: since)
     }
 
     // MARK: Bus
