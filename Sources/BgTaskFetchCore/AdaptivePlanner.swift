@@ -83,13 +83,13 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     public var utcOffset: Int
 
     /// Plans are rounded up to this grid (seconds).
-    public var grid: UInt64 = 60
+    public var grid: Duration = .seconds(60) { didSet { spans = Spans(self) } }
     /// Fetching starts this long before a usual open (seconds).
-    public var lead: UInt64 = 600
+    public var lead: Duration = .seconds(600) { didSet { spans = Spans(self) } }
     /// Opens wander: a usual open counts this long either side of its slot (seconds).
-    public var margin: UInt64 = 1800
+    public var margin: Duration = .seconds(1800) { didSet { spans = Spans(self) } }
     /// …and this much further on a kind of day (weekday, weekend) seen little.
-    public var unfamiliarMargin: UInt64 = 5400
+    public var unfamiliarMargin: Duration = .seconds(5400) { didSet { spans = Spans(self) } }
     /// A kind of day counts as seen little below this many (decayed) days of it.
     public var unfamiliarDays = 1.5
     /// A slot counts as a usual open from this chance of an open in it on.
@@ -97,11 +97,11 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     /// Away from usual opens an app is fetched once news is this likely…
     public var fallbackNewsChance = 0.25
     /// …but at least this often (seconds).
-    public var fallbackCeiling: Double = 4 * 3600
+    public var fallbackCeiling: Duration = .seconds(4 * 3600) { didSet { spans = Spans(self) } }
     /// A hot run is skipped when new content by then is less likely than this.
     public var contentThreshold = 0.01
     /// How far a plan that may wait (not a beat) may be pulled into an earlier wake (seconds).
-    public var otherPullIn: UInt64 = 600
+    public var otherPullIn: Duration = .seconds(600) { didSet { spans = Spans(self) } }
 
     private(set) public var apps: [String: AppState] = [:]
     private var queue = DeadlineQueue<Int, UInt64>()
@@ -118,10 +118,13 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     private var ownPlans: [UInt64?] = []
     private var pullIns: [UInt64] = []
     private var sleeping = false
+    /// The tunables converted for the arithmetic (set in init, and whenever one changes).
+    private(set) var spans = Spans.unset
 
     public init(floor: Double, utcOffset: Int = 0) {
         self.floor = floor
         self.utcOffset = utcOffset
+        spans = Spans(self)
     }
 
     // MARK: Persistence
@@ -223,8 +226,8 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
 
     public mutating func fetched(_ app: String, result: FetchResult?, at now: UInt64) {
         guard var state = apps[app] else { return }
-        let covered = state.upToDateAt.map { now > $0 ? Double(now - $0) / 1e6 : 0 }
-            ?? Double(now > state.record.registeredAt ? now - state.record.registeredAt : 0) / 1e6
+        let covered = state.upToDateAt.map { now > $0 ? Self.seconds(now - $0) : 0 }
+            ?? Self.seconds(now > state.record.registeredAt ? now - state.record.registeredAt : 0)
         state.record.lastFetchAt = now
         state.record.record(.init(at: now, result: result))
         switch result {
@@ -267,7 +270,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         guard !sleeping, let earliest = queue.earliest(), earliest <= now else { return [] }
         var due: [String] = []
         var later: [(Int, UInt64)] = []
-        while let number = queue.popDue(at: now &+ otherPullIn * 1_000_000) {
+        while let number = queue.popDue(at: now &+ spans.otherPullIn) {
             let app = names[number]
             guard let state = apps[app], let planned = state.planned else { continue }
             // Pulled in only if its own pull-in allows and its floor has passed.
@@ -295,7 +298,66 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
 
     // MARK: Planning
 
-    private func local(_ realtime: UInt64) -> Int { Int(realtime / 1_000_000) + utcOffset }
+    // Times are realtime µs (UInt64); spans are Durations, converted here and
+    // only here, saturating instead of trapping.
+    static let microsecondsPerSecond: UInt64 = 1_000_000
+
+    /// A span in µs: 0 for negative ones, saturating at UInt64.max.
+    static func micros(_ span: Duration) -> UInt64 { UInt64(clamping: span.microseconds) }
+
+    /// Seconds in µs, at most 10¹² s (far beyond any interval), 0 for negative or NaN.
+    static func micros(seconds: Double) -> UInt64 {
+        seconds > 0 ? UInt64(min(seconds, 1e12) * 1e6) : 0
+    }
+
+    /// µs in seconds.
+    static func seconds(_ micros: UInt64) -> Double { Double(micros) / 1e6 }
+
+    /// A span in whole seconds.
+    static func wholeSeconds(_ span: Duration) -> Int { Int(span.components.seconds) }
+
+    /// How far ahead a fallback plan looks (µs).
+    static let horizonSpan = micros(.seconds(36 * 3600))
+    /// One slot of a usage habit (µs).
+    static let slotSpan = micros(.seconds(UsageHabit.slotMinutes * 60))
+
+    /// The tunables in the units the arithmetic uses, converted once whenever
+    /// one changes (a Duration's parts take a 128-bit division to get at:
+    /// converting in the planner's loops made it 2.5 times slower).
+    struct Spans: Sendable {
+        var grid: UInt64
+        var otherPullIn: UInt64
+        /// The quiet time after a close: `margin` and a quarter of an hour (µs).
+        var afterClose: UInt64
+        var lead: Int
+        var margin: Int
+        var unfamiliarMargin: Int
+        var leadPlusMargin: Double
+        var fallbackCeiling: Double
+
+        /// Before init converts the real ones.
+        static let unset = Spans(grid: 1, otherPullIn: 0, afterClose: 0, lead: 0, margin: 0, unfamiliarMargin: 0, leadPlusMargin: 0, fallbackCeiling: 0)
+
+        init(grid: UInt64, otherPullIn: UInt64, afterClose: UInt64, lead: Int, margin: Int, unfamiliarMargin: Int,
+             leadPlusMargin: Double, fallbackCeiling: Double) {
+            (self.grid, self.otherPullIn, self.afterClose) = (grid, otherPullIn, afterClose)
+            (self.lead, self.margin, self.unfamiliarMargin) = (lead, margin, unfamiliarMargin)
+            (self.leadPlusMargin, self.fallbackCeiling) = (leadPlusMargin, fallbackCeiling)
+        }
+
+        init(_ planner: AdaptivePlanner) {
+            grid = AdaptivePlanner.micros(planner.grid)
+            otherPullIn = AdaptivePlanner.micros(planner.otherPullIn)
+            afterClose = AdaptivePlanner.micros(planner.margin + .seconds(900))
+            lead = AdaptivePlanner.wholeSeconds(planner.lead)
+            margin = AdaptivePlanner.wholeSeconds(planner.margin)
+            unfamiliarMargin = AdaptivePlanner.wholeSeconds(planner.unfamiliarMargin)
+            leadPlusMargin = (planner.lead + planner.margin).seconds
+            fallbackCeiling = planner.fallbackCeiling.seconds
+        }
+    }
+
+    private func local(_ realtime: UInt64) -> Int { Int(realtime / Self.microsecondsPerSecond) + utcOffset }
 
     private func interval(of state: AppState) -> Double? {
         guard let base = state.record.interval.effectiveSeconds(floor: floor) else { return nil }
@@ -304,13 +366,13 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
 
     /// The interval in µs, 0 for never.
     private func intervalMicros(of state: AppState) -> UInt64 {
-        interval(of: state).map { UInt64(min($0, 1e12) * 1_000_000) } ?? 0
+        interval(of: state).map(Self.micros(seconds:)) ?? 0
     }
 
     /// The earliest a fetch may happen: the interval after the last fetch (or registration).
     private func floorTime(of state: AppState) -> UInt64? {
         guard let interval = interval(of: state) else { return nil }
-        return (state.record.lastFetchAt ?? state.record.registeredAt) &+ UInt64(min(interval, 1e12) * 1_000_000)
+        return (state.record.lastFetchAt ?? state.record.registeredAt) &+ Self.micros(seconds: interval)
     }
 
     /// Away from usual opens: the time by which news is `fallbackNewsChance`
@@ -320,7 +382,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     private func fallbackSpacing(_ state: AppState, interval: Double) -> Double {
         let perSecond = state.content.rate / 3600
         let spacing = -log(1 - fallbackNewsChance) / max(perSecond, 1e-9)
-        return min(max(spacing, interval), max(fallbackCeiling, interval))
+        return min(max(spacing, interval), max(spans.fallbackCeiling, interval))
     }
 
     private mutating func number(of app: String) -> Int {
@@ -333,7 +395,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     }
 
     private func roundUp(_ time: UInt64) -> UInt64 {
-        let step = grid * 1_000_000
+        let step = spans.grid
         return (time + step - 1) / step * step
     }
 
@@ -344,9 +406,9 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     private func isHot(_ habit: UsageHabit, at realtime: UInt64) -> Bool {
         let t = local(realtime)
         let slot = UsageHabit.slotMinutes * 60
-        let wander = Int(margin) + (habit.observedDays(likeLocal: t) < unfamiliarDays ? Int(unfamiliarMargin) : 0)
+        let wander = spans.margin + (habit.observedDays(likeLocal: t) < unfamiliarDays ? spans.unfamiliarMargin : 0)
         var s = t - wander
-        while s <= t + Int(lead) + wander {
+        while s <= t + spans.lead + wander {
             if habit.probability(atLocal: s) >= hotThreshold { return true }
             s += slot
         }
@@ -358,12 +420,12 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         let number = number(of: app)
         var (planned, reasons, pullIn) = makePlan(state, at: now)
         state.ownPlan = planned
-        let step = grid * 1_000_000
+        let step = spans.grid
         unplan(number, state.planned)
         // A plan that may wait a little joins the first wake already planned
         // within that while: the machine wakes once for both.
         if let own = planned, pullIn > 0 {
-            let end = own &+ pullIn * 1_000_000
+            let end = own &+ pullIn
             var time = own
             while time <= end {
                 // Wakes off the grid (on an app's timer beat) within the step before come first.
@@ -380,7 +442,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         }
         state.planned = planned
         state.reasons = reasons
-        state.pullIn = pullIn * 1_000_000
+        state.pullIn = pullIn
         (ownPlans[number], pullIns[number]) = (state.ownPlan, state.pullIn)
         apps[app] = state
         guard let planned else { return queue.cancel(number) }
@@ -388,7 +450,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         queue.schedule(number, at: planned)
         // Plans just before this one that may wait join it.
         var time = roundUp(planned)
-        while time >= step, planned - (time - step) <= otherPullIn * 1_000_000 {
+        while time >= step, planned - (time - step) <= spans.otherPullIn {
             time -= step
             guard let others = plannedAt[time] else { continue }
             let joining = others.filter { other in
@@ -406,7 +468,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     }
 
     private mutating func addPlanned(_ number: Int, at time: UInt64) {
-        if plannedAt[time] == nil, time % (grid * 1_000_000) != 0 { offGrid[roundUp(time), default: []].insert(time) }
+        if plannedAt[time] == nil, time % spans.grid != 0 { offGrid[roundUp(time), default: []].insert(time) }
         plannedAt[time, default: []].insert(number)
     }
 
@@ -422,6 +484,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         }
     }
 
+    /// The plan, why, and how far (µs) it may be pulled into an earlier wake.
     private func makePlan(_ state: AppState, at now: UInt64) -> (UInt64?, [FetchPlanReason], UInt64) {
         guard let floorTime = floorTime(of: state), let interval = interval(of: state) else { return (nil, [.never], 0) }
         var limits: [FetchPlanReason] = []
@@ -441,14 +504,14 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         // The fallback, away from usual opens: when news has become likely enough.
         let upToDate = state.upToDateAt ?? state.record.registeredAt
         let spacing = fallbackSpacing(state, interval: interval)
-        let fallback = max(earliest, upToDate &+ UInt64(spacing * 1_000_000))
-        let step = grid * 1_000_000
+        let fallback = max(earliest, upToDate &+ Self.micros(seconds: spacing))
+        let step = spans.grid
         var t = roundUp(earliest)
         // A fallback fetch just before a usual open would keep the open's
         // fetch off the timer's beat: the open's fetch does for both.
-        let horizon = min(fallback &+ intervalMicros(of: state) &+ otherPullIn * 1_000_000, t &+ 36 * 3600 * 1_000_000)
+        let horizon = min(fallback &+ intervalMicros(of: state) &+ spans.otherPullIn, t &+ Self.horizonSpan)
         // Within a run of likely opens the app is fetched at its interval (t starts at its floor).
-        let coarse = UInt64(UsageHabit.slotMinutes * 60) * 1_000_000
+        let coarse = Self.slotSpan
         var wasHot = true
         while t < horizon {
             guard isHot(state.habit, at: t) else {
@@ -462,11 +525,11 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
                 wasHot = true
             }
             // The user has just seen it: the open it was due for is behind it.
-            if let closed = state.closedAt, t < closed &+ (margin + 900) * 1_000_000 {
+            if let closed = state.closedAt, t < closed &+ spans.afterClose {
                 t += step
                 continue
             }
-            let gap = Double(t > upToDate ? t - upToDate : 0) / 1e6 + Double(lead + margin)
+            let gap = Self.seconds(t > upToDate ? t - upToDate : 0) + spans.leadPlusMargin
             if state.content.probability(within: gap) >= contentThreshold {
                 var reasons: [FetchPlanReason] = [.usuallyOpenedAt(secondsIntoDay: usualOpen(state.habit, from: t)), .contentLikely]
                 // On the interval timer's beat: never staler at this open than under the timer.
@@ -481,7 +544,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         }
         var reasons: [FetchPlanReason] = [.noUsualOpenSoon(atLatestEvery: spacing)]
         if fallback == floorTime && floorTime > now { reasons.append(.intervalFloor(seconds: interval)) }
-        return (roundUp(fallback), reasons + limits, otherPullIn)
+        return (roundUp(fallback), reasons + limits, spans.otherPullIn)
     }
 
     /// The first moment on the grid at or after the local slot that follows `t`'s.
@@ -489,12 +552,12 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         let slot = UsageHabit.slotMinutes * 60
         let local = local(t)
         let next = (local >= 0 ? local / slot : (local - slot + 1) / slot) * slot + slot
-        return roundUp(UInt64(max(0, next - utcOffset)) * 1_000_000)
+        return roundUp(Self.micros(.seconds(max(0, next - utcOffset))))
     }
 
     /// Seconds into the local day of the most likely slot of the run starting at `t`.
     private func usualOpen(_ habit: UsageHabit, from t: UInt64) -> Int {
-        var best = (p: -1.0, at: local(t) + Int(lead))
+        var best = (p: -1.0, at: local(t) + spans.lead)
         var s = local(t)
         let slot = UsageHabit.slotMinutes * 60
         for _ in 0..<8 {
