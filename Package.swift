@@ -56,6 +56,9 @@ let package = Package(
         // The remote-notification mode's domain: payloads, the inbox, the rate bucket and
         // its records. Pure; linked by the push plugin and the benches.
         .target(name: "BgTaskPushCore", dependencies: ["BgTaskProtocol"], swiftSettings: swiftSettings),
+        // The location mode's domain: regions, crossings with hysteresis, significant
+        // changes, the spatial index. Pure; for the location plugin (not built yet).
+        .target(name: "BgTaskLocationCore", dependencies: ["BgTaskProtocol"], swiftSettings: swiftSettings),
         // The versioned C ABI between the daemon and its mode plugins (header only).
         .target(name: "BgTaskPluginABI"),
         // The small Swift layer that makes writing a mode plugin feel like Swift.
@@ -127,7 +130,7 @@ let package = Package(
         .executableTarget(
             name: "bgtaskd-bench",
             dependencies: [
-                "BgTaskCore", "BgTaskFetchCore", "BgTaskPushCore", "BgTaskProtocol", "SDBus", "CBgTaskShim", "ServiceSpawn",
+                "BgTaskCore", "BgTaskFetchCore", "BgTaskPushCore", "BgTaskLocationCore", "BgTaskProtocol", "SDBus", "CBgTaskShim", "ServiceSpawn",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -149,6 +152,8 @@ let package = Package(
             dependencies: ["BgTaskCore", "BgTaskTestKit"],
             swiftSettings: swiftSettings
         ),
+        .testTarget(
+            name: "BgTaskLocationCoreTests", dependencies: ["BgTaskLocationCore", "BgTaskProtocol"], swiftSettings: swiftSettings),
         .testTarget(name: "BgTaskProtocolTests", dependencies: ["BgTaskProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BgTaskFetchCoreTests",

@@ -1,0 +1,64 @@
+/// Where the device stands against one region, with hysteresis as iOS has it:
+/// a fix counts for a side only when it is a margin beyond the boundary and
+/// its accuracy circle does not straddle it; a side counts only after fixes
+/// have kept to it for ``dwell``. A fix for the other side starts over; a fix
+/// that decides nothing changes nothing.
+public struct RegionBoundary: Sendable, Equatable {
+    public enum Side: Sendable, Equatable {
+        case inside
+        case outside
+    }
+
+    /// How long a side must hold before it counts: 20 s (realtime µs).
+    public static let dwell: UInt64 = 20_000_000
+
+    /// The side that counts; nil until the first one has held.
+    public private(set) var side: Side?
+    /// The side the fixes keep to now, and since when, while it has not held long enough.
+    public private(set) var pending: (side: Side, since: UInt64)?
+
+    public init() {}
+
+    public static func == (lhs: RegionBoundary, rhs: RegionBoundary) -> Bool {
+        lhs.side == rhs.side && lhs.pending?.side == rhs.pending?.side && lhs.pending?.since == rhs.pending?.since
+    }
+
+    /// What `fix` says of `region`: a side, or nil when it decides nothing.
+    public static func side(of fix: LocationFix, in region: MonitoredRegion) -> Side? {
+        let distance = region.center.distance(to: fix.coordinate)
+        let slack = max(region.margin, fix.accuracy)
+        if distance + slack <= region.radius { return .inside }
+        if distance - slack >= region.radius { return .outside }
+        return nil
+    }
+
+    /// Takes a fix; returns the event it completes: a crossing, or, the first
+    /// time a side holds, that side's event when `region.notifyOnStart`.
+    public mutating func update(with fix: LocationFix, in region: MonitoredRegion) -> RegionEvent? {
+        guard let observed = Self.side(of: fix, in: region) else { return nil }
+        if observed == side {
+            pending = nil
+            return nil
+        }
+        guard let current = pending, current.side == observed else {
+            pending = (observed, fix.time)
+            return nil
+        }
+        return settle(at: fix.time, in: region)
+    }
+
+    /// The pending side holds if it has for ``dwell`` by `now` with no fix
+    /// against it (a location source reports only movement, so no news means
+    /// the device stayed). Returns the event, as ``update(with:in:)`` does.
+    public mutating func settle(at now: UInt64, in region: MonitoredRegion) -> RegionEvent? {
+        guard let current = pending, now >= current.since, now - current.since >= Self.dwell else { return nil }
+        let first = side == nil
+        side = current.side
+        pending = nil
+        if first && !region.notifyOnStart { return nil }
+        return current.side == .inside ? .enter : .exit
+    }
+
+    /// When the pending side will have held long enough, if one is pending.
+    public var settlesAt: UInt64? { pending.map { $0.since &+ Self.dwell } }
+}

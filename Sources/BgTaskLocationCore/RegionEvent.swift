@@ -1,0 +1,5 @@
+/// A crossing of a region's boundary (`RegionEvent`'s `event`).
+public enum RegionEvent: String, Sendable, CaseIterable {
+    case enter
+    case exit
+}

@@ -1,0 +1,91 @@
+import BgTaskLocationCore
+import Testing
+
+/// Crossings with hysteresis: a margin beyond the boundary, an accuracy
+/// circle that does not straddle it, and 20 s of keeping to the side.
+struct RegionBoundaryTests {
+    static let center = GeoCoordinate(latitude: 48.8566, longitude: 2.3522)
+    let region = try! MonitoredRegion(validatingID: "office", latitude: center.latitude, longitude: center.longitude,
+                                      radius: 200, minimumRadius: 100)
+    static let second: UInt64 = 1_000_000
+
+    func fix(_ metres: Double, accuracy: Double = 10, at seconds: UInt64) -> LocationFix {
+        LocationFix(coordinate: Self.center.moved(metres: metres, bearing: 30), accuracy: accuracy, time: seconds * Self.second)
+    }
+
+    @Test func sidesNeedAMarginAndAnAccuracyThatDoesNotStraddle() {
+        #expect(RegionBoundary.side(of: fix(100, at: 0), in: region) == .inside)
+        #expect(RegionBoundary.side(of: fix(190, at: 0), in: region) == nil, "within the 20 m margin")
+        #expect(RegionBoundary.side(of: fix(150, accuracy: 80, at: 0), in: region) == nil, "the accuracy circle straddles")
+        #expect(RegionBoundary.side(of: fix(300, accuracy: 80, at: 0), in: region) == .outside)
+        #expect(RegionBoundary.side(of: fix(300, accuracy: .nan, at: 0), in: region) == nil, "no idea where it is")
+    }
+
+    @Test func theFirstSideIsSilentAndCrossingsNeedTwentySeconds() {
+        var boundary = RegionBoundary()
+        // The side it was on at the start makes no event; 15 s inside is not enough; not twice.
+        let events = [fix(500, at: 0), fix(500, at: 25), fix(50, at: 30), fix(60, at: 45), fix(40, at: 50), fix(40, at: 90),
+                      fix(600, at: 100)].map { boundary.update(with: $0, in: region) }
+        #expect(events == [nil, nil, nil, nil, .enter, nil, nil])
+        let early = boundary.settle(at: 119 * Self.second, in: region)
+        let settled = boundary.settle(at: 120 * Self.second, in: region)
+        #expect(early == nil)
+        #expect(settled == .exit, "no news for 20 s: it stayed out")
+    }
+
+    @Test func aFixForTheOtherSideStartsOver() {
+        var boundary = RegionBoundary()
+        _ = boundary.update(with: fix(500, at: 0), in: region)
+        _ = boundary.update(with: fix(500, at: 20), in: region)
+        let first = [fix(50, at: 30), fix(500, at: 40)].map { boundary.update(with: $0, in: region) }
+        #expect(first == [nil, nil], "back out before it held")
+        #expect(boundary.pending == nil)
+        // An undecided fix (within the margin) keeps the pending side.
+        let then = [fix(50, at: 45), fix(190, at: 60), fix(50, at: 65)].map { boundary.update(with: $0, in: region) }
+        #expect(then == [nil, nil, .enter])
+    }
+
+    @Test func notifyOnStartReportsTheSideItStartsOn() throws {
+        let eager = try MonitoredRegion(validatingID: "home", latitude: Self.center.latitude, longitude: Self.center.longitude,
+                                        radius: 200, minimumRadius: 100, notifyOnStart: true)
+        var boundary = RegionBoundary()
+        let events = [fix(10, at: 0), fix(10, at: 20)].map { boundary.update(with: $0, in: eager) }
+        #expect(events == [nil, .enter])
+    }
+
+    /// GPS noise of 20–80 m on a walk along the boundary, then across it:
+    /// no flapping, one enter, one exit.
+    @Test func noisyTrackAlongTheBoundaryDoesNotFlap() {
+        var generator = Lcg(seed: 7)
+        var boundary = RegionBoundary()
+        var events: [RegionEvent] = []
+        var t: UInt64 = 0
+        func feed(_ metres: Double, seconds: Int) {
+            for _ in 0..<seconds {
+                let accuracy = 20 + generator.next() * 60
+                let noise = (generator.next() * 2 - 1) * accuracy
+                let position = Self.center.moved(metres: max(0, metres + noise), bearing: generator.next() * 360)
+                if let event = boundary.update(with: LocationFix(coordinate: position, accuracy: accuracy, time: t * Self.second), in: region) {
+                    events.append(event)
+                }
+                t += 1
+            }
+        }
+        feed(1000, seconds: 60)
+        feed(200, seconds: 600)
+        feed(20, seconds: 120)
+        feed(200, seconds: 600)
+        feed(1000, seconds: 120)
+        #expect(events == [.enter, .exit])
+    }
+}
+
+/// A small deterministic generator for noise in [0, 1).
+struct Lcg {
+    var state: UInt64
+    init(seed: UInt64) { state = seed &* 6364136223846793005 &+ 1442695040888963407 }
+    mutating func next() -> Double {
+        state = state &* 6364136223846793005 &+ 1442695040888963407
+        return Double(state >> 11) / Double(1 << 53)
+    }
+}

@@ -1,0 +1,33 @@
+import BgTaskLocationCore
+import Testing
+
+/// Significant changes: 500 m from the last reported position, and at most one per 300 s.
+struct SignificantChangeFilterTests {
+    static let second: UInt64 = 1_000_000
+    let start = GeoCoordinate(latitude: 40.4168, longitude: -3.7038)
+
+    func fix(_ metres: Double, at seconds: UInt64, accuracy: Double = 30) -> LocationFix {
+        LocationFix(coordinate: start.moved(metres: metres, bearing: 45), accuracy: accuracy, time: seconds * Self.second)
+    }
+
+    @Test func distanceAndIntervalBothCount() {
+        var filter = SignificantChangeFilter(minimumDistance: 500, minimumInterval: 300 * Self.second)
+        let reported = [
+            fix(0, at: 0),  // the first fix after starting
+            fix(2000, at: 100),  // far, but too soon
+            fix(400, at: 400),  // late enough, but not far enough
+            fix(2000, at: 400),
+            fix(2300, at: 800),  // 300 m from the last reported one
+            fix(2600, at: 800),
+        ].map { filter.consider($0) }
+        #expect(reported == [true, false, false, true, false, true])
+    }
+
+    @Test func inaccurateFixesProveNothing() {
+        var filter = SignificantChangeFilter(minimumDistance: 500, minimumInterval: 0)
+        let reported = [
+            fix(0, at: 0, accuracy: .nan), fix(0, at: 0), fix(800, at: 10, accuracy: 900), fix(800, at: 10, accuracy: 50),
+        ].map { filter.consider($0) }
+        #expect(reported == [false, true, false, true])
+    }
+}
