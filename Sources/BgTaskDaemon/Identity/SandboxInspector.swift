@@ -82,20 +82,6 @@ public enum SandboxInspector {
 
     /// Undoes systemd's `\xNN` escaping.
     static func unescapeUnitName(_ text: String) -> String {
-        guard text.contains("\\x") else { return text }
-        var bytes: [UInt8] = []
-        let utf8 = Array(text.utf8)
-        var i = 0
-        while i < utf8.count {
-            if utf8[i] == UInt8(ascii: "\\"), i + 3 < utf8.count, utf8[i + 1] == UInt8(ascii: "x"),
-               let value = UInt8(String(decoding: utf8[(i + 2)...(i + 3)], as: UTF8.self), radix: 16) {
-                bytes.append(value)
-                i += 4
-            } else {
-                bytes.append(utf8[i])
-                i += 1
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        EscapedText.decode(text, marker: "\\x", digits: 2, radix: 16)
     }
 }

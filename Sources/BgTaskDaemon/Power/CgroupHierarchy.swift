@@ -73,20 +73,6 @@ struct CgroupHierarchy: Sendable, Equatable {
 
     /// Undoes mountinfo's octal escapes (`\040` for a space).
     static func unescapeMountinfo(_ field: Substring) -> String {
-        guard field.contains("\\") else { return String(field) }
-        var bytes: [UInt8] = []
-        let utf8 = Array(field.utf8)
-        var i = 0
-        while i < utf8.count {
-            if utf8[i] == UInt8(ascii: "\\"), i + 3 < utf8.count,
-                let value = UInt8(String(decoding: utf8[(i + 1)...(i + 3)], as: UTF8.self), radix: 8) {
-                bytes.append(value)
-                i += 4
-            } else {
-                bytes.append(utf8[i])
-                i += 1
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        EscapedText.decode(field, marker: "\\", digits: 3, radix: 8)
     }
 }
