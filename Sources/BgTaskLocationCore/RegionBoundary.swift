@@ -12,15 +12,23 @@ public struct RegionBoundary: Sendable, Equatable {
     /// How long a side must hold before it counts: 20 s (realtime µs).
     public static let dwell: UInt64 = 20_000_000
 
+    /// Fixes for a side, at least, before a fix completes it (one stray fix
+    /// farther off than its accuracy says must not start a crossing that a
+    /// second one then completes).
+    public static let minimumAgreeing = 3
+
     /// The side that counts; nil until the first one has held.
     public private(set) var side: Side?
     /// The side the fixes keep to now, and since when, while it has not held long enough.
     public private(set) var pending: (side: Side, since: UInt64)?
+    /// Fixes for the pending side so far.
+    public private(set) var agreeing = 0
 
     public init() {}
 
     public static func == (lhs: RegionBoundary, rhs: RegionBoundary) -> Bool {
         lhs.side == rhs.side && lhs.pending?.side == rhs.pending?.side && lhs.pending?.since == rhs.pending?.since
+            && lhs.agreeing == rhs.agreeing
     }
 
     /// What `fix` says of `region`: a side, or nil when it decides nothing.
@@ -42,8 +50,11 @@ public struct RegionBoundary: Sendable, Equatable {
         }
         guard let current = pending, current.side == observed else {
             pending = (observed, fix.time)
+            agreeing = 1
             return nil
         }
+        agreeing += 1
+        guard agreeing >= Self.minimumAgreeing else { return nil }
         return settle(at: fix.time, in: region)
     }
 

@@ -21,36 +21,50 @@ struct RegionBoundaryTests {
         #expect(RegionBoundary.side(of: fix(300, accuracy: .nan, at: 0), in: region) == nil, "no idea where it is")
     }
 
-    @Test func theFirstSideIsSilentAndCrossingsNeedTwentySeconds() {
+    @Test func theFirstSideIsSilentAndCrossingsNeedTwentySecondsAndThreeFixes() {
         var boundary = RegionBoundary()
         // The side it was on at the start makes no event; 15 s inside is not enough; not twice.
-        let events = [fix(500, at: 0), fix(500, at: 25), fix(50, at: 30), fix(60, at: 45), fix(40, at: 50), fix(40, at: 90),
-                      fix(600, at: 100)].map { boundary.update(with: $0, in: region) }
-        #expect(events == [nil, nil, nil, nil, .enter, nil, nil])
+        let events = [fix(500, at: 0), fix(500, at: 10), fix(500, at: 25), fix(50, at: 30), fix(60, at: 45), fix(40, at: 50),
+                      fix(40, at: 90), fix(600, at: 100)].map { boundary.update(with: $0, in: region) }
+        #expect(events == [nil, nil, nil, nil, nil, .enter, nil, nil])
+        #expect(boundary.side == .inside)
+        // No fix comes (the source reports movement only): the pending side holds after 20 s.
         let early = boundary.settle(at: 119 * Self.second, in: region)
         let settled = boundary.settle(at: 120 * Self.second, in: region)
         #expect(early == nil)
         #expect(settled == .exit, "no news for 20 s: it stayed out")
     }
 
+    /// Two fixes 20 s apart are not enough to complete a crossing while fixes
+    /// keep coming: a stray one farther off than its accuracy, then another,
+    /// must not make an event.
+    @Test func twoStrayFixesMakeNoCrossing() {
+        var boundary = RegionBoundary()
+        _ = [fix(500, at: 0), fix(500, at: 5), fix(500, at: 25)].map { boundary.update(with: $0, in: region) }
+        #expect(boundary.side == .outside)
+        let events = [fix(50, at: 30), fix(190, at: 40), fix(50, at: 55)].map { boundary.update(with: $0, in: region) }
+        #expect(events == [nil, nil, nil])
+        let third = boundary.update(with: fix(50, at: 56), in: region)
+        #expect(third == .enter, "a third fix for it, 20 s on")
+    }
+
     @Test func aFixForTheOtherSideStartsOver() {
         var boundary = RegionBoundary()
-        _ = boundary.update(with: fix(500, at: 0), in: region)
-        _ = boundary.update(with: fix(500, at: 20), in: region)
-        let first = [fix(50, at: 30), fix(500, at: 40)].map { boundary.update(with: $0, in: region) }
-        #expect(first == [nil, nil], "back out before it held")
+        _ = [fix(500, at: 0), fix(500, at: 10), fix(500, at: 20)].map { boundary.update(with: $0, in: region) }
+        let first = [fix(50, at: 30), fix(50, at: 35), fix(500, at: 40)].map { boundary.update(with: $0, in: region) }
+        #expect(first == [nil, nil, nil], "back out before it held")
         #expect(boundary.pending == nil)
         // An undecided fix (within the margin) keeps the pending side.
-        let then = [fix(50, at: 45), fix(190, at: 60), fix(50, at: 65)].map { boundary.update(with: $0, in: region) }
-        #expect(then == [nil, nil, .enter])
+        let then = [fix(50, at: 45), fix(190, at: 60), fix(50, at: 62), fix(50, at: 65)].map { boundary.update(with: $0, in: region) }
+        #expect(then == [nil, nil, nil, .enter])
     }
 
     @Test func notifyOnStartReportsTheSideItStartsOn() throws {
         let eager = try MonitoredRegion(validatingID: "home", latitude: Self.center.latitude, longitude: Self.center.longitude,
                                         radius: 200, minimumRadius: 100, notifyOnStart: true)
         var boundary = RegionBoundary()
-        let events = [fix(10, at: 0), fix(10, at: 20)].map { boundary.update(with: $0, in: eager) }
-        #expect(events == [nil, .enter])
+        let events = [fix(10, at: 0), fix(10, at: 10), fix(10, at: 20)].map { boundary.update(with: $0, in: eager) }
+        #expect(events == [nil, nil, .enter])
     }
 
     /// GPS noise of 20–80 m on a walk along the boundary, then across it:

@@ -77,7 +77,7 @@ struct RegionMonitorTests {
         monitor.add(park, for: "org.example.A")
         let outside = park.center.moved(metres: 2000, bearing: 0)
         _ = monitor.update(with: LocationFix(coordinate: outside, accuracy: 10, time: 0))
-        _ = monitor.settle(at: 20 * Self.second)
+        _ = monitor.settle(at: 20 * Self.second)  // no fix since: it stayed
         #expect(monitor.boundary(.init(app: "org.example.A", region: "park"))?.side == .outside)
         _ = monitor.update(with: LocationFix(coordinate: park.center, accuracy: 10, time: 30 * Self.second))
         #expect(monitor.nextSettle == 50 * Self.second)
