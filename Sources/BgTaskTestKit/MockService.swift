@@ -23,6 +23,9 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
     /// hands out a real fd and lists the lock until the fd is closed; it never
     /// emits `PrepareForSleep` itself (``MockSystemBus/emitPrepareForSleep(_:)``).
     case logind(inhibitDelayMaxUSec: UInt64 = 5_000_000)
+    /// GeoClue2 (`org.freedesktop.GeoClue2`, a template of our own: dbusmock
+    /// ships none) with the device at `latitude`, `longitude` (`accuracy` m).
+    case geoclue(latitude: Double, longitude: Double, accuracy: Double)
 
     /// The bus names power-profiles-daemon has had.
     public enum PowerProfilesName: Sendable, Equatable, CaseIterable {
@@ -43,6 +46,7 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
         case .powerProfiles(_, .current): "org.freedesktop.UPower.PowerProfiles"
         case .notificationDaemon: "org.freedesktop.Notifications"
         case .logind: "org.freedesktop.login1"
+        case .geoclue: "org.freedesktop.GeoClue2"
         }
     }
 
@@ -54,6 +58,7 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
         case .powerProfiles(_, .current): "/org/freedesktop/UPower/PowerProfiles"
         case .notificationDaemon: "/org/freedesktop/Notifications"
         case .logind: "/org/freedesktop/login1"
+        case .geoclue: "/org/freedesktop/GeoClue2/Manager"
         }
     }
 
@@ -65,6 +70,7 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
         case .powerProfiles(_, .current): "org.freedesktop.UPower.PowerProfiles"
         case .notificationDaemon: "org.freedesktop.Notifications"
         case .logind: "org.freedesktop.login1.Manager"
+        case .geoclue: "org.freedesktop.GeoClue2.Manager"
         }
     }
 
@@ -75,6 +81,7 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
         case .powerProfiles(let profile, _): "power-profiles-daemon as \(busName) (\(profile))"
         case .notificationDaemon: "notification daemon"
         case .logind(let delay): "logind (InhibitDelayMaxUSec \(delay))"
+        case .geoclue(let latitude, let longitude, let accuracy): "GeoClue2 at \(latitude),\(longitude) (±\(accuracy) m)"
         }
     }
 
@@ -96,6 +103,12 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
             return ["--system", "-t", "notification_daemon"]
         case .logind:
             return ["--system", "-t", "logind"]
+        case .geoclue(let latitude, let longitude, let accuracy):
+            let template = try templateDirectory() + "/geoclue2.py"
+            if !FileManager.default.fileExists(atPath: template) {
+                try Self.geoclueTemplate.write(toFile: template, atomically: true, encoding: .utf8)
+            }
+            return ["--system", "-t", template, "-p", try Self.json(["Latitude": latitude, "Longitude": longitude, "Accuracy": accuracy])]
         }
     }
 
@@ -109,7 +122,7 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
                 "call", busName, objectPath, "org.freedesktop.DBus.Mock", "AddProperty", "ssv", interface,
                 "InhibitDelayMaxUSec", "t", "\(delay)",
             ]]
-        case .powerProfiles, .notificationDaemon:
+        case .powerProfiles, .notificationDaemon, .geoclue:
             []
         }
     }

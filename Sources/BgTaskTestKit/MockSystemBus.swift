@@ -135,6 +135,19 @@ public final class MockSystemBus: @unchecked Sendable {
         ])
     }
 
+    /// Moves the device of the running GeoClue2 mock: every started client
+    /// whose thresholds the move passes gets a new `Location` and `LocationUpdated`.
+    public func moveDevice(latitude: Double, longitude: Double, accuracy: Double) throws {
+        guard let geoclue = services.first(where: { if case .geoclue = $0 { true } else { false } }) else {
+            throw TestKitError("no GeoClue2 mock is running on this bus")
+        }
+        try busctlChecked([
+            "call", geoclue.busName, geoclue.objectPath, "org.freedesktop.DBus.Mock", "Move", "ddd",
+            "\(latitude)", "\(longitude)", "\(accuracy)",
+        ])
+        replace(geoclue, with: .geoclue(latitude: latitude, longitude: longitude, accuracy: accuracy))
+    }
+
     /// The mock logind's inhibitors, as `ListInhibitors` returns them: (what, who, why, mode).
     public func inhibitors() throws -> [(what: String, who: String, why: String, mode: String)] {
         let result = try busctlChecked([

@@ -86,6 +86,33 @@ import Testing
             == "b false")
     }
 
+    /// The GeoClue2 template: a client started reports at once; a move
+    /// inside its distance threshold reports nothing, one beyond it reports
+    /// a new Location with the new position.
+    @Test func geoclueReportsMovesPastTheThresholds() throws {
+        let bus = try MockSystemBus(services: [.geoclue(latitude: 48.85, longitude: 2.35, accuracy: 30)])
+        defer { bus.stop() }
+        let watcher = try ChildProcess("/usr/bin/dbus-monitor", ["--address", bus.address, "type='signal',member='LocationUpdated'"])
+        defer { watcher.stop() }
+        #expect(watcher.waitForLine(where: { $0.contains("NameLost") }) != nil)
+        let manager = "/org/freedesktop/GeoClue2/Manager", client = "/org/freedesktop/GeoClue2/Client/1"
+        let got = try bus.busctl(["call", "org.freedesktop.GeoClue2", manager, "org.freedesktop.GeoClue2.Manager", "GetClient"])
+        #expect(got.standardOutput.contains(client), "\(got)")
+        _ = try bus.busctl(["set-property", "org.freedesktop.GeoClue2", client, "org.freedesktop.GeoClue2.Client", "DistanceThreshold", "u", "100"])
+        _ = try bus.busctl(["call", "org.freedesktop.GeoClue2", client, "org.freedesktop.GeoClue2.Client", "Start"])
+        try bus.moveDevice(latitude: 48.8501, longitude: 2.35, accuracy: 20)  // 11 m: below the threshold
+        try bus.moveDevice(latitude: 48.86, longitude: 2.35, accuracy: 20)
+        #expect(try property(bus, "org.freedesktop.GeoClue2", client, "org.freedesktop.GeoClue2.Client", "Location")
+            == #"o "/org/freedesktop/GeoClue2/Location/2""#)
+        #expect(try property(bus, "org.freedesktop.GeoClue2", "/org/freedesktop/GeoClue2/Location/2", "org.freedesktop.GeoClue2.Location", "Latitude")
+            == "d 48.86")
+        let deadline = ContinuousClock.now + .seconds(10)
+        while watcher.lines.filter({ $0.contains("member=LocationUpdated") }).count < 2, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        #expect(watcher.lines.filter { $0.contains("member=LocationUpdated") }.count == 2, "\(watcher.lines)")
+    }
+
     @Test func servicesComeAndGo() throws {
         let bus = try MockSystemBus(services: [])
         defer { bus.stop() }
