@@ -153,7 +153,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "BgTaskLocationCoreTests", dependencies: ["BgTaskLocationCore", "BgTaskProtocol"], swiftSettings: swiftSettings),
+            name: "BgTaskLocationCoreTests", dependencies: ["BgTaskLocationCore", "BgTaskCore", "BgTaskProtocol"], swiftSettings: swiftSettings),
         .testTarget(name: "BgTaskProtocolTests", dependencies: ["BgTaskProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BgTaskFetchCoreTests",

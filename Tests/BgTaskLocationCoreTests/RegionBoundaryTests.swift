@@ -1,3 +1,4 @@
+import BgTaskCore
 import BgTaskLocationCore
 import Testing
 
@@ -70,15 +71,15 @@ struct RegionBoundaryTests {
     /// GPS noise of 20–80 m on a walk along the boundary, then across it:
     /// no flapping, one enter, one exit.
     @Test func noisyTrackAlongTheBoundaryDoesNotFlap() {
-        var generator = Lcg(seed: 7)
+        var generator = SplitMix64(seed: 7)
         var boundary = RegionBoundary()
         var events: [RegionEvent] = []
         var t: UInt64 = 0
         func feed(_ metres: Double, seconds: Int) {
             for _ in 0..<seconds {
-                let accuracy = 20 + generator.next() * 60
-                let noise = (generator.next() * 2 - 1) * accuracy
-                let position = Self.center.moved(metres: max(0, metres + noise), bearing: generator.next() * 360)
+                let accuracy = 20 + generator.unit() * 60
+                let noise = (generator.unit() * 2 - 1) * accuracy
+                let position = Self.center.moved(metres: max(0, metres + noise), bearing: generator.unit() * 360)
                 if let event = boundary.update(with: LocationFix(coordinate: position, accuracy: accuracy, time: t * Self.second), in: region) {
                     events.append(event)
                 }
@@ -91,15 +92,5 @@ struct RegionBoundaryTests {
         feed(200, seconds: 600)
         feed(1000, seconds: 120)
         #expect(events == [.enter, .exit])
-    }
-}
-
-/// A small deterministic generator for noise in [0, 1).
-struct Lcg {
-    var state: UInt64
-    init(seed: UInt64) { state = seed &* 6364136223846793005 &+ 1442695040888963407 }
-    mutating func next() -> Double {
-        state = state &* 6364136223846793005 &+ 1442695040888963407
-        return Double(state >> 11) / Double(1 << 53)
     }
 }

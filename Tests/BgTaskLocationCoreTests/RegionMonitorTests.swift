@@ -1,3 +1,4 @@
+import BgTaskCore
 import BgTaskLocationCore
 import Testing
 
@@ -23,16 +24,16 @@ struct RegionMonitorTests {
 
     @Test(arguments: [1, 2])
     func indexAgreesWithCheckingEveryRegion(seed: UInt64) throws {
-        var generator = Lcg(seed: seed)
+        var generator = SplitMix64(seed: seed)
         let origin = GeoCoordinate(latitude: 52.52, longitude: 13.405)
         var monitor = RegionMonitor()
         var brute = BruteForce()
         for app in 0..<20 {
             for number in 0..<20 {
-                let center = origin.moved(metres: generator.next() * 20_000, bearing: generator.next() * 360)
+                let center = origin.moved(metres: generator.unit() * 20_000, bearing: generator.unit() * 360)
                 let region = try MonitoredRegion(
                     validatingID: "r\(number)", latitude: center.latitude, longitude: center.longitude,
-                    radius: 100 + generator.next() * 3000, minimumRadius: 100, notifyOnStart: number % 3 == 0)
+                    radius: 100 + generator.unit() * 3000, minimumRadius: 100, notifyOnStart: number % 3 == 0)
                 monitor.add(region, for: "org.example.App\(app)")
                 let key = RegionMonitor.Key(app: "org.example.App\(app)", region: region.id)
                 brute.regions[key] = region
@@ -41,14 +42,14 @@ struct RegionMonitorTests {
         }
         // A drive: 30 m/s, a fix every 2 s, noise of 20–80 m.
         var position = origin
-        var bearing = generator.next() * 360
+        var bearing = generator.unit() * 360
         var events = 0
         for step in 0..<1500 {
-            bearing += (generator.next() - 0.5) * 20
+            bearing += (generator.unit() - 0.5) * 20
             position = position.moved(metres: 60, bearing: bearing)
             if position.distance(to: origin) > 25_000 { bearing += 180 }
-            let accuracy = 20 + generator.next() * 60
-            let noisy = position.moved(metres: generator.next() * accuracy, bearing: generator.next() * 360)
+            let accuracy = 20 + generator.unit() * 60
+            let noisy = position.moved(metres: generator.unit() * accuracy, bearing: generator.unit() * 360)
             let fix = LocationFix(coordinate: noisy, accuracy: accuracy, time: UInt64(step) * 2 * Self.second)
             let indexed = monitor.update(with: fix)
             #expect(indexed.sorted { $0.key < $1.key } == brute.update(with: fix), "step \(step)")
