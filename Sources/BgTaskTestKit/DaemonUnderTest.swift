@@ -91,6 +91,12 @@ public final class DaemonUnderTest: @unchecked Sendable {
     /// The daemon's log so far.
     public var log: String { process.standardError }
 
+    /// Waits until the daemon's log holds `text` (its standard error arrives
+    /// through a pipe, a moment after what it logs about has happened).
+    public func waitForLog(containing text: String, timeout: Duration = .seconds(10)) -> Bool {
+        process.waitForStandardError(containing: text, timeout: timeout)
+    }
+
     /// Stops the daemon with SIGTERM and returns how it ended.
     @discardableResult
     public func stop() -> ChildProcess.Exit {
