@@ -24,7 +24,7 @@ import Testing
         let names = app.eventNames
         #expect((names.firstIndex(of: "expired") ?? .max) < (names.firstIndex(of: "sigterm") ?? -1), "\(names)")
         #expect(ContinuousClock.now - backgroundAt >= .milliseconds(1500))
-        #expect(daemon.log.contains("overstayed its background time: SIGTERM"))
+        #expect(daemon.waitForLog(containing: "overstayed its background time: SIGTERM"))
         #expect(try daemon.waitForTasks { $0 == "a(ussd) 0" } == "a(ussd) 0")
         #expect(daemon.stop() == .status(0))
     }
@@ -80,7 +80,7 @@ import Testing
         // Deadline (2 s) + grace (2 s); well before that would mean no grace.
         #expect(ContinuousClock.now - backgroundAt >= .milliseconds(3500))
         #expect(app.eventNames.contains("expiring"))
-        #expect(daemon.log.contains("SIGKILL"))
+        #expect(daemon.waitForLog(containing: "SIGKILL"))
         #expect(daemon.stop() == .status(0))
     }
 

@@ -22,7 +22,7 @@ import Testing
 
         try admin.call("Fetch", "SimulateFetch") { try $0.append("org.example.FetchDemo") }
         #expect(daemon.process.waitForStandardError(containing: "completed its fetch: newData", timeout: .seconds(20)), "\(daemon.log)")
-        #expect(daemon.log.contains("launched org.example.FetchDemo for fetch"))
+        #expect(daemon.waitForLog(containing: "launched org.example.FetchDemo for fetch"))
         #expect(daemon.log.contains("app=org.example.FetchDemo caller=") && daemon.log.contains("pending=1 reason=fetch"),
                 "the launched app checked in with its launch reason and its pending event")
         #expect(try String(contentsOfFile: scratch + "/cache", encoding: .utf8) == "forecast: sunny\n")
@@ -34,7 +34,7 @@ import Testing
         // Again, with nothing new: the suspended app is thawed (not launched again) and says so.
         try admin.call("Fetch", "SimulateFetch") { try $0.append("org.example.FetchDemo") }
         #expect(daemon.process.waitForStandardError(containing: "completed its fetch: noData", timeout: .seconds(20)), "\(daemon.log)")
-        #expect(daemon.log.contains("thawed org.example.FetchDemo"), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "thawed org.example.FetchDemo"), "\(daemon.log)")
         #expect(daemon.log.components(separatedBy: "launched org.example.FetchDemo for fetch").count == 2, "launched once")
         let demo = try admin.applications().first { $0["app_id"] == .string("org.example.FetchDemo") }
         #expect(demo?["fetch_last_result"] == .string("noData"), "\(String(describing: demo))")

@@ -33,7 +33,7 @@ import Testing
     @Test func pluginIsLoadedAndListed() throws {
         let daemon = try daemon()
         #expect(try daemon.property("Plugins") == #"a(ssu) 2 "fetch" "1.0.0" 1 "remote-notification" "1.0.0" 1"#)
-        #expect(daemon.log.contains("loaded plugin fetch 1.0.0"))
+        #expect(daemon.waitForLog(containing: "loaded plugin fetch 1.0.0"))
         #expect(daemon.stop() == .status(0))
     }
 
@@ -103,7 +103,7 @@ import Testing
         #expect(app.errorName("Fetch", "CompleteFetch") { try $0.append(token); try $0.append("newData") }
                 == "org.bgtaskd.BackgroundTasks1.Error.NoSuchToken")
         #expect(!daemon.log.contains("launched org.example.Weather"), "a running app is not launched again")
-        #expect(daemon.log.contains("completed its fetch: newData"))
+        #expect(daemon.waitForLog(containing: "completed its fetch: newData"))
         #expect(daemon.stop() == .status(0))
     }
 

@@ -8,7 +8,7 @@ import Testing
 @Suite struct FileDescriptorTests {
     @Test func theSoftLimitIsRaisedToTheHardOne() throws {
         let daemon = try DaemonUnderTest(wrapper: ["/usr/bin/prlimit", "--nofile=1024:4096", "--"])
-        #expect(daemon.log.contains("open-file limit 4096 (raised from 1024)"), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "open-file limit 4096 (raised from 1024)"), "\(daemon.log)")
         #expect(daemon.stop() == .status(0))
     }
 
@@ -54,7 +54,7 @@ import Testing
         // The callers are gone: the next one is served, and the log says the burst ended.
         let client = try RawClient(daemon)
         #expect(client.errorName("Manager", "GetBackgroundTimeRemaining") == nil)
-        #expect(daemon.log.contains("file descriptors are available again"))
+        #expect(daemon.waitForLog(containing: "file descriptors are available again"))
         #expect(daemon.stop() == .status(0))
     }
 }

@@ -17,7 +17,7 @@ import Testing
         // Without any CheckIn, the task belongs to the app its unit names.
         let tasks = try daemon.waitForTasks { $0.contains("org.example.Scoped") }
         #expect(tasks.contains("\"org.example.Scoped\""), "\(tasks)")
-        #expect(daemon.log.contains("app=org.example.Scoped"))
+        #expect(daemon.waitForLog(containing: "app=org.example.Scoped"))
         #expect(daemon.stop() == .status(0))
     }
 

@@ -69,8 +69,8 @@ import Testing
 
         try daemon.crashAndRestart()
         #expect(!FileManager.default.fileExists(atPath: quick), "the empty cgroup is removed at start")
-        #expect(daemon.log.contains("removed 1 empty cgroups of apps launched by an earlier run"), "\(daemon.log)")
-        #expect(daemon.log.contains("thawed \(slow)"), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "removed 1 empty cgroups of apps launched by an earlier run"), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "thawed \(slow)"), "\(daemon.log)")
         // Thawing completes asynchronously (cgroup.events says when).
         let thawBy = ContinuousClock.now + .seconds(5)
         while (try? String(contentsOfFile: slow + "/cgroup.events", encoding: .utf8))?.contains("frozen 0") != true,
@@ -135,7 +135,7 @@ import Testing
         #expect(daemon.process.waitForStandardError(containing: "org.example.Silent exited: killed by SIGTERM", timeout: .seconds(15)),
                 "\(daemon.log)")
         #expect(ContinuousClock.now - started >= .milliseconds(1800), "not before its budget")
-        #expect(daemon.log.contains("org.example.Silent did not complete its fetch wake in time"))
+        #expect(daemon.waitForLog(containing: "org.example.Silent did not complete its fetch wake in time"))
         let silent = try admin.applications().first { $0["app_id"] == .string("org.example.Silent") }
         #expect(silent?["fetch_offences"] == .uint64(1), "\(String(describing: silent))")
         #expect(daemon.stop() == .status(0))

@@ -211,7 +211,7 @@ import Testing
         Thread.sleep(forTimeInterval: 3.5)
         waiting = try held(sender)
         #expect(waiting.map { $0["push_id"] } == [.string(newer)], "\(waiting)")
-        #expect(daemon.log.contains("it expired"))
+        #expect(daemon.waitForLog(containing: "it expired"))
         #expect(daemon.stop() == .status(0))
     }
 

@@ -31,7 +31,7 @@ import Testing
         #expect(received?["json"] as? String == #"{"aps":{"content-available":1},"thread":7}"#, "\(app.lines)")
         #expect(app.waitForEvent("notification_completed")?["result"] as? String == "newData", "\(app.lines)")
         #expect(try PushTests().held(sender).isEmpty, "completed: the daemon holds nothing more")
-        #expect(daemon.log.contains(id), "the daemon's log names the push: \(daemon.log)")
+        #expect(daemon.waitForLog(containing: id), "the daemon's log names the push: \(daemon.log)")
         app.stop()
         #expect(daemon.stop() == .status(0))
     }

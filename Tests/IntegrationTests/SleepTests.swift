@@ -131,8 +131,8 @@ import Testing
         _ = try daemon.callManager("SimulateSleep")
         // SimulateSleep answers once the freezes are complete.
         #expect(background.isFrozen, "\(daemon.log)")
-        #expect(daemon.log.contains("froze org.example.Busy"), "\(daemon.log)")
-        #expect(daemon.log.contains("with cgroup.freeze"), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "froze org.example.Busy"), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "with cgroup.freeze"), "\(daemon.log)")
         #expect(!foreground.isFrozen)
         let admin = try RawClient(daemon)
         let busy = try admin.applications().first { $0["app_id"] == .string("org.example.Busy") }
@@ -185,7 +185,7 @@ import Testing
                 "\(apps.map { $0.process.eventNames.filter { $0 == "worked" }.count }) \(daemon.log)")
         #expect(try !daemon.waitForTasks(timeout: .seconds(10)) { !$0.contains("Worker") }.contains("Worker"), "\(daemon.log)")
         #expect(try eventually { try daemon.property("Draining").contains("false") }, "\(daemon.log)")
-        #expect(daemon.log.contains("backlog drained"))
+        #expect(daemon.waitForLog(containing: "backlog drained"))
         // Done, idle in the background, and opened by the user (not launched
         // by the daemon): left running, not frozen, so that it hears the user.
         for app in apps { #expect(!app.isFrozen, "\(daemon.log)") }

@@ -55,7 +55,7 @@ import Testing
     @Test func sigtermAndSigintStopCleanly() throws {
         let daemon = try DaemonUnderTest()
         #expect(daemon.stop() == .status(0))
-        #expect(daemon.log.contains("stopped"))
+        #expect(daemon.waitForLog(containing: "stopped"))
         let again = try DaemonUnderTest()
         again.process.send(SIGINT)
         #expect(again.process.waitForExit(timeout: .seconds(10)) == .status(0))
