@@ -5,7 +5,8 @@ import SDBus
 
 /// `bgtaskd`: the command line of docs/DESIGN.md §2.
 public struct DaemonCommand: ParsableCommand {
-    public static var configuration: CommandConfiguration { CommandConfiguration(
+    /// Built once: ArgumentParser reads it many times while it parses.
+    public static let configuration = CommandConfiguration(
         commandName: "bgtaskd",
         abstract: "Background execution for Linux desktop apps, the iOS way, over D-Bus.",
         discussion: """
@@ -26,13 +27,15 @@ public struct DaemonCommand: ParsableCommand {
             another bgtaskd); 74, a full disk under the state directory; 73, a state directory \
             it cannot create; 69, no bus, or the bus name is taken.
             """)
-    }
 
-    /// The keys for `--help`: the engine's, then each default plugin's under its name.
+    /// The keys for `--help`: the engine's, then each default plugin's under
+    /// its name. The plugins are looked at only when help is asked for: a
+    /// start looks for them once, in ``run()``, with its refusals logged.
     private static func helpKeys() -> String {
+        let asksForHelp = CommandLine.arguments.dropFirst().contains { ["-h", "--help", "help"].contains($0) }
         // Quiet: refusals are the business of a real start, not of --help.
         let quiet = Logger(label: "bgtaskd-help") { _ in SwiftLogNoOpLogHandler() }
-        let candidates = PluginLoader(logger: quiet).candidates(in: PluginLoader.defaultDirectories())
+        let candidates = asksForHelp ? PluginLoader(logger: quiet).candidates(in: PluginLoader.defaultDirectories()) : []
         let configuration = Configuration(pluginKeys: candidates.flatMap(\.configKeys))
         return configuration.keys.map { key in
             let owner = key.plugin.map { "  (\($0) plugin)" } ?? ""
