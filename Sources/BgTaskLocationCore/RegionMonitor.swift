@@ -48,15 +48,8 @@ public struct RegionMonitor: Sendable {
     /// Which update last looked at each slot (to look once per update).
     private var seen: [UInt64] = []
     private var generation: UInt64 = 0
-    /// The last fix.
-    public private(set) var lastFix: LocationFix?
 
     public init() {}
-
-    /// Every monitored region, by key.
-    public var regions: [Key: MonitoredRegion] {
-        Dictionary(uniqueKeysWithValues: slots.compactMap { $0.map { ($0.key, $0.region) } })
-    }
 
     /// How many regions `app` monitors.
     public func count(of app: String) -> Int { perApp[app] ?? 0 }
@@ -108,7 +101,6 @@ public struct RegionMonitor: Sendable {
 
     /// Takes a fix; returns the crossings it completes, in the order the regions were added.
     public mutating func update(with fix: LocationFix) -> [Crossing] {
-        lastFix = fix
         generation &+= 1
         var numbers: [Int] = []
         for number in grid.candidates(near: fix.coordinate) where seen[number] != generation {
