@@ -1,3 +1,5 @@
+import BgTaskProtocol
+
 /// A key of a plugin's configuration section, declared by the plugin
 /// (``ModePlugin/configKeys``) and read with ``PluginHost/value(of:)``.
 ///
@@ -33,13 +35,9 @@ public struct ConfigKey: Sendable, Equatable {
         self.help = help
     }
 
-    /// Longest duration a key of seconds accepts (about 31 years): every clock
-    /// computation with it stays exact.
-    public static let maximumSeconds = 1e9
-
     /// A duration in seconds, 0 or more (`positive`: more than 0).
     public static func seconds(_ name: String, default value: Double, positive: Bool, _ help: String) -> ConfigKey {
-        ConfigKey(name, kind: .number(minimum: 0, maximum: maximumSeconds, positive: positive, unit: "seconds"), default: value, help)
+        ConfigKey(name, kind: .number(minimum: 0, maximum: BgTaskNames.maximumConfigSeconds, positive: positive, unit: "seconds"), default: value, help)
     }
 
     /// A whole number in `minimum...maximum`.

@@ -15,6 +15,10 @@ public enum BgTaskNames {
     public static let errorPrefix = "org.bgtaskd.BackgroundTasks1.Error."
     /// The API version (the Manager's `Version` property).
     public static let apiVersion: UInt32 = 1
+    /// The longest duration a configuration key accepts, in seconds: about 31
+    /// years, far beyond any sensible budget, and small enough for every clock
+    /// computation with it to stay exact. The daemon's keys and the plugins' alike.
+    public static let maximumConfigSeconds = 1e9
     /// What `GetBackgroundTimeRemaining` answers while an app is active (DBL_MAX, as iOS).
     public static let unlimitedTime = Double.greatestFiniteMagnitude
 }

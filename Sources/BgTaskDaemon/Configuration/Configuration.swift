@@ -41,14 +41,10 @@ public struct Configuration: Sendable {
             maxConcurrentWakes: maxConcurrentWakes, chunk: .seconds(double: chunkSec))
     }
 
-    /// Longest duration any key accepts: about 31 years, far beyond any sensible
-    /// budget, and small enough for every clock computation to stay exact.
-    static let maximumSeconds = 1e9
-
     private static func seconds(
         _ name: String, _ path: any WritableKeyPath<Configuration, Double> & Sendable, positive: Bool, _ summary: String
     ) -> Key {
-        Key(name: name, kind: .number(minimum: 0, maximum: maximumSeconds, positive: positive, unit: "seconds"),
+        Key(name: name, kind: .number(minimum: 0, maximum: BgTaskNames.maximumConfigSeconds, positive: positive, unit: "seconds"),
             summary: summary, field: .double(path))
     }
 
