@@ -47,6 +47,6 @@ public struct ConfigKey: Sendable, Equatable {
 
     /// The default as the configuration file would spell it.
     var defaultText: String {
-        defaultValue.rounded() == defaultValue && abs(defaultValue) < 1e15 ? String(Int(defaultValue)) : String(defaultValue)
+        ConfigNumber.text(defaultValue)
     }
 }

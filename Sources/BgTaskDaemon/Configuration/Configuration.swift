@@ -70,7 +70,7 @@ public struct Configuration: Sendable {
     public func value(of keyName: String) -> String? {
         switch keysByName[keyName]?.field {
         case .integer(let path): String(self[keyPath: path])
-        case .double(let path): Key.text(of: self[keyPath: path])
+        case .double(let path): ConfigNumber.text(self[keyPath: path])
         case .plugin(_, let defaultValue): pluginValues[keyName] ?? defaultValue
         case nil: nil
         }

@@ -1,3 +1,5 @@
+import BgTaskProtocol
+
 extension Configuration {
     /// One configuration key: its name, what it accepts, where its value goes.
     public struct Key: Sendable {
@@ -16,8 +18,8 @@ extension Configuration {
                         throw Refusal(reason: unit.isEmpty ? "'\(text)' is not a number" : "'\(text)' is not a number of \(unit)")
                     }
                     if positive && value <= 0 { throw Refusal(reason: "must be greater than 0, got \(text)") }
-                    if value < minimum { throw Refusal(reason: "must be at least \(Key.text(of: minimum)), got \(text)") }
-                    if value > maximum { throw Refusal(reason: "must be at most \(Key.text(of: maximum)), got \(text)") }
+                    if value < minimum { throw Refusal(reason: "must be at least \(ConfigNumber.text(minimum)), got \(text)") }
+                    if value > maximum { throw Refusal(reason: "must be at most \(ConfigNumber.text(maximum)), got \(text)") }
                     return .number(value)
                 case .integer(let minimum, let maximum):
                     guard let value = Int(text) else { throw Refusal(reason: "'\(text)' is not a whole number (or is out of range)") }
@@ -86,11 +88,6 @@ extension Configuration {
         public var plugin: String? {
             if case .plugin(let plugin, _) = field { return plugin }
             return nil
-        }
-
-        /// A number as the documentation writes it: whole numbers without a fraction.
-        static func text(of number: Double) -> String {
-            number.rounded() == number && abs(number) < 1e15 ? String(Int(number)) : String(number)
         }
     }
 }
