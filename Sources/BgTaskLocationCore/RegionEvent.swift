@@ -1,5 +1,4 @@
-/// A crossing of a region's boundary (`RegionEvent`'s `event`).
-public enum RegionEvent: String, Sendable, CaseIterable {
-    case enter
-    case exit
-}
+public import BgTaskProtocol
+
+/// A crossing of a region's boundary: RegionEvent's `event` on the bus.
+public typealias RegionEvent = LocationInterface.Crossing

@@ -9,6 +9,29 @@ public final class PluginHost {
     let handle: OpaquePointer
     /// Interfaces exported so far, kept alive for the C strings the host holds on to… only during the call.
     private var exported: [PluginInterface] = []
+    /// The handlers of signal subscriptions, by the host's id.
+    private var subscriptions: [UInt64: SubscriptionBox] = [:]
+
+    /// The buses a plugin reaches (ABI 1.4 for the system bus).
+    public enum Bus: UInt32, Sendable {
+        /// The daemon's own bus: the user's session bus, where the apps are.
+        case user = 0
+        /// The system bus: GeoClue, NetworkManager, logind …
+        case system = 1
+    }
+
+    /// A signal subscription's handler, kept alive while the host may call it.
+    final class SubscriptionBox {
+        let api: UnsafePointer<bgt_host_api>
+        let handler: (PluginMessage?) -> Void
+        weak var host: PluginHost?
+        var id: UInt64 = 0
+        init(api: UnsafePointer<bgt_host_api>, host: PluginHost, handler: @escaping (PluginMessage?) -> Void) {
+            self.api = api
+            self.host = host
+            self.handler = handler
+        }
+    }
 
     init(api: UnsafePointer<bgt_host_api>, handle: OpaquePointer) {
         self.api = api
@@ -122,19 +145,37 @@ public final class PluginHost {
         if connection.withCString({ api.pointee.signal_send(handle, signal, $0) }) < 0 { throw ModeError.failed(lastError) }
     }
 
-    /// Calls a method of another service on the daemon's bus; `reply` gets
-    /// the answer (or the error) later, from the loop. Needs a 1.1 host.
+    /// Whether the host's table reaches the field at `path` (one a later
+    /// minor version of the ABI added).
+    func hostHas<T>(_ path: KeyPath<bgt_host_api, T>) -> Bool {
+        guard let offset = MemoryLayout<bgt_host_api>.offset(of: path) else { return false }
+        return Int(api.pointee.struct_size) >= offset + MemoryLayout<T>.size
+    }
+
+    /// Calls a method of another service on `bus`; `reply` gets the answer
+    /// (or the error) later, from the loop. Needs a 1.1 host, and 1.4 for the
+    /// system bus. Calls never start a service on the system bus.
     public func call(
-        _ destination: String, path: String, interface: String, member: String, timeout: Double = 0,
+        _ destination: String, path: String, interface: String, member: String, on bus: Bus = .user, timeout: Double = 0,
         _ build: (PluginMessage) throws(ModeError) -> Void,
         reply: @escaping (Result<PluginMessage, ModeError>) -> Void
     ) throws(ModeError) {
-        guard api.pointee.struct_size >= UInt32(MemoryLayout<bgt_host_api>.size) else {
+        guard hostHas(\.method_call_send) else {
             throw ModeError.failed("this bgtaskd cannot call other services (plugin ABI 1.0)")
         }
-        guard let call = destination.withCString({ d in path.withCString { p in interface.withCString { i in
-            member.withCString { m in api.pointee.method_call_new(handle, d, p, i, m) } } } }) else {
-            throw ModeError.failed("cannot create a call to \(interface).\(member)")
+        let made: OpaquePointer?
+        if bus == .user {
+            made = destination.withCString { d in path.withCString { p in interface.withCString { i in
+                member.withCString { m in api.pointee.method_call_new(handle, d, p, i, m) } } } }
+        } else {
+            guard hostHas(\.bus_method_call_new) else {
+                throw ModeError.failed("this bgtaskd cannot call services on the system bus (plugin ABI before 1.4)")
+            }
+            made = destination.withCString { d in path.withCString { p in interface.withCString { i in
+                member.withCString { m in api.pointee.bus_method_call_new(handle, bus.rawValue, d, p, i, m) } } } }
+        }
+        guard let call = made else {
+            throw ModeError.failed("cannot create a call to \(interface).\(member): \(lastError)")
         }
         do {
             try build(PluginMessage(api: api, handle: call))
@@ -165,6 +206,53 @@ public final class PluginHost {
             box.release()
             throw ModeError.failed(lastError)
         }
+    }
+
+    /// Calls `handler` from the loop with every signal on `bus` that matches
+    /// (nil matches anything; `arg0` matches a first string argument). The
+    /// handler gets nil once if the bus connection is lost: the subscription
+    /// has ended then. Returns the id for ``unsubscribe(_:)``. Needs a 1.4 host.
+    @discardableResult
+    public func subscribe(
+        on bus: Bus, sender: String?, path: String?, interface: String?, member: String?, arg0: String? = nil,
+        _ handler: @escaping (PluginMessage?) -> Void
+    ) throws(ModeError) -> UInt64 {
+        guard hostHas(\.signal_subscribe) else {
+            throw ModeError.failed("this bgtaskd cannot subscribe to signals (plugin ABI before 1.4)")
+        }
+        let box = SubscriptionBox(api: api, host: self, handler: handler)
+        var id: UInt64 = 0
+        let function: bgt_signal_fn = { userdata, message in
+            let box = Unmanaged<SubscriptionBox>.fromOpaque(userdata!).takeUnretainedValue()
+            // Kept alive through the handler, which may unsubscribe.
+            withExtendedLifetime(box) {
+                if let message {
+                    box.handler(PluginMessage(api: box.api, handle: message))
+                } else {
+                    box.host?.subscriptions[box.id] = nil
+                    box.handler(nil)
+                }
+            }
+        }
+        let userdata = Unmanaged.passUnretained(box).toOpaque()
+        let result = withOptionalCString(sender) { s in withOptionalCString(path) { p in withOptionalCString(interface) { i in
+            withOptionalCString(member) { m in withOptionalCString(arg0) { a in
+                api.pointee.signal_subscribe(handle, bus.rawValue, s, p, i, m, a, function, userdata, &id) } } } } }
+        if result < 0 { throw ModeError.failed("cannot subscribe to \(member ?? "signals"): \(lastError)") }
+        box.id = id
+        subscriptions[id] = box
+        return id
+    }
+
+    /// Ends a subscription of ``subscribe(on:sender:path:interface:member:arg0:_:)``.
+    public func unsubscribe(_ id: UInt64) {
+        guard subscriptions.removeValue(forKey: id) != nil, hostHas(\.signal_unsubscribe) else { return }
+        _ = api.pointee.signal_unsubscribe(handle, id)
+    }
+
+    private func withOptionalCString<R>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+        guard let text else { return body(nil) }
+        return text.withCString { body($0) }
     }
 
     /// Seconds as the host's µs, saturating (NaN and negatives are 0: the default timeout).

@@ -40,6 +40,9 @@ public final class Message {
     }
 
     /// Whether the caller asked for no reply.
+    /// Whether the message was made on, or came from, `bus`.
+    public func belongs(to bus: Bus) -> Bool { sd_bus_message_get_bus(handle) == bus.handle }
+
     public var expectsReply: Bool { sd_bus_message_get_expect_reply(handle) > 0 }
 
     /// Sets the destination (unicast signals go to one connection only).

@@ -35,7 +35,8 @@ import Testing
             members(ManagerInterface.name, ManagerInterface.Method.self, ManagerInterface.Signal.self)
                 + ManagerInterface.Property.allCases.map { "\(ManagerInterface.name).property.\($0.rawValue)" }
                 + members(FetchInterface.name, FetchInterface.Method.self, FetchInterface.Signal.self)
-                + members(RemoteNotificationsInterface.name, RemoteNotificationsInterface.Method.self, RemoteNotificationsInterface.Signal.self))
+                + members(RemoteNotificationsInterface.name, RemoteNotificationsInterface.Method.self, RemoteNotificationsInterface.Signal.self)
+                + members(LocationInterface.name, LocationInterface.Method.self, LocationInterface.Signal.self))
     }
 
     @Test func membersAreTheXMLs() {
@@ -62,7 +63,9 @@ import Testing
             ManagerInterface.LaunchKey.allCases.map(\.rawValue) + ManagerInterface.ApplicationKey.allCases.map(\.rawValue)
                 + FetchInterface.ApplicationKey.allCases.map(\.rawValue) + RemoteNotificationsInterface.OptionKey.allCases.map(\.rawValue)
                 + RemoteNotificationsInterface.PushKey.allCases.map(\.rawValue)
-                + RemoteNotificationsInterface.ApplicationKey.allCases.map(\.rawValue))
+                + RemoteNotificationsInterface.ApplicationKey.allCases.map(\.rawValue)
+                + LocationInterface.OptionKey.allCases.map(\.rawValue) + LocationInterface.RegionKey.allCases.map(\.rawValue)
+                + LocationInterface.ApplicationKey.allCases.map(\.rawValue))
         #expect(inXML.subtracting(known).sorted() == [], "documented in the XML, not in the vocabulary")
         #expect(known.subtracting(inXML).sorted() == [], "in the vocabulary, not documented in the XML")
     }
@@ -73,6 +76,7 @@ import Testing
             + BackgroundRefreshStatus.allCases.map(\.rawValue) + BgTaskMode.allCases.map(\.rawValue)
             + [LaunchReason.user.rawValue] + FetchInterface.Policy.allCases.map(\.rawValue)
             + RemoteNotificationsInterface.PushState.allCases.map(\.rawValue) + [FetchInterface.missedResult]
+            + LocationInterface.Crossing.allCases.map(\.rawValue) + LocationInterface.RegionState.allCases.map(\.rawValue)
         let missing = spellings.filter { !Self.xml.contains("`\($0)`") }
         #expect(missing == [])
     }

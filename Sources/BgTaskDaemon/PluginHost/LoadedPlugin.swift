@@ -94,6 +94,7 @@ final class LoadedPlugin {
     func stop() {
         guard let context else { return }
         flush()
+        services.unsubscribeAll(of: self)
         descriptor.pointee.stop!(context)
         self.context = nil
         opportunityTimer = nil
@@ -172,6 +173,17 @@ final class LoadedPlugin {
             // If the plugin neither answered nor kept the call, it is answered Failed when `call` goes.
             self.scheduleFlush()
         }
+    }
+
+    /// Runs a callback into the plugin from the loop (a signal it subscribed
+    /// to) as one batch, with the events it sets off, as a call is.
+    func fromLoop(_ body: () -> Void) {
+        guard context != nil else { return }
+        batch {
+            body()
+            deliverQueued()
+        }
+        scheduleFlush()
     }
 
     /// Asks the plugin to describe an app into an open `a{sv}` of `message`.

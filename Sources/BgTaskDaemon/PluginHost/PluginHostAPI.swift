@@ -270,10 +270,7 @@ enum PluginHostAPI {
 
         // Calls to other services (1.1).
         api.method_call_new = { handle, destination, path, interface, member in
-            guard let path = PluginHostAPI.string(path), let member = PluginHostAPI.string(member) else { return nil }
-            return PluginHostAPI.host(handle).services.newMethodCall(
-                destination: PluginHostAPI.string(destination), path: path, interface: PluginHostAPI.string(interface), member: member
-            ).map(PluginHostAPI.owned)
+            PluginHostAPI.newCall(handle, UInt32(BGT_BUS_USER), destination, path, interface, member)
         }
         api.method_call_send = { handle, call, timeout, reply, userdata in
             let host = PluginHostAPI.host(handle)
@@ -281,6 +278,49 @@ enum PluginHostAPI {
             guard let reply else { return host.fail(EINVAL, "no reply function given") }
             return PluginReplyForwarder.send(call, timeout: timeout, host: host, reply: reply, userdata: userdata)
         }
+
+        // The system bus and signals (1.4).
+        api.bus_method_call_new = { handle, bus, destination, path, interface, member in
+            PluginHostAPI.newCall(handle, bus, destination, path, interface, member)
+        }
+        api.signal_subscribe = { handle, bus, sender, path, interface, member, arg0, function, userdata, idOut in
+            let host = PluginHostAPI.host(handle)
+            guard let function, let idOut else { return host.fail(EINVAL, "signal_subscribe needs a function and room for the id") }
+            let subscription = PluginSubscription(
+                host: host, bus: bus, sender: PluginHostAPI.string(sender), path: PluginHostAPI.string(path),
+                interface: PluginHostAPI.string(interface), member: PluginHostAPI.string(member), arg0: PluginHostAPI.string(arg0),
+                function: function, userdata: userdata)
+            do throws(BusError) {
+                idOut.pointee = try host.services.subscribe(subscription)
+                return 0
+            } catch {
+                return host.fail(error.name == BusError.invalidArgs("").name ? EINVAL : EIO, "cannot subscribe: \(error.message)")
+            }
+        }
+        api.signal_unsubscribe = { handle, id in
+            let host = PluginHostAPI.host(handle)
+            return host.services.unsubscribe(id) ? 0 : host.fail(ENOENT, "no subscription \(id)")
+        }
         return api
+    }
+
+    /// A call the plugin writes and then sends with method_call_send.
+    private static func newCall(
+        _ handle: OpaquePointer?, _ bus: UInt32, _ destination: UnsafePointer<CChar>?, _ path: UnsafePointer<CChar>?,
+        _ interface: UnsafePointer<CChar>?, _ member: UnsafePointer<CChar>?
+    ) -> OpaquePointer? {
+        let host = PluginHostAPI.host(handle)
+        guard let path = PluginHostAPI.string(path), let member = PluginHostAPI.string(member) else {
+            _ = host.fail(EINVAL, "a call needs a path and a member")
+            return nil
+        }
+        do throws(BusError) {
+            return PluginHostAPI.owned(try host.services.newMethodCall(
+                on: bus, destination: PluginHostAPI.string(destination), path: path,
+                interface: PluginHostAPI.string(interface), member: member))
+        } catch {
+            _ = host.fail(EIO, "cannot make the call: \(error.message)")
+            return nil
+        }
     }
 }

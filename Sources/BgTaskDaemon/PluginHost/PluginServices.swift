@@ -15,6 +15,15 @@ final class PluginServices {
     /// The loop plugin events and timers run on; nil offline.
     let loop: EventLoop?
     private let bus: Bus?
+    /// The system bus, connected the first time a plugin asks for it; nil
+    /// until then, and again after the connection was lost.
+    private var systemBus: Bus?
+    private var systemBusSlot: Slot?
+    /// Signal subscriptions of plugins, by id (`signal_subscribe`).
+    private var subscriptions: [UInt64: PluginSubscription] = [:]
+    private var lastSubscription: UInt64 = 0
+    /// Where the system bus is: `.system` but for tests of the daemon's shell.
+    private let systemAddress: Bus.Address
     private let store: StateStore?
     private let registry: AppRegistry?
     private let usageLog: UsageLog?
@@ -25,8 +34,9 @@ final class PluginServices {
 
     init(
         logger: Logger, wallClock: any WallClock, configuration: Configuration, loop: EventLoop?, bus: Bus?,
-        store: StateStore?, registry: AppRegistry?, usage: UsageLog?
+        store: StateStore?, registry: AppRegistry?, usage: UsageLog?, systemBus: Bus.Address = .system
     ) {
+        systemAddress = systemBus
         self.usageLog = usage
         self.logger = logger
         self.wallClock = wallClock
@@ -45,7 +55,10 @@ final class PluginServices {
     }
 
     /// The exported objects go (the daemon is stopping).
-    func unexportAll() { objects.removeAll() }
+    func unexportAll() {
+        objects.removeAll()
+        subscriptions.removeAll()
+    }
 
     // MARK: Configuration and apps
 
@@ -73,16 +86,83 @@ final class PluginServices {
         try? bus?.newSignal(path: BgTaskNames.objectPath, interface: interface, member: member)
     }
 
-    /// A new call to another service on the daemon's bus, or nil offline.
-    func newMethodCall(destination: String?, path: String, interface: String?, member: String) -> Message? {
-        try? bus?.newMethodCall(destination: destination, path: path, interface: interface, member: member)
+    /// The daemon's bus (`BGT_BUS_USER`) or the system bus, connecting to the system bus if need be.
+    func bus(_ which: UInt32) throws(BusError) -> Bus {
+        guard let bus else { throw BusError.failed("no bus while describing interfaces") }
+        switch which {
+        case UInt32(BGT_BUS_USER): return bus
+        case UInt32(BGT_BUS_SYSTEM): return try connectSystemBus()
+        default: throw BusError.invalidArgs("no bus numbered \(which)")
+        }
     }
 
-    /// Sends a call made with ``newMethodCall(destination:path:interface:member:)``;
-    /// `completion` runs once, from the loop.
+    private func connectSystemBus() throws(BusError) -> Bus {
+        if let systemBus { return systemBus }
+        guard let loop else { throw BusError.failed("no bus while describing interfaces") }
+        let system = try Bus.open(systemAddress, description: "bgtaskd-plugins")
+        try system.attach(to: loop)
+        // A lost connection ends every subscription on it; the next request connects again.
+        systemBusSlot = try system.addMatch(
+            "type='signal',path='/org/freedesktop/DBus/Local',interface='org.freedesktop.DBus.Local',member='Disconnected'"
+        ) { [weak self] _ in self?.systemBusLost() }
+        systemBus = system
+        logger.debug("plugins connected to the system bus", metadata: ["bus": "\(systemAddress)"])
+        return system
+    }
+
+    private func systemBusLost() {
+        logger.warning("plugins lost the system bus; their subscriptions there have ended")
+        systemBusSlot = nil
+        systemBus = nil
+        let lost = subscriptions.filter { $0.value.bus == UInt32(BGT_BUS_SYSTEM) }
+        for id in lost.keys.sorted() {
+            guard let subscription = subscriptions.removeValue(forKey: id) else { continue }
+            subscription.lost()
+        }
+    }
+
+    /// A new call to another service on the daemon's bus or the system bus; nil offline.
+    /// Calls never start services (no D-Bus activation): they ask what runs.
+    func newMethodCall(on which: UInt32 = UInt32(BGT_BUS_USER), destination: String?, path: String, interface: String?, member: String) throws(BusError) -> Message {
+        let call = try bus(which).newMethodCall(destination: destination, path: path, interface: interface, member: member)
+        if which != UInt32(BGT_BUS_USER) { call.setAutoStart(false) }
+        return call
+    }
+
+    /// Sends a call made with ``newMethodCall(on:destination:path:interface:member:)``
+    /// on the bus it was made for; `completion` runs once, from the loop.
     func callAsync(_ call: Message, timeout: UInt64, _ completion: @escaping (Result<Message, BusError>) -> Void) throws(BusError) {
         guard let bus else { throw BusError.failed("no calls while describing interfaces") }
-        try bus.callAsync(call, timeout: timeout, completion)
+        if let systemBus, call.belongs(to: systemBus) {
+            try systemBus.callAsync(call, timeout: timeout, completion)
+        } else {
+            try bus.callAsync(call, timeout: timeout, completion)
+        }
+    }
+
+    /// Subscribes to the signals on `which` bus that match; returns the subscription's id.
+    func subscribe(_ subscription: PluginSubscription) throws(BusError) -> UInt64 {
+        var rule = "type='signal'"
+        for (key, value) in [("sender", subscription.sender), ("path", subscription.path),
+                             ("interface", subscription.interface), ("member", subscription.member), ("arg0", subscription.arg0)] {
+            guard let value else { continue }
+            // A quote would end the value early: match rules have no escape for it.
+            guard !value.contains("'") else { throw BusError.invalidArgs("a match on \(key) cannot contain a quote") }
+            rule += ",\(key)='\(value)'"
+        }
+        let bus = try bus(subscription.bus)
+        subscription.slot = try bus.addMatch(rule) { [weak subscription] message in subscription?.deliver(message) }
+        lastSubscription += 1
+        subscriptions[lastSubscription] = subscription
+        return lastSubscription
+    }
+
+    /// Ends a subscription; false for an unknown id.
+    func unsubscribe(_ id: UInt64) -> Bool { subscriptions.removeValue(forKey: id) != nil }
+
+    /// Ends every subscription of a plugin that stops.
+    func unsubscribeAll(of host: LoadedPlugin) {
+        subscriptions = subscriptions.filter { $0.value.host !== host }
     }
 
     // MARK: Durable records

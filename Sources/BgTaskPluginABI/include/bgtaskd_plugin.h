@@ -1,8 +1,9 @@
 /*
- * bgtaskd mode plugin ABI, version 1.3 (1.1 adds method calls to other
+ * bgtaskd mode plugin ABI, version 1.4 (1.1 adds method calls to other
  * services, the icon in bgt_app_info and BGT_EVENT_APP_WOKEN; 1.2 adds
  * batch_begin and batch_rollback to the descriptor, version 2; 1.3 adds the
- * plugin's configuration keys and error names to the descriptor, version 3).
+ * plugin's configuration keys and error names to the descriptor, version 3;
+ * 1.4 adds calls to services on the system bus and signal subscriptions).
  *
  * A mode plugin (fetch, remote-notification, location) is a shared library
  * named libbgtaskd-mode-<name>.so that exports one symbol:
@@ -38,7 +39,7 @@ extern "C" {
 #endif
 
 #define BGTASKD_PLUGIN_ABI_MAJOR 1
-#define BGTASKD_PLUGIN_ABI_MINOR 3
+#define BGTASKD_PLUGIN_ABI_MINOR 4
 #define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 3
 /* The symbol every plugin exports. */
 #define BGTASKD_PLUGIN_ENTRY_SYMBOL "bgtaskd_plugin_entry"
@@ -189,6 +190,16 @@ typedef void (*bgt_app_fn)(void *userdata, const char *app_id);
 /* 1.1: called once with the answer to method_call_send: the reply, or NULL
  * and the error's name and message (valid during the call only). */
 typedef void (*bgt_reply_fn)(void *userdata, bgt_message *reply, const char *error_name, const char *error_message);
+/* 1.4: the buses a plugin reaches: the daemon's own (the user's session bus,
+ * where apps are) and the system bus (GeoClue, NetworkManager ...). */
+enum {
+    BGT_BUS_USER = 0,
+    BGT_BUS_SYSTEM = 1,
+};
+/* 1.4: called for each signal a subscription matches (signal_subscribe); the
+ * message is valid during the call only. What the plugin writes and sends
+ * from here is one batch, as for an event. */
+typedef void (*bgt_signal_fn)(void *userdata, bgt_message *signal);
 /* Called for each foreground interval by usage_history (CLOCK_REALTIME µs; end 0 = still open). */
 typedef void (*bgt_usage_fn)(void *userdata, uint64_t start_usec, uint64_t end_usec);
 
@@ -306,6 +317,27 @@ typedef struct bgt_host_api {
                                     const char *interface, const char *member);
     int (*method_call_send)(bgt_host *host, bgt_message *call, uint64_t timeout_usec, bgt_reply_fn reply,
                             void *userdata);
+
+    /* 1.4: a call to a service on `bus` (BGT_BUS_USER is method_call_new's
+     * bus), sent with method_call_send like any other. NULL when that bus
+     * cannot be reached (last_error says why); the daemon connects to the
+     * system bus the first time a plugin asks for it. A call never starts
+     * a service that is not running (no D-Bus activation). */
+    bgt_message *(*bus_method_call_new)(bgt_host *host, uint32_t bus, const char *destination, const char *path,
+                                        const char *interface, const char *member);
+    /* 1.4: calls fn for every signal on `bus` that matches; NULL matches
+     * anything (arg0 matches the first argument when it is a string, as a
+     * match rule's arg0 does: NameOwnerChanged of one name). Writes an id
+     * for signal_unsubscribe to id_out. The subscription lasts until
+     * unsubscribed or the plugin stops. If the system bus connection is
+     * lost, fn is called once with the message NULL: subscriptions on that
+     * bus are gone, and the plugin may subscribe again later (the daemon
+     * reconnects when asked). */
+    int (*signal_subscribe)(bgt_host *host, uint32_t bus, const char *sender, const char *path,
+                            const char *interface, const char *member, const char *arg0, bgt_signal_fn fn,
+                            void *userdata, uint64_t *id_out);
+    /* 1.4: ends a subscription; fn is not called again. -ENOENT for an unknown id. */
+    int (*signal_unsubscribe)(bgt_host *host, uint64_t id);
 } bgt_host_api;
 
 /* The plugin's functions. */
