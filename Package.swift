@@ -17,6 +17,7 @@ let package = Package(
         // Mode plugins: libbgtaskd-mode-<name>.so, loaded by the daemon at run time.
         .library(name: "bgtaskd-mode-fetch", type: .dynamic, targets: ["BgTaskModeFetch"]),
         .library(name: "bgtaskd-mode-remote-notification", type: .dynamic, targets: ["BgTaskModeRemoteNotifications"]),
+        .library(name: "bgtaskd-mode-location", type: .dynamic, targets: ["BgTaskModeLocation"]),
         // An example third-party plugin, deliberately not named as a mode: the
         // daemon loads it only once it is installed as libbgtaskd-mode-hello.so.
         .library(name: "HelloMode", type: .dynamic, targets: ["BgTaskModeHello"]),
@@ -57,7 +58,7 @@ let package = Package(
         // its records. Pure; linked by the push plugin and the benches.
         .target(name: "BgTaskPushCore", dependencies: ["BgTaskProtocol"], swiftSettings: swiftSettings),
         // The location mode's domain: regions, crossings with hysteresis, significant
-        // changes, the spatial index. Pure; for the location plugin (not built yet).
+        // changes, the spatial index, its records. Pure; linked by the location plugin and the benches.
         .target(name: "BgTaskLocationCore", dependencies: ["BgTaskProtocol"], swiftSettings: swiftSettings),
         // The versioned C ABI between the daemon and its mode plugins (header only).
         .target(name: "BgTaskPluginABI"),
@@ -102,6 +103,13 @@ let package = Package(
             name: "BgTaskModeRemoteNotifications",
             dependencies: ["BgTaskPluginKit", "BgTaskPushCore", "BgTaskProtocol"],
             path: "Plugins/RemoteNotifications",
+            swiftSettings: swiftSettings
+        ),
+        // The location mode (docs/DESIGN.md §5), with GeoClue2 as its source.
+        .target(
+            name: "BgTaskModeLocation",
+            dependencies: ["BgTaskPluginKit", "BgTaskLocationCore", "BgTaskProtocol"],
+            path: "Plugins/Location",
             swiftSettings: swiftSettings
         ),
         // An example third-party mode plugin: the ABI header and PluginKit, nothing else.

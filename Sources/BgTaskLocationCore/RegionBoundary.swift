@@ -9,7 +9,8 @@ public struct RegionBoundary: Sendable, Equatable {
         case outside
     }
 
-    /// How long a side must hold before it counts: 20 s (realtime µs).
+    /// How long a side must hold before it counts, unless told otherwise:
+    /// 20 s (realtime µs), as iOS.
     public static let dwell: UInt64 = 20_000_000
 
     /// Fixes for a side, at least, before a fix completes it (one stray fix
@@ -25,6 +26,11 @@ public struct RegionBoundary: Sendable, Equatable {
     public private(set) var agreeing = 0
 
     public init() {}
+
+    /// A boundary whose side is known already (restored after a restart).
+    public init(side: Side?) {
+        self.side = side
+    }
 
     public static func == (lhs: RegionBoundary, rhs: RegionBoundary) -> Bool {
         lhs.side == rhs.side && lhs.pending?.side == rhs.pending?.side && lhs.pending?.since == rhs.pending?.since
@@ -42,7 +48,7 @@ public struct RegionBoundary: Sendable, Equatable {
 
     /// Takes a fix; returns the event it completes: a crossing, or, the first
     /// time a side holds, that side's event when `region.notifyOnStart`.
-    public mutating func update(with fix: LocationFix, in region: MonitoredRegion) -> RegionEvent? {
+    public mutating func update(with fix: LocationFix, in region: MonitoredRegion, dwell: UInt64 = Self.dwell) -> RegionEvent? {
         guard let observed = Self.side(of: fix, in: region) else { return nil }
         if observed == side {
             pending = nil
@@ -55,14 +61,14 @@ public struct RegionBoundary: Sendable, Equatable {
         }
         agreeing += 1
         guard agreeing >= Self.minimumAgreeing else { return nil }
-        return settle(at: fix.time, in: region)
+        return settle(at: fix.time, in: region, dwell: dwell)
     }
 
-    /// The pending side holds if it has for ``dwell`` by `now` with no fix
+    /// The pending side holds if it has for `dwell` by `now` with no fix
     /// against it (a location source reports only movement, so no news means
     /// the device stayed). Returns the event, as ``update(with:in:)`` does.
-    public mutating func settle(at now: UInt64, in region: MonitoredRegion) -> RegionEvent? {
-        guard let current = pending, now >= current.since, now - current.since >= Self.dwell else { return nil }
+    public mutating func settle(at now: UInt64, in region: MonitoredRegion, dwell: UInt64 = Self.dwell) -> RegionEvent? {
+        guard let current = pending, now >= current.since, now - current.since >= dwell else { return nil }
         let first = side == nil
         side = current.side
         pending = nil
@@ -70,6 +76,8 @@ public struct RegionBoundary: Sendable, Equatable {
         return current.side == .inside ? .enter : .exit
     }
 
-    /// When the pending side will have held long enough, if one is pending.
-    public var settlesAt: UInt64? { pending.map { $0.since &+ Self.dwell } }
+    /// When the pending side will have held for `dwell`, if one is pending.
+    public func settlesAt(dwell: UInt64 = Self.dwell) -> UInt64? {
+        pending.map { $0.since.addingReportingOverflow(dwell).overflow ? .max : $0.since + dwell }
+    }
 }

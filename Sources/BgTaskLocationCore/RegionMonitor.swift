@@ -48,8 +48,16 @@ public struct RegionMonitor: Sendable {
     /// Which update last looked at each slot (to look once per update).
     private var seen: [UInt64] = []
     private var generation: UInt64 = 0
+    /// Regions whose side changed (with an event or without: the first side
+    /// to hold, unannounced), since ``drainSideChanges()``: what to persist.
+    private var sideChanges: [(key: Key, side: RegionBoundary.Side, previous: RegionBoundary.Side?)] = []
 
-    public init() {}
+    /// How long a side must hold before it counts (realtime µs).
+    public let dwell: UInt64
+
+    public init(dwell: UInt64 = RegionBoundary.dwell) {
+        self.dwell = dwell
+    }
 
     /// How many regions `app` monitors.
     public func count(of app: String) -> Int { perApp[app] ?? 0 }
@@ -59,24 +67,47 @@ public struct RegionMonitor: Sendable {
         slots.compactMap { $0 }.filter { $0.key.app == app }.sorted { $0.key < $1.key }.map(\.region)
     }
 
-    /// Starts monitoring `region` for `app`, replacing one of the same id (its side starts unknown again).
-    public mutating func add(_ region: MonitoredRegion, for app: String) {
+    /// Starts monitoring `region` for `app`, replacing one of the same id;
+    /// its side starts as `side` (unknown, unless restored).
+    public mutating func add(_ region: MonitoredRegion, for app: String, side: RegionBoundary.Side? = nil) {
         let key = Key(app: app, region: region.id)
         remove(region.id, for: app)
         let number: Int
         if let reused = free.popLast() {
             number = reused
-            slots[number] = Slot(key: key, region: region)
+            slots[number] = Slot(key: key, region: region, boundary: RegionBoundary(side: side))
         } else {
             number = slots.count
-            slots.append(Slot(key: key, region: region))
+            slots.append(Slot(key: key, region: region, boundary: RegionBoundary(side: side)))
             seen.append(0)
         }
         slotOf[key] = number
         perApp[app, default: 0] += 1
         grid.insert(number, center: region.center, radius: region.radius)
-        open.insert(number)
+        if side == .outside { open.remove(number) } else { open.insert(number) }
     }
+
+    /// Puts a region's side back to `side` with nothing pending (a crossing
+    /// whose event could not be stored is undone, to be seen again).
+    public mutating func reset(_ key: Key, to side: RegionBoundary.Side?) {
+        guard let number = slotOf[key], var slot = slots[number] else { return }
+        slot.boundary = RegionBoundary(side: side)
+        store(slot, at: number)
+    }
+
+    /// Every monitored region, by app and id, with the side that counts.
+    public var all: [(key: Key, region: MonitoredRegion, side: RegionBoundary.Side?)] {
+        slots.compactMap { $0 }.sorted { $0.key < $1.key }.map { ($0.key, $0.region, $0.boundary.side) }
+    }
+
+    /// The apps with at least one region.
+    public var apps: [String] { Array(perApp.keys) }
+
+    /// How many regions are monitored in all.
+    public var count: Int { slotOf.count }
+
+    /// The smallest radius monitored (metres), to choose how closely to follow the device.
+    public var smallestRadius: Double? { slots.compactMap { $0?.region.radius }.min() }
 
     /// Stops monitoring; returns whether it was monitored.
     @discardableResult
@@ -115,19 +146,31 @@ public struct RegionMonitor: Sendable {
         var crossings: [Crossing] = []
         for number in numbers {
             guard var slot = slots[number] else { continue }
-            let event = slot.boundary.update(with: fix, in: slot.region)
+            let event = slot.boundary.update(with: fix, in: slot.region, dwell: dwell)
             store(slot, at: number)
             if let event { crossings.append(Crossing(key: slot.key, event: event, time: fix.time)) }
         }
         return crossings
     }
 
+    /// Takes a fix for one region only (the position known when it was
+    /// added); returns the crossing it completes, if any.
+    public mutating func update(_ key: Key, with fix: LocationFix) -> Crossing? {
+        guard let number = slotOf[key], var slot = slots[number] else { return nil }
+        let event = slot.boundary.update(with: fix, in: slot.region, dwell: dwell)
+        store(slot, at: number)
+        return event.map { Crossing(key: key, event: $0, time: fix.time) }
+    }
+
+    /// The region monitored under `key`.
+    public func region(_ key: Key) -> MonitoredRegion? { slotOf[key].flatMap { slots[$0]?.region } }
+
     /// Settles the sides that have held long enough by `now` with no fix against them.
     public mutating func settle(at now: UInt64) -> [Crossing] {
         var crossings: [Crossing] = []
         for number in open.sorted() {
             guard var slot = slots[number], slot.boundary.pending != nil else { continue }
-            let event = slot.boundary.settle(at: now, in: slot.region)
+            let event = slot.boundary.settle(at: now, in: slot.region, dwell: dwell)
             store(slot, at: number)
             if let event { crossings.append(Crossing(key: slot.key, event: event, time: now)) }
         }
@@ -136,10 +179,20 @@ public struct RegionMonitor: Sendable {
 
     /// The earliest time a pending side settles (to arm a timer for).
     public var nextSettle: UInt64? {
-        open.compactMap { slots[$0]?.boundary.settlesAt }.min()
+        open.compactMap { slots[$0]?.boundary.settlesAt(dwell: dwell) }.min()
+    }
+
+    /// The regions whose side changed since the last call, oldest first,
+    /// with the side before (to persist them, or to undo them).
+    public mutating func drainSideChanges() -> [(key: Key, side: RegionBoundary.Side, previous: RegionBoundary.Side?)] {
+        defer { sideChanges.removeAll(keepingCapacity: true) }
+        return sideChanges
     }
 
     private mutating func store(_ slot: Slot, at number: Int) {
+        if let side = slot.boundary.side, side != slots[number]?.boundary.side {
+            sideChanges.append((slot.key, side, slots[number]?.boundary.side))
+        }
         let settledOutside = slot.boundary.side == .outside && slot.boundary.pending == nil
         slots[number] = slot
         // Settled outside with nothing pending: only a fix near it can change that.

@@ -15,6 +15,11 @@ public struct SignificantChangeFilter: Sendable, Equatable {
         self.minimumInterval = minimumInterval
     }
 
+    /// Takes `fix` as the last one reported (restored after a restart).
+    public mutating func restore(_ fix: LocationFix) {
+        lastReported = fix
+    }
+
     /// Whether `fix` is to be reported; if so, it becomes the last reported.
     public mutating func consider(_ fix: LocationFix) -> Bool {
         if let last = lastReported {

@@ -30,6 +30,9 @@ public struct PluginMessage {
     public func readString() throws(ModeError) -> String {
         String(cString: try readBasic("s", UnsafePointer<CChar>?.none)!)
     }
+    public func readObjectPath() throws(ModeError) -> String {
+        String(cString: try readBasic("o", UnsafePointer<CChar>?.none)!)
+    }
     public func readDouble() throws(ModeError) -> Double { try readBasic("d", 0.0) }
     public func readUInt32() throws(ModeError) -> UInt32 { try readBasic("u", UInt32(0)) }
     public func readUInt64() throws(ModeError) -> UInt64 { try readBasic("t", UInt64(0)) }

@@ -5,8 +5,7 @@ import Testing
 
 /// Defaults, INI parsing and the order of sources (docs/DESIGN.md §2).
 @Suite struct ConfigurationTests {
-    /// docs/DESIGN.md §2's table, verbatim, but for the location mode's keys:
-    /// they belong to its plugin, which is not built yet.
+    /// docs/DESIGN.md §2's table, verbatim.
     static let designDefaults: [(key: String, value: String)] = [
         ("Tasks.BudgetSec", "600"),
         ("Tasks.WarningSec", "5"),
@@ -17,17 +16,24 @@ import Testing
         ("RemoteNotifications.WakeBudgetSec", "30"),
         ("RemoteNotifications.SilentPerHour", "3"),
         ("RemoteNotifications.MaxPayloadBytes", "4096"),
+        ("Location.WakeBudgetSec", "10"),
+        ("Location.MaxRegionsPerApp", "20"),
+        ("Location.MinRadiusM", "100"),
+        ("Location.SignificantChangeM", "500"),
+        ("Location.SignificantChangeMinIntervalSec", "300"),
+        ("Location.DwellSec", "20"),
         ("Scheduler.MaxConcurrentWakes", "2"),
         ("Scheduler.ChunkSec", "10"),
     ]
 
     // MARK: Defaults
 
-    /// The engine's keys, then those the fetch and remote-notification plugins declare.
+    /// The engine's keys, then those the fetch, location and remote-notification plugins declare.
     @Test func keysAreExactlyTheDesignTable() {
         #expect(Set(BundledPluginKeys.configuration().keys.map(\.name)) == Set(Self.designDefaults.map(\.key)))
         #expect(Configuration.engineKeys.allSatisfy { $0.plugin == nil })
-        #expect(BundledPluginKeys.keys.map(\.plugin) == ["fetch", "fetch", "remote-notification", "remote-notification", "remote-notification"])
+        #expect(BundledPluginKeys.keys.map(\.plugin) == ["fetch", "fetch"] + Array(repeating: "location", count: 6)
+            + ["remote-notification", "remote-notification", "remote-notification"])
     }
 
     @Test(arguments: designDefaults)

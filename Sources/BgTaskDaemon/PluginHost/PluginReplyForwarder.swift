@@ -13,13 +13,16 @@ enum PluginReplyForwarder {
     ) -> Int32 {
         do throws(BusError) {
             try host.services.callAsync(call, timeout: timeout) { [weak host] result in
-                // A plugin that is gone (stopped) gets nothing.
-                guard host != nil else { return }
-                switch result {
-                case .success(let message):
-                    reply(userdata, PluginHostAPI.borrowed(message), nil, nil)
-                case .failure(let error):
-                    error.name.withCString { name in error.message.withCString { reply(userdata, nil, name, $0) } }
+                // A plugin that is gone (stopped) gets nothing; what it does
+                // with the answer is one batch, as an event is.
+                guard let host else { return }
+                host.fromLoop {
+                    switch result {
+                    case .success(let message):
+                        reply(userdata, PluginHostAPI.borrowed(message), nil, nil)
+                    case .failure(let error):
+                        error.name.withCString { name in error.message.withCString { reply(userdata, nil, name, $0) } }
+                    }
                 }
             }
             return 0

@@ -188,7 +188,8 @@ typedef void (*bgt_record_fn)(void *userdata, const char *key, const void *data,
 /* Called for each app by list_apps. */
 typedef void (*bgt_app_fn)(void *userdata, const char *app_id);
 /* 1.1: called once with the answer to method_call_send: the reply, or NULL
- * and the error's name and message (valid during the call only). */
+ * and the error's name and message (valid during the call only). Since 1.4
+ * what the plugin writes and sends from here is one batch, as for an event. */
 typedef void (*bgt_reply_fn)(void *userdata, bgt_message *reply, const char *error_name, const char *error_message);
 /* 1.4: the buses a plugin reaches: the daemon's own (the user's session bus,
  * where apps are) and the system bus (GeoClue, NetworkManager ...). */

@@ -1,0 +1,7 @@
+/// What the location mode counts per app, for `bgtaskctl apps`.
+struct LocationAppCounters: Codable, Equatable {
+    /// Events the app completed.
+    var delivered: UInt64 = 0
+    /// Events it did not complete in time.
+    var offences: UInt64 = 0
+}

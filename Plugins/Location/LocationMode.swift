@@ -1,0 +1,629 @@
+import BgTaskLocationCore
+import BgTaskPluginKit
+import BgTaskProtocol
+import Foundation
+
+// Implementation notes
+//
+// Positions come from GeoClue2 (GeoClueSource), asked for only while some app
+// monitors a region or significant changes, or from SimulateLocation; both
+// go through process(_:). The RegionMonitor (BgTaskLocationCore) turns fixes
+// into crossings with hysteresis; a side that holds with no fix against it
+// settles on a timer (scheduleOpportunity). Each crossing and each
+// significant change becomes a LocationEvent, written to the daemon's
+// database in the same batch as the region's new side: a crash loses neither
+// and repeats neither. An event gets a wake of its own (one token per
+// event); the host launches the app if need be and hands each token back
+// when the app can take it, and the plugin sends RegionEvent or
+// SignificantLocationChange. An event is removed when its app completes it
+// and never before; one whose wake expired, failed, or died with the daemon
+// waits for the app's next wake (its check-in, another mode's wake). An app
+// whose Background App Refresh is off is not woken: its events wait the same
+// way. After a restart, events on their way wait a few seconds for running
+// apps to check in again, then wake their apps.
+//
+// Every change of memory in a batch notes how to undo it (UndoLog): if the
+// batch's commit fails, the crossing is forgotten with its event, and the
+// next fix sees it again.
+
+/// The `location` mode: regions and significant location changes that wake apps.
+final class LocationMode: ModePlugin {
+    static let name = "location"
+    static let version = "1.0.0"
+
+    static let wakeBudgetKey = ConfigKey.seconds("Location.WakeBudgetSec", default: 10, positive: true, "time to call CompleteEvent")
+    static let maxRegionsKey = ConfigKey.integer(
+        "Location.MaxRegionsPerApp", default: 20, minimum: 1, maximum: 10_000, "regions an app may monitor at once")
+    static let minRadiusKey = ConfigKey(
+        "Location.MinRadiusM", kind: .number(minimum: 1, maximum: MonitoredRegion.maximumRadius, positive: true, unit: "metres"),
+        default: 100, "smaller region radii are raised to this")
+    static let significantDistanceKey = ConfigKey(
+        "Location.SignificantChangeM", kind: .number(minimum: 1, maximum: 1_000_000, positive: true, unit: "metres"),
+        default: 500, "distance that makes a significant location change")
+    static let significantIntervalKey = ConfigKey.seconds(
+        "Location.SignificantChangeMinIntervalSec", default: 300, positive: false, "least time between significant changes")
+    static let dwellKey = ConfigKey(
+        "Location.DwellSec", kind: .number(minimum: 0, maximum: 3600, positive: false, unit: "seconds"),
+        default: 20, "how long a side of a region's boundary must hold before it counts")
+    static let configKeys = [
+        wakeBudgetKey, maxRegionsKey, minRadiusKey, significantDistanceKey, significantIntervalKey, dwellKey,
+    ]
+    static let errorNames: [ModeError.Code] = [
+        .notPermitted, .unknownApplication, .modeNotDeclared, .limitExceeded, .noSuchToken,
+    ]
+
+    /// How long events due before a restart wait for their apps to check in again.
+    static let restartGrace: UInt64 = 5_000_000
+    /// The desktop id bgtaskd gives GeoClue.
+    static let geoclueDesktopID = "bgtaskd"
+
+    private let host: PluginHost
+    private let wakeBudget: Double
+    private let maxRegions: Int
+    private let minRadius: Double
+    private let significantDistance: Double
+    private let significantInterval: UInt64
+    private var monitor: RegionMonitor
+    /// Apps that asked for significant changes, with what was last reported to each.
+    private var significant: [String: SignificantChangeFilter] = [:]
+    /// Events not yet completed, by id.
+    private var events: [String: LocationEvent] = [:]
+    /// Tokens of events on their way: token → event id.
+    private var tokens: [String: String] = [:]
+    /// Event ids on their way.
+    private var inFlight: Set<String> = []
+    private var counters: [String: LocationAppCounters] = [:]
+    private var lastSequence: UInt64 = 0
+    /// The last position seen, for regions added later and for settled crossings.
+    private var lastFix: LocationFix?
+    /// Until when events from before a restart wait for their apps (realtime µs; 0: none wait).
+    private var redeliverAfter: UInt64 = 0
+    private var armedAt: UInt64?
+    private var source: GeoClueSource!
+    /// How to undo what the current batch changed (see ``rollBack()``).
+    private var undo = UndoLog()
+
+    init(host: PluginHost) throws {
+        self.host = host
+        wakeBudget = host.value(of: Self.wakeBudgetKey)
+        maxRegions = host.integer(of: Self.maxRegionsKey)
+        minRadius = host.value(of: Self.minRadiusKey)
+        significantDistance = host.value(of: Self.significantDistanceKey)
+        significantInterval = Self.microseconds(host.value(of: Self.significantIntervalKey))
+        monitor = RegionMonitor(dwell: Self.microseconds(host.value(of: Self.dwellKey)))
+        source = GeoClueSource(host: host, desktopID: Self.geoclueDesktopID) { [unowned self] latitude, longitude, accuracy in
+            // GeoClue's fix: checked as a client's would be; its own timestamp may be on another clock.
+            guard let coordinate = try? GeoCoordinate(validatingLatitude: latitude, longitude: longitude) else {
+                return self.host.log(.debug, "GeoClue reported an impossible position \(latitude),\(longitude)")
+            }
+            self.process(LocationFix(coordinate: coordinate, accuracy: accuracy, time: self.host.realtimeMicroseconds))
+        }
+    }
+
+    /// Seconds (checked by the daemon: finite, at most a century) as µs.
+    private static func microseconds(_ seconds: Double) -> UInt64 { UInt64((seconds * 1_000_000).rounded()) }
+
+    func start() throws {
+        typealias M = LocationInterface.Method
+        typealias S = LocationInterface.Signal
+        let region: [(String, String)] = [("region_id", "s"), ("latitude", "d"), ("longitude", "d"), ("radius_m", "d")]
+        try host.export(PluginInterface(name: BgTaskNames.location, members: [
+            .method(M.startMonitoringRegion.rawValue, in: region),
+            .method(M.startMonitoringRegionWithOptions.rawValue, in: region + [("options", "a{sv}")]),
+            .method(M.stopMonitoringRegion.rawValue, in: [("region_id", "s")]),
+            .method(M.listMonitoredRegions.rawValue, out: [("regions", "a(sddd)")]),
+            .method(M.listRegions.rawValue, in: [("app_id", "s")], out: [("regions", "aa{sv}")]),
+            .method(M.startSignificantLocationChanges.rawValue),
+            .method(M.stopSignificantLocationChanges.rawValue),
+            .method(M.completeEvent.rawValue, in: [("token", "s")]),
+            .method(M.simulateLocation.rawValue, in: [("latitude", "d"), ("longitude", "d"), ("accuracy_m", "d")]),
+            .signal(S.regionEvent.rawValue, [("token", "s"), ("region_id", "s"), ("event", "s")]),
+            .signal(S.significantLocationChange.rawValue, [("token", "s"), ("latitude", "d"), ("longitude", "d"), ("accuracy_m", "d")]),
+        ]))
+        try load()
+        updateSource()
+        armTimer()
+    }
+
+    func stop() {
+        source.stop()
+    }
+
+    // MARK: Records
+
+    private func load() throws {
+        let decoder = JSONDecoder()
+        for (key, data) in try host.records(collection: "regions") {
+            guard let slash = key.firstIndex(of: "/") else { continue }
+            let app = String(key[..<slash]), id = String(key[key.index(after: slash)...])
+            do {
+                let stored = try decoder.decode(StoredRegion.self, from: Data(data))
+                monitor.add(try stored.region(id: id, minimumRadius: minRadius), for: app, side: stored.boundarySide)
+            } catch {
+                host.log(.warning, "ignoring the unreadable region \(key): \(error)")
+            }
+        }
+        for (app, data) in try host.records(collection: "significant") {
+            var filter = SignificantChangeFilter(minimumDistance: significantDistance, minimumInterval: significantInterval)
+            if let last = try? decoder.decode(StoredFix.self, from: Data(data)).fix { filter.restore(last) }
+            significant[app] = filter
+        }
+        for (app, data) in try host.records(collection: "apps") {
+            counters[app] = (try? decoder.decode(LocationAppCounters.self, from: Data(data))) ?? LocationAppCounters()
+        }
+        for (key, data) in try host.records(collection: "events") {
+            guard let event = try? decoder.decode(LocationEvent.self, from: Data(data)) else {
+                host.log(.warning, "ignoring the unreadable location event \(key)")
+                continue
+            }
+            events[event.id] = event
+            lastSequence = max(lastSequence, event.sequence)
+        }
+        if !events.isEmpty {
+            redeliverAfter = host.realtimeMicroseconds + Self.restartGrace
+            host.log(.info, "\(events.count) location events from before the restart wait for their apps")
+        }
+        if monitor.count > 0 || !significant.isEmpty {
+            host.log(.info, "monitoring \(monitor.count) regions of \(monitor.apps.count) apps; \(significant.count) apps follow significant changes")
+        }
+    }
+
+    private static func regionKey(_ app: String, _ id: String) -> String { "\(app)/\(id)" }
+
+    private func saveRegion(_ key: RegionMonitor.Key) throws {
+        guard let region = monitor.region(key) else { return }
+        let stored = StoredRegion(region, side: monitor.boundary(key)?.side)
+        try host.put(Array(try JSONEncoder().encode(stored)), collection: "regions", key: Self.regionKey(key.app, key.region))
+    }
+
+    private func saveSignificant(_ app: String) throws {
+        guard let filter = significant[app] else { return }
+        try host.put(Array(try JSONEncoder().encode(StoredFix(filter.lastReported))), collection: "significant", key: app)
+    }
+
+    private func saveCounters(_ app: String) throws {
+        try host.put(Array(try JSONEncoder().encode(counters[app] ?? LocationAppCounters())), collection: "apps", key: app)
+    }
+
+    /// A write outside a call: if it fails, the batch is rolled back (memory included), so it is only logged here.
+    private func persist(_ what: String, _ write: () throws -> Void) {
+        do { try write() } catch { host.log(.warning, "cannot \(what): \(error); this event is undone") }
+    }
+
+    // MARK: Batches
+
+    func checkpoint() {
+        undo.clear()
+    }
+
+    /// The batch's writes were rolled back (a full disk): what it changed in memory goes too.
+    func rollBack() {
+        undo.undoAll()
+        armedAt = nil
+        armTimer()
+        updateSource()
+    }
+
+    private func setEvent(_ id: String, _ event: LocationEvent?) {
+        let old = events[id]
+        undo.record { [unowned self] in self.events[id] = old }
+        events[id] = event
+    }
+
+    private func setToken(_ token: String, _ id: String?) {
+        let old = tokens[token]
+        undo.record { [unowned self] in self.tokens[token] = old }
+        tokens[token] = id
+    }
+
+    private func setInFlight(_ id: String, _ delivering: Bool) {
+        guard inFlight.contains(id) != delivering else { return }
+        undo.record { [unowned self] in
+            if delivering { self.inFlight.remove(id) } else { self.inFlight.insert(id) }
+        }
+        if delivering { inFlight.insert(id) } else { inFlight.remove(id) }
+    }
+
+    private func changeCounters(_ app: String, _ change: (inout LocationAppCounters) -> Void) {
+        let old = counters[app]
+        undo.record { [unowned self] in self.counters[app] = old }
+        change(&counters[app, default: LocationAppCounters()])
+    }
+
+    private func setSignificant(_ app: String, _ filter: SignificantChangeFilter?) {
+        let old = significant[app]
+        undo.record { [unowned self] in self.significant[app] = old }
+        significant[app] = filter
+    }
+
+    /// Adds or removes a region, noting how to put the old one back.
+    private func replaceRegion(_ key: RegionMonitor.Key, with region: MonitoredRegion?) {
+        let old = monitor.region(key).map { ($0, monitor.boundary(key)?.side) }
+        undo.record { [unowned self] in
+            if let (region, side) = old { self.monitor.add(region, for: key.app, side: side) } else { self.monitor.remove(key.region, for: key.app) }
+        }
+        if let region { monitor.add(region, for: key.app) } else { monitor.remove(key.region, for: key.app) }
+    }
+
+    // MARK: Calls
+
+    func handle(_ call: PluginCall) throws {
+        switch LocationInterface.Method(rawValue: call.member) {
+        case .startMonitoringRegion: try startMonitoring(call, withOptions: false)
+        case .startMonitoringRegionWithOptions: try startMonitoring(call, withOptions: true)
+        case .stopMonitoringRegion: try stopMonitoring(call)
+        case .listMonitoredRegions: try listMonitored(call)
+        case .listRegions: try listRegions(call)
+        case .startSignificantLocationChanges: try startSignificant(call)
+        case .stopSignificantLocationChanges: try stopSignificant(call)
+        case .completeEvent: try completeEvent(call)
+        case .simulateLocation: try simulate(call)
+        case nil: throw ModeError.failed("unknown method \(call.member)")
+        }
+        armTimer()
+    }
+
+    /// The calling app, which must have checked in and declare the location mode.
+    private func declaringApp(_ call: PluginCall) throws(ModeError) -> String {
+        guard let app = call.caller.appID else {
+            throw ModeError(.unknownApplication, "this connection has no app id: call CheckIn first")
+        }
+        guard let info = host.appInfo(app) else {
+            throw ModeError(.unknownApplication, "\(app) has no desktop entry")
+        }
+        guard info.modes.contains(Self.name) else {
+            throw ModeError(.modeNotDeclared, "\(app) does not declare the location mode (X-BgTaskd-Modes)")
+        }
+        return app
+    }
+
+    private func startMonitoring(_ call: PluginCall, withOptions: Bool) throws {
+        let arguments = call.arguments
+        let id = try arguments.readString()
+        let latitude = try arguments.readDouble()
+        let longitude = try arguments.readDouble()
+        let radius = try arguments.readDouble()
+        var notifyOnStart = false
+        if withOptions {
+            let options = try arguments.readTypedOptions()
+            if let option = options[LocationInterface.OptionKey.notifyOnStart.rawValue] {
+                guard option.signature == "b", case .bool(let value) = option.value else {
+                    throw ModeError.invalidArgs("option 'notify_on_start' must be of type 'b', not '\(option.signature)'")
+                }
+                notifyOnStart = value
+            }
+        }
+        let app = try declaringApp(call)
+        let region = try MonitoredRegion(
+            validatingID: id, latitude: latitude, longitude: longitude, radius: radius, minimumRadius: minRadius,
+            notifyOnStart: notifyOnStart)
+        let key = RegionMonitor.Key(app: app, region: id)
+        if monitor.region(key) == nil, monitor.count(of: app) >= maxRegions {
+            throw ModeError(.limitExceeded, "\(app) monitors \(maxRegions) regions already (Location.MaxRegionsPerApp)")
+        }
+        replaceRegion(key, with: region)
+        try saveRegion(key)
+        try call.reply()
+        host.logWhenCommitted(.info, "\(app) monitors region \(id) (\(region.center), \(Int(region.radius)) m)")
+        // The position known now counts for the new region (GeoClue reports again only after a move).
+        if let lastFix, let crossing = monitor.update(key, with: lastFix) {
+            record([crossing], at: lastFix)
+        } else {
+            recordSideChanges()
+        }
+        updateSource()
+    }
+
+    private func stopMonitoring(_ call: PluginCall) throws {
+        let id = try call.arguments.readString()
+        let app = try declaringApp(call)
+        let key = RegionMonitor.Key(app: app, region: id)
+        if monitor.region(key) != nil {
+            replaceRegion(key, with: nil)
+            try host.delete(collection: "regions", key: Self.regionKey(app, id))
+            host.logWhenCommitted(.info, "\(app) stopped monitoring region \(id)")
+        }
+        try call.reply()
+        updateSource()
+    }
+
+    private func listMonitored(_ call: PluginCall) throws {
+        let app = try declaringApp(call)
+        let regions = monitor.regions(of: app)
+        try call.reply { (reply) throws(ModeError) in
+            try reply.container("a", "(sddd)") { () throws(ModeError) in
+                for region in regions {
+                    try reply.container("r", "sddd") { () throws(ModeError) in
+                        try reply.append(region.id)
+                        try reply.append(region.center.latitude)
+                        try reply.append(region.center.longitude)
+                        try reply.append(region.radius)
+                    }
+                }
+            }
+        }
+    }
+
+    private func listRegions(_ call: PluginCall) throws {
+        let app = try call.arguments.readString()
+        guard call.caller.isTrusted else {
+            throw ModeError(.notPermitted, "only trusted callers may list the regions of apps")
+        }
+        let all = monitor.all.filter { app.isEmpty || $0.key.app == app }
+        try call.reply { (reply) throws(ModeError) in
+            try reply.container("a", "a{sv}") { () throws(ModeError) in
+                typealias Key = LocationInterface.RegionKey
+                for (key, region, side) in all {
+                    try reply.append(dictionary: [
+                        Key.appID.rawValue: .string(key.app), Key.regionID.rawValue: .string(key.region),
+                        Key.latitude.rawValue: .double(region.center.latitude),
+                        Key.longitude.rawValue: .double(region.center.longitude), Key.radius.rawValue: .double(region.radius),
+                        Key.state.rawValue: .string(side.map(StoredRegion.spell) ?? LocationInterface.RegionState.unknown.rawValue),
+                        Key.notifyOnStart.rawValue: .bool(region.notifyOnStart),
+                    ])
+                }
+            }
+        }
+    }
+
+    private func startSignificant(_ call: PluginCall) throws {
+        let app = try declaringApp(call)
+        if significant[app] == nil {
+            setSignificant(app, SignificantChangeFilter(minimumDistance: significantDistance, minimumInterval: significantInterval))
+            try saveSignificant(app)
+            host.logWhenCommitted(.info, "\(app) follows significant location changes")
+        }
+        try call.reply()
+        // The first report is the position known now, if any.
+        if let lastFix { considerSignificant(app, lastFix) }
+        updateSource()
+    }
+
+    private func stopSignificant(_ call: PluginCall) throws {
+        let app = try declaringApp(call)
+        if significant[app] != nil {
+            setSignificant(app, nil)
+            try host.delete(collection: "significant", key: app)
+            host.logWhenCommitted(.info, "\(app) stopped following significant location changes")
+        }
+        try call.reply()
+        updateSource()
+    }
+
+    private func completeEvent(_ call: PluginCall) throws {
+        let token = try call.arguments.readString()
+        try host.complete(token: token, connection: call.caller.connection)
+        if let id = tokens[token] {
+            setToken(token, nil)
+            setInFlight(id, false)
+            if let event = events[id] {
+                setEvent(id, nil)
+                try host.delete(collection: "events", key: id)
+                changeCounters(event.app) { $0.delivered += 1 }
+                try saveCounters(event.app)
+                host.logWhenCommitted(.debug, "\(event.app) completed location event \(id)")
+            }
+        }
+        try call.reply()
+    }
+
+    private func simulate(_ call: PluginCall) throws {
+        guard call.caller.isTrusted else {
+            throw ModeError(.notPermitted, "only trusted callers may simulate a location")
+        }
+        let arguments = call.arguments
+        let latitude = try arguments.readDouble()
+        let longitude = try arguments.readDouble()
+        let accuracy = try arguments.readDouble()
+        let coordinate = try GeoCoordinate(validatingLatitude: latitude, longitude: longitude)
+        guard accuracy.isFinite, accuracy >= 0 else {
+            throw ModeError.invalidArgs("accuracy \(accuracy) m is not a finite number of metres, 0 or more")
+        }
+        try call.reply()
+        process(LocationFix(coordinate: coordinate, accuracy: accuracy, time: host.realtimeMicroseconds))
+    }
+
+    // MARK: Positions
+
+    /// A fix from GeoClue or SimulateLocation: crossings and significant changes become events.
+    private func process(_ fix: LocationFix) {
+        let previous = lastFix
+        undo.record { [unowned self] in self.lastFix = previous }
+        lastFix = fix
+        record(monitor.update(with: fix), at: fix)
+        for app in significant.keys.sorted() { considerSignificant(app, fix) }
+        armTimer()
+    }
+
+    private func considerSignificant(_ app: String, _ fix: LocationFix) {
+        guard var filter = significant[app], filter.consider(fix) else { return }
+        setSignificant(app, filter)
+        persist("store the significant change of \(app)") { try saveSignificant(app) }
+        newEvent(LocationEvent(id: nextID(fix.time), app: app, kind: .significant, fix: fix, sequence: lastSequence))
+    }
+
+    /// Persists the regions' new sides, then turns crossings into events.
+    private func record(_ crossings: [RegionMonitor.Crossing], at fix: LocationFix) {
+        recordSideChanges()
+        for crossing in crossings {
+            let at = LocationFix(coordinate: fix.coordinate, accuracy: fix.accuracy, time: crossing.time)
+            newEvent(LocationEvent(
+                id: nextID(crossing.time), app: crossing.key.app, kind: .region, region: crossing.key.region,
+                crossing: crossing.event, fix: at, sequence: lastSequence))
+            host.logWhenCommitted(.info, "\(crossing.key.app): \(crossing.event.rawValue) region \(crossing.key.region)")
+        }
+    }
+
+    /// Writes the side of every region whose side changed, noting how to undo it.
+    private func recordSideChanges() {
+        for change in monitor.drainSideChanges() {
+            undo.record { [unowned self] in self.monitor.reset(change.key, to: change.previous) }
+            persist("store region \(change.key.region) of \(change.key.app)") { try saveRegion(change.key) }
+        }
+    }
+
+    private func nextID(_ time: UInt64) -> String {
+        let previous = lastSequence
+        undo.record { [unowned self] in self.lastSequence = previous }
+        lastSequence += 1
+        return "l\(String(time, radix: 16))-\(lastSequence)"
+    }
+
+    /// Stores an event, then wakes its app for it (or leaves it waiting).
+    private func newEvent(_ event: LocationEvent) {
+        setEvent(event.id, event)
+        persist("store location event \(event.id)") {
+            try host.put(Array(try JSONEncoder().encode(event)), collection: "events", key: event.id)
+        }
+        deliver(event.id)
+    }
+
+    /// Wakes the event's app for it, unless it is on its way or the app may not be woken.
+    private func deliver(_ id: String) {
+        guard let event = events[id], !inFlight.contains(id) else { return }
+        guard let info = host.appInfo(event.app), info.modes.contains(Self.name) else {
+            host.log(.info, "location event \(id) of \(event.app) waits: the app has no desktop entry declaring the location mode")
+            return
+        }
+        guard info.refreshStatus == BackgroundRefreshStatus.available.rawValue || info.running else {
+            host.logWhenCommitted(.info, "location event \(id) of \(event.app) waits: Background App Refresh is \(info.refreshStatus)")
+            return
+        }
+        do {
+            let token = try host.wake(event.app, reason: Self.name, budget: wakeBudget)
+            setToken(token, id)
+            setInFlight(id, true)
+        } catch {
+            host.log(.warning, "cannot wake \(event.app) for location event \(id): \(error.message); it waits for the next wake")
+        }
+    }
+
+    /// Delivers every waiting event of `app`, oldest first.
+    private func deliverWaiting(_ app: String) {
+        let waiting = events.values.filter { $0.app == app && !inFlight.contains($0.id) }.sorted { $0.sequence < $1.sequence }
+        for event in waiting { deliver(event.id) }
+    }
+
+    // MARK: Events
+
+    func handle(_ event: PluginEvent) {
+        switch event {
+        case .tokenReady(_, let token, let connection):
+            guard let id = tokens[token], let stored = events[id] else { return }
+            send(stored, token: token, to: connection)
+        case .tokenExpired(let app, let token):
+            guard let id = tokens[token] else { return }
+            setToken(token, nil)
+            setInFlight(id, false)
+            changeCounters(app) { $0.offences += 1 }
+            persist("store the counters of \(app)") { try saveCounters(app) }
+            host.logWhenCommitted(.notice, "\(app) did not complete location event \(id) within \(wakeBudget) s: offence counted; it waits for the next wake")
+        case .launchFailed(let app, let token, let reason):
+            if let token, let id = tokens[token] {
+                setToken(token, nil)
+                setInFlight(id, false)
+            }
+            host.log(.warning, "cannot wake \(app) for a location event: \(reason)")
+        case .appCheckedIn(let app, _, _), .appWoken(let app, _, _):
+            deliverWaiting(app)
+        case .wakeOpportunity(let now):
+            armedAt = nil
+            settle(at: now)
+            if redeliverAfter > 0, now >= redeliverAfter {
+                redeliverAfter = 0
+                for app in Set(events.values.map(\.app)).sorted() { deliverWaiting(app) }
+            }
+        case .refreshChanged, .appsChanged:
+            // Apps allowed again get what waited for them.
+            for app in Set(events.values.map(\.app)).sorted() { deliverWaiting(app) }
+        case .tokenCompleted, .appStateChanged, .appGone, .sleepChanged:
+            break
+        }
+        armTimer()
+    }
+
+    /// Sides that held with no fix against them count now.
+    private func settle(at now: UInt64) {
+        let crossings = monitor.settle(at: now)
+        guard let lastFix else { return recordSideChanges() }
+        record(crossings, at: LocationFix(coordinate: lastFix.coordinate, accuracy: lastFix.accuracy, time: now))
+    }
+
+    private func send(_ event: LocationEvent, token: String, to connection: String) {
+        do {
+            switch event.kind {
+            case .region:
+                try host.emit(LocationInterface.Signal.regionEvent.rawValue, interface: BgTaskNames.location, to: connection) {
+                    (signal) throws(ModeError) in
+                    try signal.append(token)
+                    try signal.append(event.region ?? "")
+                    try signal.append(event.crossing ?? "")
+                }
+            case .significant:
+                try host.emit(LocationInterface.Signal.significantLocationChange.rawValue, interface: BgTaskNames.location, to: connection) {
+                    (signal) throws(ModeError) in
+                    try signal.append(token)
+                    try signal.append(event.latitude)
+                    try signal.append(event.longitude)
+                    try signal.append(event.accuracy)
+                }
+            }
+        } catch {
+            host.log(.warning, "cannot send location event \(event.id): \(error)")
+        }
+    }
+
+    // MARK: Timer and source
+
+    /// Wakes the plugin when a pending side settles, or when events from before a restart are due.
+    private func armTimer() {
+        let candidates = [monitor.nextSettle, redeliverAfter > 0 ? redeliverAfter : nil].compactMap { $0 }
+        let next = candidates.min() ?? 0
+        guard next != armedAt else { return }
+        armedAt = next
+        host.scheduleOpportunity(at: next)
+    }
+
+    /// Asks GeoClue for what the monitored regions and significant changes need, or for nothing.
+    private func updateSource() {
+        source.want(Self.settings(smallestRadius: monitor.smallestRadius, significant: !significant.isEmpty,
+                                  significantDistance: significantDistance))
+    }
+
+    /// How closely to follow the device: a fix per margin of the smallest region
+    /// (a tenth of its radius, 20 to 200 m), exact positions only for regions
+    /// under 2 km; for significant changes alone, street level every half of
+    /// the significant distance.
+    static func settings(smallestRadius: Double?, significant: Bool, significantDistance: Double) -> GeoClueSource.Settings? {
+        var settings: GeoClueSource.Settings?
+        if let radius = smallestRadius {
+            let margin = min(max(radius / 10, 20), 200)
+            settings = .init(distanceThreshold: UInt32(margin), timeThreshold: 5, accuracyLevel: radius < 2000 ? 8 : 6)
+        }
+        if significant {
+            let distance = UInt32(min(max(significantDistance / 2, 1), 100_000))
+            if var current = settings {
+                current.distanceThreshold = min(current.distanceThreshold, distance)
+                settings = current
+            } else {
+                settings = .init(distanceThreshold: distance, timeThreshold: 60, accuracyLevel: 6)
+            }
+        }
+        return settings
+    }
+
+    // MARK: bgtaskctl apps
+
+    func describe(app: String, into description: inout [String: PluginValue]) {
+        let count = monitor.count(of: app)
+        let waiting = events.values.filter { $0.app == app }.count
+        let counts = counters[app]
+        guard count > 0 || significant[app] != nil || waiting > 0 || counts != nil else { return }
+        typealias Key = LocationInterface.ApplicationKey
+        description[Key.regions.rawValue] = .uint(UInt64(count))
+        description[Key.significantChanges.rawValue] = .bool(significant[app] != nil)
+        description[Key.waiting.rawValue] = .uint(UInt64(waiting))
+        description[Key.delivered.rawValue] = .uint(counts?.delivered ?? 0)
+        description[Key.offences.rawValue] = .uint(counts?.offences ?? 0)
+    }
+}
