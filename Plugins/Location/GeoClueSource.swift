@@ -16,7 +16,7 @@ final class GeoClueSource {
     struct Settings: Equatable {
         /// Metres the device must move before GeoClue reports again.
         var distanceThreshold: UInt32
-        /// Seconds GeoClue waits at least between reports.
+        /// Seconds GeoClue waits at least between reports (0: none).
         var timeThreshold: UInt32
         /// GeoClue's accuracy level: 4 city, 5 neighbourhood, 6 street, 8 exact.
         var accuracyLevel: UInt32
@@ -245,7 +245,7 @@ final class GeoClueSource {
                     switch result {
                     case .success:
                         self.applied = settings
-                        self.host.log(.info, "GeoClue follows the device: every \(settings.distanceThreshold) m, at most every \(settings.timeThreshold) s, accuracy level \(settings.accuracyLevel)")
+                        self.host.log(.info, "GeoClue follows the device: every \(settings.distanceThreshold) m, accuracy level \(settings.accuracyLevel)")
                         // What is wanted may have changed meanwhile.
                         self.reconcile()
                     case .failure(let error):

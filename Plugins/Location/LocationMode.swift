@@ -593,12 +593,14 @@ final class LocationMode: ModePlugin {
     /// How closely to follow the device: a fix per margin of the smallest region
     /// (a tenth of its radius, 20 to 200 m), exact positions only for regions
     /// under 2 km; for significant changes alone, street level every half of
-    /// the significant distance.
+    /// the significant distance. No time threshold: GeoClue drops an update
+    /// that comes too soon rather than sending it later, so a device that
+    /// stops right after crossing would never be seen on the other side.
     static func settings(smallestRadius: Double?, significant: Bool, significantDistance: Double) -> GeoClueSource.Settings? {
         var settings: GeoClueSource.Settings?
         if let radius = smallestRadius {
             let margin = min(max(radius / 10, 20), 200)
-            settings = .init(distanceThreshold: UInt32(margin), timeThreshold: 5, accuracyLevel: radius < 2000 ? 8 : 6)
+            settings = .init(distanceThreshold: UInt32(margin), timeThreshold: 0, accuracyLevel: radius < 2000 ? 8 : 6)
         }
         if significant {
             let distance = UInt32(min(max(significantDistance / 2, 1), 100_000))
@@ -606,7 +608,7 @@ final class LocationMode: ModePlugin {
                 current.distanceThreshold = min(current.distanceThreshold, distance)
                 settings = current
             } else {
-                settings = .init(distanceThreshold: distance, timeThreshold: 60, accuracyLevel: 6)
+                settings = .init(distanceThreshold: distance, timeThreshold: 0, accuracyLevel: 6)
             }
         }
         return settings

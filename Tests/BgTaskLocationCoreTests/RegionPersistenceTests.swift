@@ -1,0 +1,103 @@
+import BgTaskLocationCore
+import BgTaskProtocol
+import Foundation
+import Testing
+
+/// What the location plugin needs from the monitor to persist and undo:
+/// every change of side (announced or not), sides restored after a restart,
+/// a crossing undone, one region fed the known position, the dwell as set.
+struct RegionPersistenceTests {
+    static let second: UInt64 = 1_000_000
+    static let home = GeoCoordinate(latitude: 48.8566, longitude: 2.3522)
+
+    static func fix(north metres: Double, at seconds: UInt64, accuracy: Double = 10) -> LocationFix {
+        LocationFix(coordinate: home.moved(metres: metres, bearing: 0), accuracy: accuracy, time: seconds * second)
+    }
+
+    static func region(_ id: String = "home", notifyOnStart: Bool = false) throws -> MonitoredRegion {
+        try MonitoredRegion(
+            validatingID: id, latitude: home.latitude, longitude: home.longitude, radius: 200, minimumRadius: 100,
+            notifyOnStart: notifyOnStart)
+    }
+
+    static let key = RegionMonitor.Key(app: "org.example.App", region: "home")
+
+    @Test func theFirstSideIsAChangeToPersistThoughNotAnEvent() throws {
+        var monitor = RegionMonitor(dwell: 5 * Self.second)
+        monitor.add(try Self.region(), for: Self.key.app)
+        #expect(monitor.update(with: Self.fix(north: 1000, at: 0)).isEmpty)
+        #expect(monitor.settle(at: 5 * Self.second).isEmpty, "no event for the side at the start")
+        let changes = monitor.drainSideChanges()
+        #expect(changes.count == 1 && changes[0].side == .outside && changes[0].previous == nil)
+        #expect(monitor.drainSideChanges().isEmpty, "drained once")
+
+        _ = monitor.update(with: Self.fix(north: 0, at: 10))
+        let crossings = monitor.settle(at: 15 * Self.second)
+        #expect(crossings.map(\.event) == [.enter])
+        let next = monitor.drainSideChanges()
+        #expect(next.count == 1 && next[0].side == .inside && next[0].previous == .outside)
+    }
+
+    @Test func aRestoredSideMakesTheNextCrossingAnEvent() throws {
+        var restored = RegionMonitor(dwell: 0)
+        restored.add(try Self.region(), for: Self.key.app, side: .outside)
+        _ = restored.update(with: Self.fix(north: 0, at: 0))
+        #expect(restored.settle(at: 0).map(\.event) == [.enter])
+        var fresh = RegionMonitor(dwell: 0)
+        fresh.add(try Self.region(), for: Self.key.app)
+        _ = fresh.update(with: Self.fix(north: 0, at: 0))
+        #expect(fresh.settle(at: 0).isEmpty, "unknown before: the first side is silent")
+    }
+
+    @Test func anUndoneCrossingIsSeenAgain() throws {
+        var monitor = RegionMonitor(dwell: 0)
+        monitor.add(try Self.region(), for: Self.key.app, side: .outside)
+        _ = monitor.update(with: Self.fix(north: 0, at: 0))
+        #expect(monitor.settle(at: 0).count == 1)
+        monitor.reset(Self.key, to: .outside)
+        #expect(monitor.boundary(Self.key)?.side == .outside)
+        _ = monitor.update(with: Self.fix(north: 0, at: 1))
+        #expect(monitor.settle(at: Self.second).map(\.event) == [.enter])
+    }
+
+    @Test func oneRegionTakesTheKnownPosition() throws {
+        var monitor = RegionMonitor(dwell: 0)
+        monitor.add(try Self.region("other"), for: Self.key.app, side: .outside)
+        monitor.add(try Self.region(notifyOnStart: true), for: Self.key.app)
+        #expect(monitor.update(Self.key, with: Self.fix(north: 0, at: 3)) == nil, "one fix starts the dwell")
+        #expect(monitor.boundary(Self.key)?.pending?.side == .inside)
+        #expect(monitor.boundary(RegionMonitor.Key(app: Self.key.app, region: "other"))?.pending == nil, "others untouched")
+        let settled = monitor.settle(at: 3 * Self.second)
+        #expect(settled == [RegionMonitor.Crossing(key: Self.key, event: .enter, time: 3 * Self.second)], "notify_on_start")
+        #expect(monitor.update(RegionMonitor.Key(app: "nobody", region: "x"), with: Self.fix(north: 0, at: 4)) == nil)
+    }
+
+    @Test func theDwellIsTheMonitors() throws {
+        var monitor = RegionMonitor(dwell: 60 * Self.second)
+        monitor.add(try Self.region(), for: Self.key.app, side: .outside)
+        _ = monitor.update(with: Self.fix(north: 0, at: 100))
+        #expect(monitor.nextSettle == 160 * Self.second)
+        #expect(monitor.settle(at: 159 * Self.second).isEmpty)
+        #expect(monitor.settle(at: 160 * Self.second).map(\.event) == [.enter])
+        var boundary = RegionBoundary(side: .outside)
+        _ = boundary.update(with: Self.fix(north: 0, at: 100), in: try Self.region(), dwell: .max)
+        #expect(boundary.settlesAt(dwell: .max) == .max, "saturates, never wraps")
+    }
+
+    @Test func recordsRoundTripAndAreCheckedAgain() throws {
+        let region = try Self.region(notifyOnStart: true)
+        let stored = StoredRegion(region, side: .inside)
+        let decoded = try JSONDecoder().decode(StoredRegion.self, from: JSONEncoder().encode(stored))
+        #expect(decoded == stored && decoded.boundarySide == .inside)
+        #expect(try decoded.region(id: "home", minimumRadius: 100) == region)
+        var tampered = stored
+        tampered.radius = -3
+        #expect(throws: BgTaskError.self) { try tampered.region(id: "home", minimumRadius: 100) }
+
+        let event = LocationEvent(
+            id: "l1-1", app: "org.example.App", kind: .region, region: "home", crossing: .exit,
+            fix: LocationFix(coordinate: Self.home, accuracy: .infinity, time: 7), sequence: 1)
+        let back = try JSONDecoder().decode(LocationEvent.self, from: JSONEncoder().encode(event))
+        #expect(back == event && back.regionEvent == .exit && back.accuracy == -1)
+    }
+}

@@ -1,0 +1,312 @@
+import BgTaskCore
+import BgTaskTestKit
+import Foundation
+import SDBus
+import Testing
+
+/// The location mode through the real daemon and its plugin: bad input and
+/// the region limit, crossings with hysteresis (no event twice, no flapping
+/// on a noisy boundary), significant changes rate-limited, events held while
+/// refresh is off, durability across a SIGKILL, and GeoClue2 (a mock on a
+/// private system bus) as the source, going away and coming back.
+@Suite struct LocationTests {
+    static let app = "org.example.Walk"
+    static let invalid = "org.freedesktop.DBus.Error.InvalidArgs"
+    static let prefix = "org.bgtaskd.BackgroundTasks1.Error."
+    /// A place in Paris and points around it (metres north of its centre).
+    static let center = (latitude: 48.8566, longitude: 2.3522)
+
+    static func north(_ metres: Double) -> (Double, Double) {
+        (center.latitude + metres / 111_195, center.longitude)
+    }
+
+    /// Crossings count after 1 s on a side (20 s by default), to keep the tests short.
+    static let quick = ["Location.DwellSec=1"]
+
+    func daemon(_ settings: [String] = quick, environment: [String: String] = [:]) throws -> DaemonUnderTest {
+        try DaemonUnderTest(settings: settings, desktopEntries: [
+            DesktopEntrySpec(id: Self.app, name: "Walk", modes: ["location"], exec: "/bin/false"),
+            DesktopEntrySpec(id: "org.example.Plain", modes: ["fetch"], exec: "/bin/false"),
+        ], environment: environment)
+    }
+
+    /// A connection checked in as the app, listening for its location events.
+    func app(_ daemon: DaemonUnderTest) throws -> RawClient {
+        let client = try RawClient(daemon)
+        try client.listen(for: "RegionEvent")
+        try client.listen(for: "SignificantLocationChange")
+        try client.call("Manager", "CheckIn") { try $0.append(Self.app) }
+        return client
+    }
+
+    func monitor(_ client: RawClient, _ id: String, radius: Double = 200, at point: (Double, Double)? = nil) throws {
+        let (latitude, longitude) = point ?? (Self.center.latitude, Self.center.longitude)
+        try client.call("Location", "StartMonitoringRegion") {
+            try $0.append(id)
+            try $0.append(latitude)
+            try $0.append(longitude)
+            try $0.append(radius)
+        }
+    }
+
+    func simulate(_ client: RawClient, _ point: (Double, Double), accuracy: Double = 10) throws {
+        try client.call("Location", "SimulateLocation") {
+            try $0.append(point.0)
+            try $0.append(point.1)
+            try $0.append(accuracy)
+        }
+    }
+
+    /// The region events received so far: (token, region, event).
+    func regionEvents(_ client: RawClient) throws -> [(token: String, region: String, event: String)] {
+        try client.received.filter { $0.member == "RegionEvent" }.map { message in
+            try message.rewind()
+            return (try message.readString(), try message.readString(), try message.readString())
+        }
+    }
+
+    func complete(_ client: RawClient, _ token: String) throws {
+        try client.call("Location", "CompleteEvent") { try $0.append(token) }
+    }
+
+    /// Lets `seconds` pass while the connection takes what arrives.
+    func pass(_ client: RawClient, _ seconds: Double) {
+        _ = client.waitForSignals(Int.max, timeout: .milliseconds(Int(seconds * 1000)))
+    }
+
+    func field(_ client: RawClient, _ key: String) throws -> BusValue? {
+        try client.applications().first { $0["app_id"] == .string(Self.app) }?[key]
+    }
+
+    @Test func badInputIsRefusedAndTheRegionLimitHolds() throws {
+        let daemon = try daemon()
+        let client = try app(daemon)
+        func start(_ id: String, _ latitude: Double, _ longitude: Double, _ radius: Double) -> String? {
+            client.errorName("Location", "StartMonitoringRegion") {
+                try $0.append(id)
+                try $0.append(latitude)
+                try $0.append(longitude)
+                try $0.append(radius)
+            }
+        }
+        #expect(start("", 48, 2, 200) == Self.invalid)
+        #expect(start(String(repeating: "x", count: 257), 48, 2, 200) == Self.invalid)
+        #expect(start("a", .nan, 2, 200) == Self.invalid)
+        #expect(start("a", 91, 2, 200) == Self.invalid)
+        #expect(start("a", 48, -181, 200) == Self.invalid)
+        #expect(start("a", 48, 2, 0) == Self.invalid)
+        #expect(start("a", 48, 2, -5) == Self.invalid)
+        #expect(start("a", 48, 2, .infinity) == Self.invalid)
+        #expect(start("a", 48, 2, 100_001) == Self.invalid)
+        let wrongOption = client.errorName("Location", "StartMonitoringRegionWithOptions") {
+            try $0.append("a")
+            try $0.append(48.0)
+            try $0.append(2.0)
+            try $0.append(200.0)
+            try $0.append(value: .dictionary(key: "s", value: "v", [.init(key: .string("notify_on_start"), value: .variant(.string("yes")))]))
+        }
+        #expect(wrongOption == Self.invalid)
+        for index in 0..<20 { #expect(start("r\(index)", 48, 2, 10) == nil) }
+        #expect(start("r20", 48, 2, 200) == Self.prefix + "LimitExceeded")
+        #expect(start("r3", 48.5, 2.5, 500) == nil, "an id registered again replaces its region")
+        let reply = try client.call("Location", "ListMonitoredRegions")
+        guard case .array(_, let regions) = try reply.readValue() else { return #expect(Bool(false)) }
+        #expect(regions.count == 20)
+        #expect(regions.first == .structure([.string("r0"), .double(48), .double(2), .double(100)]), "radii are raised to the minimum")
+        #expect(regions.contains(.structure([.string("r3"), .double(48.5), .double(2.5), .double(500)])))
+        #expect(try field(client, "location_regions") == .uint64(20))
+
+        let stranger = try RawClient(daemon)
+        #expect(stranger.errorName("Location", "StartSignificantLocationChanges") == Self.prefix + "UnknownApplication")
+        try stranger.call("Manager", "CheckIn") { try $0.append("org.example.Plain") }
+        #expect(stranger.errorName("Location", "StartMonitoringRegion") {
+            try $0.append("a")
+            try $0.append(48.0)
+            try $0.append(2.0)
+            try $0.append(200.0)
+        } == Self.prefix + "ModeNotDeclared")
+        #expect(client.errorName("Location", "SimulateLocation") {
+            try $0.append(48.0)
+            try $0.append(2.0)
+            try $0.append(-1.0)
+        } == Self.invalid)
+        #expect(client.errorName("Location", "CompleteEvent") { try $0.append("nope") } == Self.prefix + "NoSuchToken")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// Outside, then inside: one `enter`; then outside: one `exit`; staying
+    /// there, or coming back to where it was, sends nothing more.
+    @Test func aRunningAppGetsEnterThenExitOnce() throws {
+        let daemon = try daemon()
+        let client = try app(daemon)
+        try monitor(client, "home")
+        try simulate(client, Self.north(1000))
+        pass(client, 1.5)
+        #expect(try regionEvents(client).isEmpty, "no event for the side the device was on at the start")
+        try simulate(client, Self.north(0))
+        #expect(client.waitForSignals(1))
+        let enter = try regionEvents(client)
+        #expect(enter.map(\.event) == ["enter"] && enter.map(\.region) == ["home"])
+        try simulate(client, Self.north(20))
+        pass(client, 1.5)
+        #expect(try regionEvents(client).count == 1, "staying inside sends nothing")
+        if let token = enter.first?.token { try complete(client, token) }
+        #expect(client.errorName("Location", "CompleteEvent") { try $0.append(enter.first?.token ?? "") } == Self.prefix + "NoSuchToken",
+                "a token completes once")
+
+        try simulate(client, Self.north(600))
+        #expect(client.waitForSignals(2))
+        let events = try regionEvents(client)
+        #expect(events.map(\.event) == ["enter", "exit"])
+        try simulate(client, Self.north(700))
+        pass(client, 1.5)
+        #expect(try regionEvents(client).count == 2)
+        if let token = events.last?.token { try complete(client, token) }
+        #expect(try field(client, "location_events_waiting") == .uint64(0))
+        #expect(try field(client, "location_events_delivered") == .uint64(2))
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// A device standing on the boundary with fixes that wander ±40 m with an
+    /// accuracy of 50 m decides nothing; once it is clearly inside, one `enter`.
+    @Test func jitterOnTheBoundaryDoesNotFlap() throws {
+        let daemon = try daemon()
+        let client = try app(daemon)
+        try monitor(client, "park", radius: 300)
+        try simulate(client, Self.north(2000))
+        pass(client, 1.2)
+        var generator = SplitMix64(seed: 7)
+        for _ in 0..<30 {
+            let offset = Double(generator.next() % 81) - 40
+            try simulate(client, Self.north(300 + offset), accuracy: 20 + Double(generator.next() % 60))
+            pass(client, 0.1)
+        }
+        pass(client, 1.5)
+        #expect(try regionEvents(client).isEmpty, "fixes on the boundary decide nothing")
+        try simulate(client, Self.north(50), accuracy: 30)
+        #expect(client.waitForSignals(1))
+        pass(client, 1.2)
+        #expect(try regionEvents(client).map(\.event) == ["enter"])
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// The first fix is reported; one too soon or too near is not.
+    @Test func significantChangesAreRateLimited() throws {
+        let daemon = try daemon(Self.quick + ["Location.SignificantChangeMinIntervalSec=2", "Location.SignificantChangeM=500"])
+        let client = try app(daemon)
+        try client.call("Location", "StartSignificantLocationChanges")
+        try simulate(client, Self.north(0))
+        #expect(client.waitForSignals(1))
+        try simulate(client, Self.north(2000))  // far enough, too soon
+        pass(client, 2.2)
+        try simulate(client, Self.north(300))  // late enough, too near
+        pass(client, 0.5)
+        #expect(client.received.count == 1)
+        try simulate(client, Self.north(1000))
+        #expect(client.waitForSignals(2))
+        let reported = try client.received.map { message in
+            try message.rewind()
+            _ = try message.readString()
+            return try message.readDouble()
+        }
+        #expect(reported.count == 2 && abs(reported[1] - Self.north(1000).0) < 1e-9)
+        try client.call("Location", "StopSignificantLocationChanges")
+        try simulate(client, Self.north(5000))
+        pass(client, 0.5)
+        #expect(client.received.count == 2, "stopped: nothing more")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// An app whose refresh is off is not woken (not launched): its event
+    /// waits, and arrives when the app runs again.
+    @Test func eventsWaitWhileRefreshIsOff() throws {
+        let daemon = try daemon()
+        var client: RawClient? = try app(daemon)
+        try monitor(client!, "office")
+        try simulate(client!, Self.north(1000))
+        pass(client!, 1.3)
+        let admin = try RawClient(daemon)
+        try admin.call("Manager", "SetBackgroundRefreshEnabled") {
+            try $0.append(Self.app)
+            try $0.append(false)
+        }
+        client = nil  // the app quits
+        try simulate(admin, Self.north(0))
+        #expect(daemon.waitForLog(containing: "waits: Background App Refresh is denied"))
+        #expect(!daemon.log.contains("launching \(Self.app)"), "not launched while refresh is off")
+        let back = try app(daemon)
+        #expect(back.waitForSignals(1))
+        #expect(try regionEvents(back).map(\.event) == ["enter"])
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// A crossing stored but not yet delivered (its app could not be
+    /// launched) survives a SIGKILL of the daemon, as do the regions and the
+    /// side the device is on; the app gets it when it checks in.
+    @Test func aCrashBetweenCrossingAndDeliveryLosesNothing() throws {
+        let daemon = try daemon()
+        var client: RawClient? = try app(daemon)
+        try monitor(client!, "station")
+        try simulate(client!, Self.north(1000))
+        pass(client!, 1.3)
+        client = nil
+        let admin = try RawClient(daemon)
+        try simulate(admin, Self.north(10))
+        #expect(daemon.waitForLog(containing: "enter region station"))
+        #expect(daemon.waitForLog(containing: "cannot wake \(Self.app) for a location event") || daemon.log.contains("launch"))
+        #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
+        #expect(daemon.waitForLog(containing: "1 location events from before the restart wait for their apps"))
+        let back = try app(daemon)
+        #expect(back.waitForSignals(1))
+        let events = try regionEvents(back)
+        #expect(events.map(\.event) == ["enter"] && events.map(\.region) == ["station"])
+        if let token = events.first?.token { try complete(back, token) }
+        // The side survived too: more fixes inside send nothing.
+        try simulate(back, Self.north(0))
+        pass(back, 1.5)
+        #expect(try regionEvents(back).count == 1)
+        let listed = try back.call("Location", "ListRegions") { try $0.append(Self.app) }
+        guard case .array(_, let regions) = try listed.readValue(), case .dictionary(_, _, let entries)? = regions.first else {
+            return #expect(Bool(false))
+        }
+        #expect(entries.contains { $0.key == .string("state") && $0.value.unwrapped == .string("inside") })
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// GeoClue2 on the system bus drives the regions: the daemon asks for
+    /// positions once a region is monitored, gets `enter` when GeoClue moves
+    /// the device in, follows GeoClue going away and coming back, and stops
+    /// asking when nothing is monitored.
+    @Test func geoclueDrivesRegionsAndComesBack() throws {
+        let far = Self.north(3000)
+        let system = try MockSystemBus(services: [.geoclue(latitude: far.0, longitude: far.1, accuracy: 20)])
+        defer { system.stop() }
+        let daemon = try daemon(environment: system.environment)
+        let client = try app(daemon)
+        try monitor(client, "home")
+        #expect(daemon.waitForLog(containing: "GeoClue follows the device: every 20 m"))
+        pass(client, 1.3)
+        let inside = Self.north(0)
+        try system.moveDevice(latitude: inside.0, longitude: inside.1, accuracy: 15)
+        #expect(client.waitForSignals(1))
+        #expect(try regionEvents(client).map(\.event) == ["enter"])
+
+        let gone = MockService.geoclue(latitude: far.0, longitude: far.1, accuracy: 20)
+        system.stopService(gone)
+        #expect(daemon.waitForLog(containing: "GeoClue left the system bus"))
+        try system.startService(.geoclue(latitude: inside.0, longitude: inside.1, accuracy: 15))
+        #expect(daemon.waitForLog(containing: "GeoClue is on the system bus"))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while daemon.log.components(separatedBy: "GeoClue follows the device").count < 3, ContinuousClock.now < deadline {
+            pass(client, 0.1)
+        }
+        #expect(daemon.log.components(separatedBy: "GeoClue follows the device").count == 3, "started again after GeoClue came back")
+        try system.moveDevice(latitude: far.0, longitude: far.1, accuracy: 15)
+        #expect(client.waitForSignals(2))
+        #expect(try regionEvents(client).map(\.event) == ["enter", "exit"])
+
+        try client.call("Location", "StopMonitoringRegion") { try $0.append("home") }
+        #expect(daemon.waitForLog(containing: "nothing monitored: GeoClue stopped"))
+        #expect(daemon.stop() == .status(0))
+    }
+}
