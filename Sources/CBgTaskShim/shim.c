@@ -69,6 +69,12 @@ sd_bus_vtable bgt_vtable_property(const char *member, const char *signature,
     return v;
 }
 
+sd_bus_vtable bgt_vtable_writable_property(const char *member, const char *signature, sd_bus_property_get_t getter,
+                                           sd_bus_property_set_t setter, size_t offset, uint64_t flags) {
+    sd_bus_vtable v = SD_BUS_WRITABLE_PROPERTY(member, signature, getter, setter, offset, flags);
+    return v;
+}
+
 sd_bus_vtable bgt_vtable_end(void) {
     sd_bus_vtable v = SD_BUS_VTABLE_END;
     return v;

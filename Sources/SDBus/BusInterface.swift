@@ -43,7 +43,8 @@ public struct BusSignal: Sendable {
     }
 }
 
-/// A read-only property; its getter appends the value to the reply.
+/// A property: its getter appends the value to the reply; a writable one's
+/// setter reads the new value from the `Set` call.
 public struct BusProperty {
     /// What `PropertiesChanged` says when the value changes.
     public enum Change: Sendable {
@@ -61,12 +62,18 @@ public struct BusProperty {
     public var signature: String
     public var change: Change
     public var getter: (Message) throws(BusError) -> Void
+    /// Reads the value a `Set` call carries; nil: read-only.
+    public var setter: ((Message) throws(BusError) -> Void)?
 
-    public init(_ name: String, _ signature: String, change: Change, getter: @escaping (Message) throws(BusError) -> Void) {
+    public init(
+        _ name: String, _ signature: String, change: Change, getter: @escaping (Message) throws(BusError) -> Void,
+        setter: ((Message) throws(BusError) -> Void)? = nil
+    ) {
         self.name = name
         self.signature = signature
         self.change = change
         self.getter = getter
+        self.setter = setter
     }
 }
 
@@ -109,7 +116,11 @@ public final class ExportedObject {
 
     final class PropertyBox {
         let getter: (Message) throws(BusError) -> Void
-        init(_ getter: @escaping (Message) throws(BusError) -> Void) { self.getter = getter }
+        let setter: ((Message) throws(BusError) -> Void)?
+        init(_ getter: @escaping (Message) throws(BusError) -> Void, _ setter: ((Message) throws(BusError) -> Void)?) {
+            self.getter = getter
+            self.setter = setter
+        }
     }
 
     let vtable: UnsafeMutablePointer<sd_bus_vtable>
@@ -132,6 +143,16 @@ public final class ExportedObject {
         let box = Unmanaged<PropertyBox>.fromOpaque(userdata!).takeUnretainedValue()
         do throws(BusError) {
             try box.getter(Message(retaining: reply!))
+            return 1
+        } catch {
+            return error.set(into: out)
+        }
+    }
+
+    private static let setterTrampoline: sd_bus_property_set_t = { _, _, _, _, value, userdata, out in
+        let box = Unmanaged<PropertyBox>.fromOpaque(userdata!).takeUnretainedValue()
+        do throws(BusError) {
+            try box.setter?(Message(retaining: value!))
             return 1
         } catch {
             return error.set(into: out)
@@ -163,7 +184,7 @@ public final class ExportedObject {
             add(bgt_vtable_signal(keep(signal.name), keep(signal.arguments.map(\.signature).joined()), keep(names), 0))
         }
         for property in interface.properties {
-            let box = PropertyBox(property.getter)
+            let box = PropertyBox(property.getter, property.setter)
             boxes.append(box)
             let flags: UInt64 = switch property.change {
             case .constant: bgt_vtable_flag_property_const
@@ -171,9 +192,17 @@ public final class ExportedObject {
             case .emitsInvalidation: bgt_vtable_flag_emits_invalidation
             case .none: 0
             }
-            add(bgt_vtable_property(
-                keep(property.name), keep(property.signature), Self.getterTrampoline,
-                Int(bitPattern: Unmanaged.passUnretained(box).toOpaque()), flags | bgt_vtable_flag_absolute_offset))
+            let offset = Int(bitPattern: Unmanaged.passUnretained(box).toOpaque())
+            if property.setter != nil {
+                add(bgt_vtable_writable_property(
+                    keep(property.name), keep(property.signature), Self.getterTrampoline, Self.setterTrampoline, offset,
+                    // Who may write is the setter's business, as for methods.
+                    flags | bgt_vtable_flag_absolute_offset | bgt_vtable_flag_unprivileged))
+            } else {
+                add(bgt_vtable_property(
+                    keep(property.name), keep(property.signature), Self.getterTrampoline, offset,
+                    flags | bgt_vtable_flag_absolute_offset))
+            }
         }
         add(bgt_vtable_end())
     }

@@ -14,7 +14,7 @@ struct BenchCommand: ParsableCommand {
         discussion: "bench/run builds, starts a private bus, the C baseline and the daemon, and runs them all.",
         subcommands: [
             PairCommand.self, HoldCommand.self, ExpiryCommand.self, IdleCommand.self, FetchLatencyCommand.self,
-            PushLatencyCommand.self, PushThroughputCommand.self, SchedulerCommand.self, RegionsCommand.self, TrackCommand.self, StartupCommand.self,
+            PushLatencyCommand.self, PushThroughputCommand.self, SchedulerCommand.self, RegionsCommand.self, TrackCommand.self, LocationLatencyCommand.self, StartupCommand.self,
             SleepDrainCommand.self, SleepFreezeCommand.self, SleepReleaseCommand.self, VictimCommand.self, WorkerCommand.self,
         ])
 }

@@ -40,6 +40,8 @@ sd_bus_vtable bgt_vtable_signal(const char *member, const char *signature, const
                                 uint64_t flags);
 sd_bus_vtable bgt_vtable_property(const char *member, const char *signature,
                                   sd_bus_property_get_t getter, size_t offset, uint64_t flags);
+sd_bus_vtable bgt_vtable_writable_property(const char *member, const char *signature, sd_bus_property_get_t getter,
+                                           sd_bus_property_set_t setter, size_t offset, uint64_t flags);
 sd_bus_vtable bgt_vtable_end(void);
 
 /* Process handles. Each returns -errno on failure. */
