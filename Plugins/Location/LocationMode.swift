@@ -173,7 +173,7 @@ final class LocationMode: ModePlugin {
     private func saveRegion(_ key: RegionMonitor.Key) throws {
         guard let region = monitor.region(key) else { return }
         let stored = StoredRegion(region, side: monitor.boundary(key)?.side)
-        try host.put(Array(try JSONEncoder().encode(stored)), collection: "regions", key: Self.regionKey(key.app, key.region))
+        try host.put(stored.json, collection: "regions", key: Self.regionKey(key.app, key.region))
     }
 
     private func saveSignificant(_ app: String) throws {
@@ -182,7 +182,7 @@ final class LocationMode: ModePlugin {
     }
 
     private func saveCounters(_ app: String) throws {
-        try host.put(Array(try JSONEncoder().encode(counters[app] ?? LocationAppCounters())), collection: "apps", key: app)
+        try host.put((counters[app] ?? LocationAppCounters()).json, collection: "apps", key: app)
     }
 
     /// A write outside a call: if it fails, the batch is rolled back (memory included), so it is only logged here.
@@ -473,7 +473,7 @@ final class LocationMode: ModePlugin {
     private func newEvent(_ event: LocationEvent) {
         setEvent(event.id, event)
         persist("store location event \(event.id)") {
-            try host.put(Array(try JSONEncoder().encode(event)), collection: "events", key: event.id)
+            try host.put(event.json, collection: "events", key: event.id)
         }
         deliver(event.id)
     }

@@ -1,3 +1,5 @@
+public import BgTaskProtocol
+
 /// An event for an app, as the location plugin stores it until the app
 /// completes it: a region crossed, or a significant change of position.
 public struct LocationEvent: Codable, Sendable, Equatable {
@@ -37,6 +39,15 @@ public struct LocationEvent: Codable, Sendable, Equatable {
         accuracy = fix.accuracy.isFinite ? fix.accuracy : -1
         time = fix.time
         self.sequence = sequence
+    }
+
+    /// The record as JSON, written by hand (as ``StoredRegion/json``); JSONDecoder reads it back.
+    public var json: [UInt8] {
+        var text = "{\"id\":" + JSONText.quoted(id) + ",\"app\":" + JSONText.quoted(app) + ",\"kind\":\"\(kind.rawValue)\""
+        if let region { text += ",\"region\":" + JSONText.quoted(region) }
+        if let crossing { text += ",\"crossing\":" + JSONText.quoted(crossing) }
+        text += ",\"latitude\":\(latitude),\"longitude\":\(longitude),\"accuracy\":\(accuracy),\"time\":\(time),\"sequence\":\(sequence)}"
+        return Array(text.utf8)
     }
 
     /// The crossing, when it is a region event.
