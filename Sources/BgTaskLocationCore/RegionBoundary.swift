@@ -57,7 +57,9 @@ public struct RegionBoundary: Sendable, Equatable {
         guard let current = pending, current.side == observed else {
             pending = (observed, fix.time)
             agreeing = 1
-            return nil
+            // No time to hold: the side holds now, as the settle timer would
+            // say at once anyway (a dwell of 0 is for tests and benchmarks).
+            return dwell == 0 ? settle(at: fix.time, in: region, dwell: 0) : nil
         }
         agreeing += 1
         guard agreeing >= Self.minimumAgreeing else { return nil }

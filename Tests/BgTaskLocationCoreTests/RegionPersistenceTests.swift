@@ -39,37 +39,45 @@ struct RegionPersistenceTests {
     }
 
     @Test func aRestoredSideMakesTheNextCrossingAnEvent() throws {
-        var restored = RegionMonitor(dwell: 0)
+        var restored = RegionMonitor(dwell: Self.second)
         restored.add(try Self.region(), for: Self.key.app, side: .outside)
         _ = restored.update(with: Self.fix(north: 0, at: 0))
-        #expect(restored.settle(at: 0).map(\.event) == [.enter])
-        var fresh = RegionMonitor(dwell: 0)
+        #expect(restored.settle(at: Self.second).map(\.event) == [.enter])
+        var fresh = RegionMonitor(dwell: Self.second)
         fresh.add(try Self.region(), for: Self.key.app)
         _ = fresh.update(with: Self.fix(north: 0, at: 0))
-        #expect(fresh.settle(at: 0).isEmpty, "unknown before: the first side is silent")
+        #expect(fresh.settle(at: Self.second).isEmpty, "unknown before: the first side is silent")
     }
 
     @Test func anUndoneCrossingIsSeenAgain() throws {
         var monitor = RegionMonitor(dwell: 0)
         monitor.add(try Self.region(), for: Self.key.app, side: .outside)
-        _ = monitor.update(with: Self.fix(north: 0, at: 0))
-        #expect(monitor.settle(at: 0).count == 1)
+        #expect(monitor.update(with: Self.fix(north: 0, at: 0)).count == 1)
         monitor.reset(Self.key, to: .outside)
         #expect(monitor.boundary(Self.key)?.side == .outside)
-        _ = monitor.update(with: Self.fix(north: 0, at: 1))
-        #expect(monitor.settle(at: Self.second).map(\.event) == [.enter])
+        #expect(monitor.update(with: Self.fix(north: 0, at: 1)).map(\.event) == [.enter])
     }
 
     @Test func oneRegionTakesTheKnownPosition() throws {
-        var monitor = RegionMonitor(dwell: 0)
+        var monitor = RegionMonitor(dwell: Self.second)
         monitor.add(try Self.region("other"), for: Self.key.app, side: .outside)
         monitor.add(try Self.region(notifyOnStart: true), for: Self.key.app)
         #expect(monitor.update(Self.key, with: Self.fix(north: 0, at: 3)) == nil, "one fix starts the dwell")
         #expect(monitor.boundary(Self.key)?.pending?.side == .inside)
         #expect(monitor.boundary(RegionMonitor.Key(app: Self.key.app, region: "other"))?.pending == nil, "others untouched")
-        let settled = monitor.settle(at: 3 * Self.second)
-        #expect(settled == [RegionMonitor.Crossing(key: Self.key, event: .enter, time: 3 * Self.second)], "notify_on_start")
+        let settled = monitor.settle(at: 4 * Self.second)
+        #expect(settled == [RegionMonitor.Crossing(key: Self.key, event: .enter, time: 4 * Self.second)], "notify_on_start")
         #expect(monitor.update(RegionMonitor.Key(app: "nobody", region: "x"), with: Self.fix(north: 0, at: 4)) == nil)
+    }
+
+    /// With no time to hold, one fix beyond the margin decides (the settle
+    /// timer would at once); a fix that straddles still decides nothing.
+    @Test func noDwellDecidesWithOneFix() throws {
+        var monitor = RegionMonitor(dwell: 0)
+        monitor.add(try Self.region(), for: Self.key.app, side: .outside)
+        #expect(monitor.update(with: Self.fix(north: 200, at: 0, accuracy: 50)).isEmpty)
+        #expect(monitor.update(with: Self.fix(north: 0, at: 1)).map(\.event) == [.enter])
+        #expect(monitor.update(with: Self.fix(north: 900, at: 2)).map(\.event) == [.exit])
     }
 
     @Test func theDwellIsTheMonitors() throws {
@@ -87,7 +95,7 @@ struct RegionPersistenceTests {
     @Test func recordsRoundTripAndAreCheckedAgain() throws {
         let region = try Self.region(notifyOnStart: true)
         let stored = StoredRegion(region, side: .inside)
-        let decoded = try JSONDecoder().decode(StoredRegion.self, from: JSONEncoder().encode(stored))
+        let decoded = try JSONDecoder().decode(StoredRegion.self, from: Data(stored.json))
         #expect(decoded == stored && decoded.boundarySide == .inside)
         #expect(try decoded.region(id: "home", minimumRadius: 100) == region)
         var tampered = stored
@@ -97,7 +105,16 @@ struct RegionPersistenceTests {
         let event = LocationEvent(
             id: "l1-1", app: "org.example.App", kind: .region, region: "home", crossing: .exit,
             fix: LocationFix(coordinate: Self.home, accuracy: .infinity, time: 7), sequence: 1)
-        let back = try JSONDecoder().decode(LocationEvent.self, from: JSONEncoder().encode(event))
+        let back = try JSONDecoder().decode(LocationEvent.self, from: Data(event.json))
         #expect(back == event && back.regionEvent == .exit && back.accuracy == -1)
+        // Names from clients are quoted; numbers come back exactly.
+        let odd = LocationEvent(
+            id: "l2-2", app: "org.example.App", kind: .region, region: "a \"quoted\\ name\"\n\u{1}é", crossing: .enter,
+            fix: LocationFix(coordinate: GeoCoordinate(latitude: -33.868820000000007, longitude: 151.20929), accuracy: 12.345678901234567,
+                             time: .max), sequence: .max)
+        #expect(try JSONDecoder().decode(LocationEvent.self, from: Data(odd.json)) == odd)
+        var oddRegion = StoredRegion(region, side: nil)
+        oddRegion.latitude = 1e-300
+        #expect(try JSONDecoder().decode(StoredRegion.self, from: Data(oddRegion.json)) == oddRegion)
     }
 }
