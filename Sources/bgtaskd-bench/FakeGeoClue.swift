@@ -21,6 +21,8 @@ final class FakeGeoClue {
     private(set) var active = false
     private(set) var distanceThreshold: UInt32 = 0
     private(set) var desktopID = ""
+    /// When the daemon last read a Location object (CLOCK_MONOTONIC ns).
+    private(set) var readAt: Int64 = 0
 
     init(address: String) throws {
         bus = try Bus.open(Bus.Address(parsing: address), description: "bench-geoclue")
@@ -63,7 +65,10 @@ final class FakeGeoClue {
             }
             objects.append(try bus.export(
                 BusInterface(name: "org.freedesktop.GeoClue2.Location", properties: [
-                    value("Latitude") { [unowned self] in positions[$0].latitude },
+                    value("Latitude") { [unowned self] in
+                        readAt = MonotonicTime.nanoseconds()
+                        return positions[$0].latitude
+                    },
                     value("Longitude") { [unowned self] in positions[$0].longitude },
                     value("Accuracy") { [unowned self] in positions[$0].accuracy },
                 ]),

@@ -83,7 +83,7 @@ struct LocationLatencyCommand: ParsableCommand {
         for _ in 0..<warmup { _ = try probe.cross() }
 
         let baseline = try? ProcStatus(pid: app.ownerPID(of: "org.bgtaskd.Baseline"))
-        var rounds = WakeLatencyRounds(path: "LocationUpdated→RegionEvent", reply: "GeoClue's GetAll reached", complete: LocationInterface.Method.completeEvent.rawValue)
+        var rounds = WakeLatencyRounds(path: "LocationUpdated→RegionEvent", reply: "LocationUpdated→GetAll at GeoClue", complete: LocationInterface.Method.completeEvent.rawValue)
         let runStart = CPUTimes.now()
         try rounds.run(rounds: self.rounds, echoCalls: echoCalls, wakes: events, callbench: callbench, baseline: baseline, daemon: daemon) {
             try probe.cross()
@@ -172,7 +172,8 @@ final class CrossingProbe {
         token = nil
     }
 
-    /// One crossing, in µs from LocationUpdated sent: to RegionEvent dispatched; then CompleteEvent's round trip.
+    /// One crossing, in µs from LocationUpdated sent: to RegionEvent dispatched, and to the
+    /// daemon's read of the Location object; then CompleteEvent's round trip.
     func cross(timeout: Double = 10) throws -> WakeSample {
         inside.toggle()
         let point = inside ? LocationLatencyCommand.center : LocationLatencyCommand.outside
@@ -194,7 +195,7 @@ final class CrossingProbe {
         _ = try app.bus.call(call)
         let completeEnd = MonotonicTime.nanoseconds()
         let signal = Double(arrivedAt - sent) / 1000
-        return WakeSample(signal: signal, reply: signal, complete: Double(completeEnd - completeStart) / 1000)
+        return WakeSample(signal: signal, reply: Double(geoclue.readAt - sent) / 1000, complete: Double(completeEnd - completeStart) / 1000)
     }
 
     /// Serves GeoClue's side and takes the app's signals, waiting up to `timeout` ms for either.
