@@ -298,6 +298,10 @@ final class LocationMode: ModePlugin {
             validatingID: id, latitude: latitude, longitude: longitude, radius: radius, minimumRadius: minRadius,
             notifyOnStart: notifyOnStart)
         let key = RegionMonitor.Key(app: app, region: id)
+        // The same region again (an app registering its places at every start)
+        // keeps the side it knows: forgetting it would hide a crossing made
+        // while it is learnt again, and repeat notify_on_start's event.
+        if monitor.region(key) == region { return try call.reply() }
         if monitor.region(key) == nil, monitor.count(of: app) >= maxRegions {
             throw ModeError(.limitExceeded, "\(app) monitors \(maxRegions) regions already (Location.MaxRegionsPerApp)")
         }

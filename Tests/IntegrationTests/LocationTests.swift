@@ -167,6 +167,34 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An app that registers its places again at every start keeps what the
+    /// daemon knows: no second `notify_on_start` event, and the side stays.
+    @Test func registeringTheSameRegionAgainKeepsItsSide() throws {
+        let daemon = try daemon()
+        let client = try app(daemon)
+        func register() throws {
+            try client.call("Location", "StartMonitoringRegionWithOptions") {
+                try $0.append("home")
+                try $0.append(Self.center.latitude)
+                try $0.append(Self.center.longitude)
+                try $0.append(200.0)
+                try $0.append(value: .dictionary(key: "s", value: "v", [.init(key: .string("notify_on_start"), value: .variant(.bool(true)))]))
+            }
+        }
+        try register()
+        try simulate(client, Self.north(0))
+        #expect(client.waitForSignals(1))
+        try register()
+        pass(client, 1.5)
+        #expect(try regionEvents(client).map(\.event) == ["enter"], "registered again: nothing new")
+        let listed = try client.call("Location", "ListRegions") { try $0.append(Self.app) }
+        guard case .array(_, let regions) = try listed.readValue(), case .dictionary(_, _, let entries)? = regions.first else {
+            return #expect(Bool(false))
+        }
+        #expect(entries.contains { $0.key == .string("state") && $0.value.unwrapped == .string("inside") })
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A device standing on the boundary with fixes that wander ±40 m with an
     /// accuracy of 50 m decides nothing; once it is clearly inside, one `enter`.
     @Test func jitterOnTheBoundaryDoesNotFlap() throws {
