@@ -8,8 +8,9 @@ import SDBus
 // knows none of it. The bus tells the SDK when the daemon's name changes
 // hands (NameOwnerChanged, followed by BusConnection), and on every new owner
 // the SDK, on its own thread:
-//   - drops what belonged to the old daemon: queued PerformFetch and
-//     NotificationReceived events (+Fetch, +RemoteNotifications) and the
+//   - drops what belonged to the old daemon: queued PerformFetch,
+//     NotificationReceived and location events (+Fetch,
+//     +RemoteNotifications, +Location) and the
 //     expiration handlers of its tasks (+Tasks), as the observers registered
 //     earlier do before this one runs;
 //   - checks in again with the app id it checked in with (calls the app

@@ -29,12 +29,13 @@ import Synchronization
 /// the daemon's bus name (bgtaskd crashed and was restarted, or was
 /// upgraded), the SDK checks in again with the same app id, tells the new
 /// daemon the app's state again if the app is not active, and carries on:
-/// fetches, pushes and task warnings of the new daemon reach the same
-/// handlers, and the app does nothing. What lived only in the old daemon is
-/// gone: its background tasks (their expiration handlers are dropped, and
-/// the ids start again) and the wakes it had handed out (completing them
-/// answers `.noSuchToken`; the new daemon delivers pushes that were not
-/// completed again). ``onReconnect`` says when it happened.
+/// fetches, pushes, location events and task warnings of the new daemon
+/// reach the same handlers, and the app does nothing. What lived only in the
+/// old daemon is gone: its background tasks (their expiration handlers are
+/// dropped, and the ids start again) and the wakes it had handed out
+/// (completing them answers `.noSuchToken`; the new daemon delivers pushes
+/// and location events that were not completed again). ``onReconnect`` says
+/// when it happened.
 public final class BackgroundTaskManager: Sendable {
     /// What ``backgroundTimeRemaining`` answers while the app is not in the
     /// background: `Double.greatestFiniteMagnitude`, as iOS's
@@ -83,6 +84,8 @@ public final class BackgroundTaskManager: Sendable {
     let fetchDispatcher: FetchDispatcher
     /// `NotificationReceived` signals waiting for, and going to, the notification handler.
     let notificationDispatcher: NotificationDispatcher
+    /// `RegionEvent` and `SignificantLocationChange` signals waiting for, and going to, the location handler.
+    let locationDispatcher: LocationDispatcher
 
     /// The app's handlers, read on the SDK's thread when signals arrive.
     struct Callbacks {
@@ -93,6 +96,8 @@ public final class BackgroundTaskManager: Sendable {
         var onFetchCompleted: (@Sendable (String, FetchResult, BackgroundTasksError?) -> Void)?
         var onNotificationReceived: (@Sendable (String, RemoteNotification) -> Void)?
         var onNotificationCompleted: (@Sendable (String, FetchResult, BackgroundTasksError?) -> Void)?
+        var onLocationEventReceived: (@Sendable (String, LocationEvent) -> Void)?
+        var onLocationEventCompleted: (@Sendable (String, LocationEvent, BackgroundTasksError?) -> Void)?
         var onReconnect: (@Sendable (LaunchInfo?, BackgroundTasksError?) -> Void)?
     }
 
@@ -114,12 +119,14 @@ public final class BackgroundTaskManager: Sendable {
 
     private init(
         connection: BusConnection, launch: LaunchInfo?, appID: String?,
-        fetchDispatcher: FetchDispatcher, notificationDispatcher: NotificationDispatcher
+        fetchDispatcher: FetchDispatcher, notificationDispatcher: NotificationDispatcher,
+        locationDispatcher: LocationDispatcher
     ) {
         self.connection = connection
         self.launch = launch
         self.fetchDispatcher = fetchDispatcher
         self.notificationDispatcher = notificationDispatcher
+        self.locationDispatcher = locationDispatcher
         uniqueName = connection.uniqueName
         session.withLock { session in
             session.appID = launch == nil ? nil : appID
@@ -147,9 +154,9 @@ public final class BackgroundTaskManager: Sendable {
     /// environment when it is set, which it is when bgtaskd launched the
     /// process for a background event: such an app checks in without doing
     /// anything, and receives its waiting events right after. Install the
-    /// fetch and notification handlers (`setFetchHandler`,
-    /// `setNotificationHandler`) soon after connecting; events that arrive
-    /// before they are installed are kept for them.
+    /// fetch, notification and location handlers (`setFetchHandler`,
+    /// `setNotificationHandler`, `setLocationHandler`) soon after connecting;
+    /// events that arrive before they are installed are kept for them.
     ///
     /// Once checked in, the manager checks in again by itself, with the same
     /// id, whenever the daemon restarts (see ``onReconnect``).
@@ -173,7 +180,8 @@ public final class BackgroundTaskManager: Sendable {
     ///   again when it throws.
     public static func connect(bus: BusAddress = .session, appID: String? = nil) async throws -> BackgroundTaskManager {
         let connection = try await BusConnection.open(bus)
-        // Listen for PerformFetch and NotificationReceived before checking in:
+        // Listen for PerformFetch, NotificationReceived and the location
+        // signals before checking in:
         // the daemon sends the waiting events right after the CheckIn reply,
         // and the SDK's thread takes jobs in order, so the subscriptions are
         // in place by then.
@@ -181,6 +189,8 @@ public final class BackgroundTaskManager: Sendable {
         subscribeToFetchSignals(on: connection, dispatcher: fetchDispatcher)
         let notificationDispatcher = NotificationDispatcher(maxQueued: 1000)
         subscribeToNotificationSignals(on: connection, dispatcher: notificationDispatcher)
+        let locationDispatcher = LocationDispatcher(maxQueued: 1000)
+        subscribeToLocationSignals(on: connection, dispatcher: locationDispatcher)
         let appID = appID ?? LaunchEnvironment.appID
         var launch: LaunchInfo?
         if let appID {
@@ -193,7 +203,8 @@ public final class BackgroundTaskManager: Sendable {
         }
         return BackgroundTaskManager(
             connection: connection, launch: launch, appID: appID,
-            fetchDispatcher: fetchDispatcher, notificationDispatcher: notificationDispatcher)
+            fetchDispatcher: fetchDispatcher, notificationDispatcher: notificationDispatcher,
+            locationDispatcher: locationDispatcher)
     }
 
     /// Binds this connection to an app (`CheckIn`) and returns what the daemon

@@ -57,6 +57,8 @@ final class BusConnection: @unchecked Sendable {
         /// The remote-notification mode's interface (present when the daemon loaded that plugin).
         static let remoteNotifications = Target(
             destination: BgTaskNames.busName, path: BgTaskNames.objectPath, interface: BgTaskNames.remoteNotifications)
+        /// The location mode's interface (present when the daemon loaded that plugin).
+        static let location = Target(destination: BgTaskNames.busName, path: BgTaskNames.objectPath, interface: BgTaskNames.location)
         /// The bus itself.
         static let busDriver = Target(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus")

@@ -1,7 +1,8 @@
 import Synchronization
 
-/// Wake events (`PerformFetch`, `NotificationReceived`) on their way to the
-/// handler the app installs for them.
+/// Wake events (`PerformFetch`, `NotificationReceived`, `RegionEvent`,
+/// `SignificantLocationChange`) on their way to the handler the app installs
+/// for them.
 ///
 /// The daemon sends the events waiting for a launched app right after the
 /// `CheckIn` reply, which is usually before the app has installed its
@@ -74,9 +75,20 @@ struct NotificationSignal: Sendable {
 /// `NotificationReceived` signals waiting for the notification handler.
 typealias NotificationDispatcher = WakeDispatcher<NotificationSignal>
 
+/// One `RegionEvent` or `SignificantLocationChange`: the wake's token and
+/// the event; nil when the daemon named a crossing this SDK does not know
+/// (the SDK then completes it without bothering the app).
+struct LocationSignal: Sendable {
+    var token: String
+    var event: LocationEvent?
+}
+
+/// Location events waiting for the location handler.
+typealias LocationDispatcher = WakeDispatcher<LocationSignal>
+
 /// Lets a completion through once: the completion handlers the SDK gives
-/// the app's fetch and notification handlers send their answer the first
-/// time they are called and do nothing after.
+/// the app's fetch, notification and location handlers send their answer
+/// the first time they are called and do nothing after.
 final class CompletionLatch: Sendable {
     private let used = Mutex(false)
 
