@@ -69,6 +69,64 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// `location simulate` moves the device as GeoClue would, `location
+    /// regions` shows the side of each region; numbers that cannot be a
+    /// position are refused as usage errors before any call.
+    @Test func locationSimulateAndRegions() throws {
+        let daemon = try DaemonUnderTest(settings: ["Location.DwellSec=1"], desktopEntries: [
+            DesktopEntrySpec(id: "org.example.Places", modes: ["location"], exec: "/bin/false"),
+        ])
+        let none = try daemon.bgtaskctl(["location", "regions"])
+        #expect(none.succeeded && none.standardOutput == "No regions are monitored.", "\(none)")
+        let app = try daemon.startTestApp([
+            "--app-id", "org.example.Places", "--tasks", "0", "--location-handler", "complete",
+            "--monitor-region", "opera,-33.8568,151.2153,250",
+        ])
+        #expect(app.waitForEvent("monitored") != nil, "\(app.lines) \(app.standardError)")
+
+        let table = try daemon.bgtaskctl(["location", "regions"])
+        let rows = table.standardOutput.split(separator: "\n")
+        #expect(rows.count == 2 && rows[0].hasPrefix("APP") && rows[0].contains("STATE"), "\(table)")
+        #expect(rows.last.map { ["org.example.Places", "opera", "-33.8568, 151.2153", "250 m", "unknown"].allSatisfy($0.contains) } == true,
+                "\(table)")
+
+        // Southern coordinates need no "--"; 1.1 km north of the Opera House is outside.
+        let moved = try daemon.bgtaskctl(["location", "simulate", "-33.8468", "151.2153", "--accuracy", "15"])
+        #expect(moved.succeeded && moved.standardOutput.contains("-33.8468, 151.2153 (±15 m)"), "\(moved)")
+        let deadline = ContinuousClock.now + .seconds(10)
+        var region: [String: Any]?
+        repeat {
+            let listed = try daemon.bgtaskctl(["location", "regions", "org.example.Places", "--json"])
+            let decoded = try JSONSerialization.jsonObject(with: Data(listed.standardOutput.utf8)) as? [String: Any]
+            region = (decoded?["regions"] as? [[String: Any]])?.first
+            if region?["state"] as? String == "outside" { break }
+            Thread.sleep(forTimeInterval: 0.05)
+        } while ContinuousClock.now < deadline
+        #expect(region?["state"] as? String == "outside", "\(String(describing: region))")
+        #expect(region?["app_id"] as? String == "org.example.Places" && region?["region_id"] as? String == "opera")
+        #expect(region?["radius_m"] as? Double == 250 && region?["latitude"] as? Double == -33.8568, "\(String(describing: region))")
+
+        // At the Opera House: the app gets its crossing.
+        let arrived = try daemon.bgtaskctl(["location", "simulate", "-33.8568", "151.2153", "--json"])
+        let report = try JSONSerialization.jsonObject(with: Data(arrived.standardOutput.utf8)) as? [String: Any]
+        #expect(report?["simulated"] as? Bool == true && report?["accuracy_m"] as? Double == 10, "\(arrived)")
+        let event = app.waitForEvent("location_event")
+        #expect(event?["region_id"] as? String == "opera" && event?["crossing"] as? String == "enter", "\(app.lines)")
+
+        let other = try daemon.bgtaskctl(["location", "regions", "org.example.Other"])
+        #expect(other.succeeded && other.standardOutput == "No regions are monitored for org.example.Other.", "\(other)")
+
+        // Refused by bgtaskctl itself (64); the daemon's refusals would exit 1.
+        for arguments in [["nan", "0"], ["91", "0"], ["0", "-181"], ["inf", "0"], ["-33.8568", "151.2153", "--accuracy", "-1"],
+                          ["-33.8568", "151.2153", "--accuracy", "nan"], ["1"], ["x", "1"], ["1", "2", "3"]] {
+            let refused = try daemon.bgtaskctl(["location", "simulate"] + arguments)
+            #expect(refused.exit == .status(64), "\(arguments): \(refused)")
+            #expect(refused.standardError.contains("Error: "), "\(arguments): \(refused)")
+        }
+        app.stop()
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func noDaemonIsAClearError() throws {
         let bus = try PrivateBus()
         let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskctl"), ["--bus", bus.address, "status"])
