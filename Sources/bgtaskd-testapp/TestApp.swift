@@ -33,6 +33,28 @@ enum PushAnswer: String, CaseIterable, ExpressibleByArgument {
     var result: FetchResult? { FetchResult(rawValue: rawValue) }
 }
 
+/// What the app does with a location event (`--location-handler`).
+enum LocationAnswer: String, CaseIterable, ExpressibleByArgument {
+    /// Complete it at once.
+    case complete
+    /// Never call the completion: the wake runs out, the app is terminated,
+    /// and the daemon keeps the event for a later wake.
+    case never
+}
+
+/// `--monitor-region ID,LAT,LON,RADIUS`.
+struct RegionArgument: ExpressibleByArgument {
+    var region: CircularRegion
+
+    init?(argument: String) {
+        // The id may hold commas: the last three fields are the numbers.
+        var fields = argument.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        guard fields.count >= 4, let radius = Double(fields.removeLast()), let longitude = Double(fields.removeLast()),
+              let latitude = Double(fields.removeLast()) else { return nil }
+        region = CircularRegion(id: fields.joined(separator: ","), latitude: latitude, longitude: longitude, radius: radius)
+    }
+}
+
 /// `bgtaskd-testapp`: an app built on the BackgroundTasks SDK that the
 /// integration tests start, drive with flags, read through JSON lines and kill.
 @main
@@ -43,8 +65,10 @@ struct TestApp: AsyncParsableCommand {
         discussion: """
             Connects (checking in as --app-id, else as BGTASKD_APP_ID when set, as the SDK \
             does), installs a fetch handler if --fetch-result is given and a notification \
-            handler if --push-result is given, sets the fetch \
-            interval if --fetch-interval is given, begins --tasks tasks named --name, \
+            handler if --push-result is given, a location handler if \
+            --location-handler is given, sets the fetch interval if --fetch-interval is \
+            given, monitors the --monitor-region regions and follows significant location \
+            changes if asked, begins --tasks tasks named --name, \
             switches to the background if asked, ends the tasks after --end-after seconds (or \
             once --work seconds of work are done) if given, then stays alive for --hold seconds. \
             Everything goes through the SDK.
@@ -63,6 +87,10 @@ struct TestApp: AsyncParsableCommand {
               fetch_completed   result (the daemon accepted CompleteFetch)
               notification      token, json (a NotificationReceived handed to the notification handler)
               notification_completed  result (the daemon accepted CompleteNotification)
+              monitored         region_id, latitude, longitude, radius (a region ListMonitoredRegions answered)
+              significant_changes  state ("started", after --significant-changes)
+              location_event    token, kind, and region_id, crossing (kind "region") or latitude, longitude, accuracy (kind "significant_change") (an event handed to the location handler)
+              location_completed  the same fields (the daemon accepted CompleteEvent)
               rechecked_in      reason, pending (the daemon restarted; the SDK checked in again)
               recheck_failed    name, message (the daemon restarted; checking in again failed)
               begun      task_id, seconds_remaining (the app's background time)
@@ -93,6 +121,18 @@ struct TestApp: AsyncParsableCommand {
 
     @Option(name: .customLong("push-result"), help: ArgumentHelp("Install a notification handler that completes every pushed notification at once with this result; 'never' never completes (the wake runs out and the daemon terminates the app). Without it no handler is installed and NotificationReceived signals wait in the SDK.", valueName: "newData|noData|failed|never"))
     var pushResult: PushAnswer?
+
+    @Option(name: .customLong("location-handler"), help: ArgumentHelp("Install a location handler that completes every location event (RegionEvent, SignificantLocationChange) at once; 'never' never completes (the wake runs out, and the daemon terminates the app if it is in the background). Without it no handler is installed and location events wait in the SDK.", valueName: "complete|never"))
+    var locationHandler: LocationAnswer?
+
+    @Option(name: .customLong("monitor-region"), help: ArgumentHelp("Monitor this region (StartMonitoringRegion) after \"ready\", then print every region ListMonitoredRegions answers. Repeatable.", valueName: "ID,LAT,LON,RADIUS"))
+    var monitorRegions: [RegionArgument] = []
+
+    @Flag(name: .customLong("notify-on-start"), help: "Monitor the --monitor-region regions with notify_on_start: the side the device is on is delivered too once it holds.")
+    var notifyOnStart = false
+
+    @Flag(name: .customLong("significant-changes"), help: "Follow significant location changes (StartSignificantLocationChanges) after \"ready\".")
+    var significantChanges = false
 
     @Option(name: .customLong("fetch-interval"), help: ArgumentHelp("Call SetMinimumFetchInterval with these seconds (0: minimum, inf: never) and print the registration.", valueName: "SECONDS"))
     var fetchInterval: Double?
@@ -129,6 +169,7 @@ struct TestApp: AsyncParsableCommand {
         if fetchHandlerDelay != nil && fetchResult == nil { throw ValidationError("--fetch-handler-delay needs --fetch-result") }
         guard (work ?? 0) >= 0, (work ?? 0) <= 86_400 else { throw ValidationError("--work must be a number of seconds from 0 to 86400") }
         if work != nil && endAfter != nil { throw ValidationError("--work and --end-after exclude each other") }
+        if notifyOnStart && monitorRegions.isEmpty { throw ValidationError("--notify-on-start needs --monitor-region") }
     }
 
     func run() async throws {
@@ -161,6 +202,7 @@ struct TestApp: AsyncParsableCommand {
             }
         }
         if let pushResult { Self.installNotificationHandler(pushResult, on: manager) }
+        if let locationHandler { Self.installLocationHandler(locationHandler, on: manager) }
         if let fetchResult {
             if let fetchHandlerDelay {
                 Task {
@@ -183,6 +225,25 @@ struct TestApp: AsyncParsableCommand {
             } catch {
                 EventLog.fail(error)
             }
+        }
+        do {
+            for argument in monitorRegions {
+                try await manager.startMonitoring(region: argument.region, notifyOnStart: notifyOnStart)
+            }
+            if !monitorRegions.isEmpty {
+                for region in try await manager.monitoredRegions() {
+                    EventLog.emit("monitored", [
+                        "region_id": .string(region.id), "latitude": .double(region.latitude),
+                        "longitude": .double(region.longitude), "radius": .double(region.radius),
+                    ])
+                }
+            }
+            if significantChanges {
+                try await manager.startSignificantLocationChanges()
+                EventLog.emit("significant_changes", ["state": .string("started")])
+            }
+        } catch {
+            EventLog.fail(error)
         }
 
         let book = TaskBook()
@@ -270,6 +331,32 @@ struct TestApp: AsyncParsableCommand {
         }
         manager.setNotificationHandler { _, completion in
             if let result = answer.result { completion(result) }
+        }
+    }
+
+    /// Reports every location event handed over, and completes it at once
+    /// (or never).
+    private static func installLocationHandler(_ answer: LocationAnswer, on manager: BackgroundTaskManager) {
+        manager.onLocationEventReceived = { token, event in
+            EventLog.emit("location_event", fields(of: event, token: token))
+        }
+        manager.onLocationEventCompleted = { token, event, error in
+            if let error { EventLog.fail(error) }
+            EventLog.emit("location_completed", fields(of: event, token: token))
+        }
+        manager.setLocationHandler { _, completion in
+            if answer == .complete { completion() }
+        }
+    }
+
+    /// An event's fields for the log: the token, the kind, and what the event says.
+    private static func fields(of event: LocationEvent, token: String) -> KeyValuePairs<String, EventValue> {
+        switch event {
+        case .region(let id, let crossing):
+            ["token": .string(token), "kind": .string("region"), "region_id": .string(id), "crossing": .string(crossing.rawValue)]
+        case .significantChange(let latitude, let longitude, let accuracy):
+            ["token": .string(token), "kind": .string("significant_change"), "latitude": .double(latitude),
+             "longitude": .double(longitude), "accuracy": .double(accuracy)]
         }
     }
 

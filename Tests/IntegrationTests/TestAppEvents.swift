@@ -22,6 +22,24 @@ extension ChildProcess {
               let data = line.data(using: .utf8) else { return nil }
         return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
     }
+
+    /// The events named `name` printed so far, in order.
+    func events(named name: String) -> [[String: Any]] {
+        events.filter { $0["event"] as? String == name }
+    }
+
+    /// Waits until `count` events named `name` were printed; returns them
+    /// (fewer on timeout).
+    @discardableResult
+    func waitForEvents(_ name: String, count: Int, timeout: Duration = .seconds(15)) -> [[String: Any]] {
+        let deadline = ContinuousClock.now + timeout
+        var found = events(named: name)
+        while found.count < count && ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+            found = events(named: name)
+        }
+        return found
+    }
 }
 
 extension DaemonUnderTest {
