@@ -121,6 +121,13 @@ let package = Package(
             path: "Examples/FetchExample",
             swiftSettings: swiftSettings
         ),
+        // An example app: says when the device enters or leaves the places it is given.
+        .executableTarget(
+            name: "bgtaskd-example-location",
+            dependencies: ["BackgroundTasks", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/LocationExample",
+            swiftSettings: swiftSettings
+        ),
         // The fetch-scheduling simulator: replays traces through the core's planners.
         .target(
             name: "BgTaskSimulator",
