@@ -21,8 +21,11 @@ import Foundation
 /// crossing — the noiseless track goes 100 m beyond the boundary and stays
 /// 20 s — with no event of its kind between the region's clear crossings
 /// before and after it (for the last, within two minutes). Grazing an edge
-/// may be reported or not. The **delay** runs from the real boundary crossing
-/// to the event.
+/// may be reported or not. The **delay** of a clear crossing runs from the
+/// moment the noiseless track crossed the boundary to the event that answered
+/// it (its figure is the mean; the median is printed too). A stay just inside
+/// a boundary (a stop within another place's region) lengthens it: nothing
+/// may be decided until the position is a margin beyond the boundary.
 struct TrackCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "track",
@@ -118,28 +121,36 @@ struct TrackCommand: ParsableCommand {
         // A clear crossing is missed if no event of its kind came between the
         // region's clear crossings before and after it (the last one: within two minutes).
         var missed = 0
+        // The delay of each clear crossing: from the moment the noiseless track
+        // crossed the boundary to the event that answered it.
+        var crossingDelays: [Double] = []
         for (key, crossings) in real {
             let events = reported[key] ?? []
             for (index, crossing) in crossings.enumerated() {
                 let from = index > 0 ? crossings[index - 1].at : 0
                 let to = index + 1 < crossings.count ? crossings[index + 1].at : crossing.at + 120 * second
-                if !events.contains(where: { $0.event == crossing.event && $0.at >= from && $0.at <= to }) {
+                if let answer = events.first(where: { $0.event == crossing.event && $0.at >= from && $0.at <= to }) {
+                    crossingDelays.append(Double(answer.at - min(answer.at, crossing.crossedAt)) / 1e6)
+                } else {
                     missed += 1
                     say("  missed: \(key.region) \(crossing.event) at \((crossing.at - 1_750_000_000_000_000) / second) s")
                 }
             }
         }
         let matched = real.values.map(\.count).reduce(0, +) - missed
-        let mean = delays.isEmpty ? .nan : delays.reduce(0, +) / Double(delays.count)
-        let sorted = delays.sorted()
+        let mean = crossingDelays.isEmpty ? .nan : crossingDelays.reduce(0, +) / Double(crossingDelays.count)
+        let sorted = crossingDelays.sorted()
+        let eventMean = delays.isEmpty ? .nan : delays.reduce(0, +) / Double(delays.count)
         say("track: \(legs) legs, \(fixes) fixes (\(format(Double(fixes) / 3600, 1)) h), \(regions.count) regions;"
             + " \(real.values.map(\.count).reduce(0, +)) clear crossings, \(reported.values.map(\.count).reduce(0, +)) events")
-        say("  delay from the boundary crossing to the event: mean \(format(mean, 1)) s, min \(format(sorted.first ?? .nan, 0)) s,"
-            + " max \(format(sorted.last ?? .nan, 0)) s")
+        say("  delay from a clear crossing to its event: mean \(format(mean, 1)) s, median \(format(LatencyStats.median(sorted), 1)) s,"
+            + " min \(format(sorted.first ?? .nan, 0)) s, max \(format(sorted.last ?? .nan, 0)) s")
+        say("  every event, grazes and stays beside a boundary included (since the last boundary crossing): mean \(format(eventMean, 1)) s,"
+            + " max \(format(delays.max() ?? .nan, 0)) s")
         Figure.atMost("track-flaps", "region events saying the opposite of where the device was (noisy track; \(matched) clear crossings reported)",
                       value: Double(flaps), limit: 0, unit: "", decimals: 0).report()
         Figure.atMost("track-missed", "clear crossings with no region event within 2 min", value: Double(missed), limit: 0, unit: "", decimals: 0).report()
-        Figure(id: "track-delay", what: "mean delay from a boundary crossing to its event",
+        Figure(id: "track-delay", what: "mean delay from a clear boundary crossing to its event",
                value: format(mean, 1) + " s", target: "20-40 s", passed: (20...40).contains(mean), machine: "").report()
     }
 }
