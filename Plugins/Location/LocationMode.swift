@@ -80,6 +80,10 @@ final class LocationMode: ModePlugin {
     private var redeliverAfter: UInt64 = 0
     private var armedAt: UInt64?
     private var source: GeoClueSource!
+    /// What the host said of each app's desktop entry and refresh status, kept
+    /// because asking is a good part of a crossing's cost; dropped when desktop
+    /// entries or refresh settings change (appsChanged, refreshChanged).
+    private var appInfos: [String: AppInfo] = [:]
     /// How to undo what the current batch changed (see ``rollBack()``).
     private var undo = UndoLog()
 
@@ -268,7 +272,7 @@ final class LocationMode: ModePlugin {
         guard let app = call.caller.appID else {
             throw ModeError(.unknownApplication, "this connection has no app id: call CheckIn first")
         }
-        guard let info = host.appInfo(app) else {
+        guard let info = appInfo(app) else {
             throw ModeError(.unknownApplication, "\(app) has no desktop entry")
         }
         guard info.modes.contains(Self.name) else {
@@ -485,11 +489,12 @@ final class LocationMode: ModePlugin {
     /// Wakes the event's app for it, unless it is on its way or the app may not be woken.
     private func deliver(_ id: String) {
         guard let event = events[id], !inFlight.contains(id) else { return }
-        guard let info = host.appInfo(event.app), info.modes.contains(Self.name) else {
+        guard let info = appInfo(event.app), info.modes.contains(Self.name) else {
             host.log(.info, "location event \(id) of \(event.app) waits: the app has no desktop entry declaring the location mode")
             return
         }
-        guard info.refreshStatus == BackgroundRefreshStatus.available.rawValue || info.running else {
+        // Whether it runs changes without an event: ask the host when the cache says no.
+        guard info.refreshStatus == BackgroundRefreshStatus.available.rawValue || host.appInfo(event.app)?.running == true else {
             host.logWhenCommitted(.info, "location event \(id) of \(event.app) waits: Background App Refresh is \(info.refreshStatus)")
             return
         }
@@ -500,6 +505,15 @@ final class LocationMode: ModePlugin {
         } catch {
             host.log(.warning, "cannot wake \(event.app) for location event \(id): \(error.message); it waits for the next wake")
         }
+    }
+
+    /// The app's desktop-entry facts and refresh status (see ``appInfos``); nil for an unknown app.
+    private func appInfo(_ app: String) -> AppInfo? {
+        if let info = appInfos[app] { return info }
+        guard let info = host.appInfo(app) else { return nil }
+        if appInfos.count >= 4096 { appInfos.removeAll() }
+        appInfos[app] = info
+        return info
     }
 
     /// Delivers every waiting event of `app`, oldest first.
@@ -538,6 +552,7 @@ final class LocationMode: ModePlugin {
                 for app in Set(events.values.map(\.app)).sorted() { deliverWaiting(app) }
             }
         case .refreshChanged, .appsChanged:
+            appInfos.removeAll()
             // Apps allowed again get what waited for them.
             for app in Set(events.values.map(\.app)).sorted() { deliverWaiting(app) }
         case .tokenCompleted, .appStateChanged, .appGone, .sleepChanged:
