@@ -245,6 +245,52 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// While the machine sleeps nothing reaches a background app: a crossing
+    /// made then (a fix that came in, a simulated one here) is stored and
+    /// delivered after the wake.
+    @Test func aCrossingDuringSleepArrivesAfterTheWake() throws {
+        let daemon = try daemon()
+        let client = try app(daemon)
+        try client.call("Manager", "SetApplicationState") { try $0.append("background") }
+        try monitor(client, "gym")
+        try simulate(client, Self.north(1000))
+        pass(client, 1.3)
+        _ = try daemon.callManager("SimulateSleep")
+        try simulate(client, Self.north(0))
+        pass(client, 2)
+        #expect(try regionEvents(client).isEmpty, "nothing while asleep")
+        _ = try daemon.callManager("SimulateWake")
+        #expect(client.waitForSignals(1))
+        #expect(try regionEvents(client).map(\.event) == ["enter"])
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// Extreme numbers: the largest finite accuracy, the poles, the
+    /// antimeridian, the widest region; all stored, and the daemon starts
+    /// again on what they left.
+    @Test func extremesAreTakenAndSurviveARestart() throws {
+        let daemon = try daemon()
+        let client = try app(daemon)
+        try client.call("Location", "StartSignificantLocationChanges")
+        try monitor(client, "pole", radius: 100_000, at: (90, 0))
+        try monitor(client, "dateline", radius: 100, at: (0, 180))
+        try monitor(client, "south", radius: 100_000, at: (-90, -180))
+        for (latitude, longitude, accuracy) in [
+            (90.0, 180.0, Double.greatestFiniteMagnitude), (-90, -180, 0), (0, -180, 1e-300), (0, 179.9999999, 5), (90, 0, 1),
+        ] {
+            try simulate(client, (latitude, longitude), accuracy: accuracy)
+        }
+        pass(client, 1.5)
+        #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
+        let back = try app(daemon)
+        let listed = try back.call("Location", "ListMonitoredRegions")
+        guard case .array(_, let regions) = try listed.readValue() else { return #expect(Bool(false)) }
+        #expect(regions.count == 3)
+        try simulate(back, (45, 45), accuracy: 10)
+        #expect(!daemon.log.contains("unreadable"), "every record read back: \(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// An app whose refresh is off is not woken (not launched): its event
     /// waits, and arrives when the app runs again.
     @Test func eventsWaitWhileRefreshIsOff() throws {
