@@ -1,7 +1,7 @@
 /// Which fixes are significant location changes: the first after monitoring
 /// starts, then one that is at least ``minimumDistance`` from the last one
 /// reported and at least ``minimumInterval`` after it. A fix whose accuracy
-/// is worse than the distance it would report counts for nothing.
+/// is worse than ``minimumDistance`` counts for nothing, the first included.
 public struct SignificantChangeFilter: Sendable, Equatable {
     /// Metres (`Location.SignificantChangeM`).
     public var minimumDistance: Double
@@ -26,7 +26,8 @@ public struct SignificantChangeFilter: Sendable, Equatable {
             guard fix.time >= last.time, fix.time - last.time >= minimumInterval else { return false }
             guard fix.accuracy <= minimumDistance,
                   last.coordinate.distance(to: fix.coordinate) >= minimumDistance else { return false }
-        } else if !fix.accuracy.isFinite {
+        } else if !(fix.accuracy <= minimumDistance) {
+            // A first position less sure than a significant distance says nothing yet.
             return false
         }
         lastReported = fix

@@ -26,8 +26,9 @@ struct SignificantChangeFilterTests {
     @Test func inaccurateFixesProveNothing() {
         var filter = SignificantChangeFilter(minimumDistance: 500, minimumInterval: 0)
         let reported = [
-            fix(0, at: 0, accuracy: .nan), fix(0, at: 0), fix(800, at: 10, accuracy: 900), fix(800, at: 10, accuracy: 50),
+            fix(0, at: 0, accuracy: .nan), fix(0, at: 0, accuracy: .greatestFiniteMagnitude), fix(0, at: 0, accuracy: 501),
+            fix(0, at: 0), fix(800, at: 10, accuracy: 900), fix(800, at: 10, accuracy: 50),
         ].map { filter.consider($0) }
-        #expect(reported == [false, true, false, true])
+        #expect(reported == [false, false, false, true, false, true])
     }
 }
