@@ -91,8 +91,9 @@ public struct RegionMonitor: Sendable {
     /// whose event could not be stored is undone, to be seen again).
     public mutating func reset(_ key: Key, to side: RegionBoundary.Side?) {
         guard let number = slotOf[key], var slot = slots[number] else { return }
+        let before = slot.boundary.side
         slot.boundary = RegionBoundary(side: side)
-        store(slot, at: number)
+        store(slot, at: number, before: before)
     }
 
     /// Every monitored region, by app and id, with the side that counts.
@@ -146,8 +147,9 @@ public struct RegionMonitor: Sendable {
         var crossings: [Crossing] = []
         for number in numbers {
             guard var slot = slots[number] else { continue }
+            let before = slot.boundary.side
             let event = slot.boundary.update(with: fix, in: slot.region, dwell: dwell)
-            store(slot, at: number)
+            store(slot, at: number, before: before)
             if let event { crossings.append(Crossing(key: slot.key, event: event, time: fix.time)) }
         }
         return crossings
@@ -157,8 +159,9 @@ public struct RegionMonitor: Sendable {
     /// added); returns the crossing it completes, if any.
     public mutating func update(_ key: Key, with fix: LocationFix) -> Crossing? {
         guard let number = slotOf[key], var slot = slots[number] else { return nil }
+        let before = slot.boundary.side
         let event = slot.boundary.update(with: fix, in: slot.region, dwell: dwell)
-        store(slot, at: number)
+        store(slot, at: number, before: before)
         return event.map { Crossing(key: key, event: $0, time: fix.time) }
     }
 
@@ -170,8 +173,9 @@ public struct RegionMonitor: Sendable {
         var crossings: [Crossing] = []
         for number in open.sorted() {
             guard var slot = slots[number], slot.boundary.pending != nil else { continue }
+            let before = slot.boundary.side
             let event = slot.boundary.settle(at: now, in: slot.region, dwell: dwell)
-            store(slot, at: number)
+            store(slot, at: number, before: before)
             if let event { crossings.append(Crossing(key: slot.key, event: event, time: now)) }
         }
         return crossings
@@ -189,9 +193,10 @@ public struct RegionMonitor: Sendable {
         return sideChanges
     }
 
-    private mutating func store(_ slot: Slot, at number: Int) {
-        if let side = slot.boundary.side, side != slots[number]?.boundary.side {
-            sideChanges.append((slot.key, side, slots[number]?.boundary.side))
+    /// Puts a slot back after its boundary changed from side `before`.
+    private mutating func store(_ slot: Slot, at number: Int, before: RegionBoundary.Side?) {
+        if let side = slot.boundary.side, side != before {
+            sideChanges.append((slot.key, side, before))
         }
         let settledOutside = slot.boundary.side == .outside && slot.boundary.pending == nil
         slots[number] = slot

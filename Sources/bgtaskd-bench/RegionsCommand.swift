@@ -60,6 +60,7 @@ struct RegionsCommand: ParsableCommand {
         var samples: [Double] = []
         samples.reserveCapacity(fixes)
         var events = 0
+        var sideChanges = 0
         let measuring = CPUTimes.now()
         for step in 0..<fixes {
             bearing += (unit() - 0.5) * 20
@@ -71,6 +72,8 @@ struct RegionsCommand: ParsableCommand {
                 time: 1_750_000_000_000_000 + UInt64(step) * 2_000_000)
             let a = MonotonicTime.nanoseconds()
             let crossings = monitor.update(with: fix)
+            // What the plugin persists after each update: the sides that changed.
+            sideChanges += monitor.drainSideChanges().count
             let b = MonotonicTime.nanoseconds()
             samples.append(Double(b - a) / 1000)
             events += crossings.count
@@ -79,7 +82,7 @@ struct RegionsCommand: ParsableCommand {
         let stats = LatencyStats(samples)
         let rss = ProcStatus(pid: getpid()).residentMiB ?? .nan
         say("  update: p50 \(format(stats.median, 2)) µs, p99 \(format(stats.p99, 2)) µs, max \(format(stats.max, 1)) µs;"
-            + " \(events) crossings over \(format(Double(fixes) * 2 / 3600, 1)) h of driving")
+            + " \(events) crossings, \(sideChanges) changes of side over \(format(Double(fixes) * 2 / 3600, 1)) h of driving")
         Figure.atMost("regions-p99", "one location update, \(apps) apps × \(regions) regions, p99 of \(fixes) (p50 \(format(stats.median, 1)) µs, \(events) crossings)",
                       value: stats.p99, limit: maxP99Us, unit: "µs", decimals: 1, machine: machine).report()
         Figure.atMost("regions-rss", "RSS of this process with \(apps * regions) regions monitored",

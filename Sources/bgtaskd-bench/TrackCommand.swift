@@ -100,6 +100,8 @@ struct TrackCommand: ParsableCommand {
                 if truly != (crossing.event == .enter) { flaps += 1 }
                 delays.append(Double(t - min(t, lastCrossing[crossing.key.region] ?? t)) / 1e6)
             }
+            _ = monitor.drainSideChanges()
+            _ = truth.drainSideChanges()
             fixes += 1
             t += second
         }
