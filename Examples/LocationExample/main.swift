@@ -28,8 +28,8 @@
 //   Exec=/path/to/bgtaskd-example-location --app-id org.example.Places --place eiffel,48.8584,2.2945,200
 //   X-BgTaskd-Modes=location;
 //
-// start it once so that it monitors the place (Ctrl-C it, or leave it
-// running), then move the device with bgtaskctl:
+// run it once with --register-only so that bgtaskd monitors the place (or
+// start it and leave it running), then move the device with bgtaskctl:
 //
 //   bgtaskctl location simulate 48.87 2.2945    # away from the tower; wait 20 s
 //   bgtaskctl location simulate 48.8584 2.2945  # at it: "entered eiffel" 20 s later
@@ -98,6 +98,9 @@ struct LocationExample: AsyncParsableCommand {
         valueName: "SECONDS"))
     var stay: Double = 1
 
+    @Flag(help: "Register the places with bgtaskd, then exit (to set them up once from a terminal).")
+    var registerOnly = false
+
     func validate() throws {
         if places.isEmpty { throw ValidationError("give at least one --place NAME,LAT,LON[,RADIUS]") }
         if let problem = places.lazy.compactMap(\.problem).first { throw ValidationError("--place \(problem)") }
@@ -160,6 +163,12 @@ struct LocationExample: AsyncParsableCommand {
             throw ExitCode.failure
         }
 
+        if registerOnly {
+            Output.say("exiting: registered")
+            manager.close()
+            return
+        }
+
         // 4./5. Events arrive through the handler. A background launch with
         //       nothing waiting leaves soon; otherwise after its events.
         if inBackground && launch.pending == 0 { idle.nothingToDo() }
@@ -187,7 +196,7 @@ struct LocationExample: AsyncParsableCommand {
 
     /// Whether bgtaskd's region is the place as given. (A radius below
     /// Location.MinRadiusM comes back raised, so such a place is registered
-    /// again at every start; that only costs bgtaskd the side it knew.)
+    /// again at every start; bgtaskd keeps it as it was all the same.)
     private static func region(_ region: CircularRegion, matches place: Place) -> Bool {
         region.latitude == place.latitude && region.longitude == place.longitude && region.radius == place.radius
     }

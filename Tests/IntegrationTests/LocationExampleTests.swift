@@ -21,8 +21,15 @@ import Testing
             try ChildProcess(example, ["--bus", daemon.bus.address, "--app-id", SDKLocationTests.app, "--place", place])
         }
 
+        // --register-only registers the place and exits.
+        let register = try ChildProcess(
+            example, ["--bus", daemon.bus.address, "--app-id", SDKLocationTests.app, "--place", place, "--register-only"])
+        #expect(register.waitForExit(timeout: .seconds(20)) == .status(0), "\(register.lines) \(register.standardError)")
+        #expect(register.lines.suffix(2) == ["monitoring home (48.853, 2.3499, 200 m)", "exiting: registered"], "\(register.lines)")
+        #expect(try SDKLocationTests.regions(admin, of: SDKLocationTests.app).count == 1)
+
         let first = try startByUser()
-        #expect(first.waitForLine { $0 == "monitoring home (48.853, 2.3499, 200 m)" } != nil, "\(first.lines) \(first.standardError)")
+        #expect(first.waitForLine { $0.hasPrefix("still monitoring home") } != nil, "\(first.lines) \(first.standardError)")
         try SDKLocationTests.simulate(admin, SDKLocationTests.away.latitude, SDKLocationTests.away.longitude)
         #expect(try SDKLocationTests.waitForState(admin, region: "home", "outside") == "outside")
         try SDKLocationTests.simulate(admin, SDKLocationTests.home.latitude, SDKLocationTests.home.longitude)
