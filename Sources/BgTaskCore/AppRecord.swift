@@ -23,6 +23,9 @@ struct AppRecord: Sendable {
     /// it waits for its turn in the backlog, or launched by the daemon and
     /// in the background with nothing to do. Its clocks are paused.
     var suspended = false
+    /// Since when an app the daemon launched has had nothing to do in the
+    /// background; it is suspended `policy.idleGrace` later. nil otherwise.
+    var idleSince: MonotonicInstant?
     /// Its processes the shell was told to freeze (and not yet to thaw).
     var frozen: [ProcessRef] = []
     /// A SIGTERM went to its processes and the SIGKILL is pending: it must

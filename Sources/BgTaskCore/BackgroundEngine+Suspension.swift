@@ -8,9 +8,11 @@
 // launched and not checked in yet) is suspended
 //   - while the machine sleeps: every process the daemon can tie to it;
 //   - while it waits for its turn in the backlog after a wake: the same;
-//   - when the daemon launched it for a background event and it has nothing
-//     to do: only the process the daemon launched (a headless launch, which
-//     no user is looking at; an instance the user opened is left running).
+//   - when the daemon launched it for a background event and it has had
+//     nothing to do for `policy.idleGrace` (1 s: time to read the answer to
+//     its last completion): only the process the daemon launched (a headless
+//     launch, which no user is looking at; an instance the user opened is
+//     left running).
 // The engine decides; the shell freezes the processes the engine names — only
 // those it can tie to the app: the one it launched, and those whose app id it
 // verified (Flatpak, systemd unit). A process that merely claimed an id with
@@ -102,8 +104,24 @@ extension BackgroundEngine {
         guard let app = apps[key], isBackground(app) else { return (false, []) }
         if let until = app.terminatingUntil, clock.now < until { return (false, []) }
         if isSleeping || drain?.isQueued(key) == true { return (true, freezableProcesses(key)) }
-        if !hasWork(key), let launched = app.launch?.process { return (true, dying.contains(launched) ? [] : [launched]) }
+        if !hasWork(key), let launched = app.launch?.process, let since = app.idleSince, clock.now >= since + policy.idleGrace {
+            return (true, dying.contains(launched) ? [] : [launched])
+        }
         return (false, [])
+    }
+
+    /// Starts or ends the grace of a launched app that has nothing to do (see ``TaskPolicy/idleGrace``).
+    mutating func noteIdle(_ key: AppKey) {
+        guard let app = apps[key] else { return }
+        let idle = isBackground(app) && !hasWork(key) && app.launch?.process != nil
+        if idle, app.idleSince == nil {
+            let now = clock.now
+            modifyApp(key) { $0.idleSince = now }
+            timers.schedule(.idle(key), at: now + policy.idleGrace)
+        } else if !idle, app.idleSince != nil {
+            modifyApp(key) { $0.idleSince = nil }
+            timers.cancel(.idle(key))
+        }
     }
 
     /// Brings the app's suspension, its place in the backlog and its clocks
@@ -123,7 +141,9 @@ extension BackgroundEngine {
                 joinDrain(key, into: &actions)
             }
         }
-        guard let current = apps[key] else { return }
+        guard apps[key] != nil else { return }
+        noteIdle(key)
+        let current = apps[key]!
         let (suspended, want) = suspension(key)
         let thaw = current.frozen.filter { !want.contains($0) }
         let freeze = want.filter { !current.frozen.contains($0) }

@@ -45,6 +45,8 @@ enum TimerTarget: Hashable, Sendable {
     case kill(ProcessRef, AppKey)
     /// The end of an app's turn while the backlog after a wake drains.
     case chunk(AppKey)
+    /// The end of the grace a launched app gets once it has nothing to do.
+    case idle(AppKey)
 }
 
 /// The core's state machine: apps, connections, tasks, wakes and launches and
@@ -274,6 +276,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         var actions: [CoreAction] = []
         var turnsOver: [AppKey] = []
         var killed: [AppKey] = []
+        var idled: [AppKey] = []
         let now = clock.now
         while let target = timers.popDue(at: now) {
             switch target {
@@ -287,6 +290,8 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
                 if !killed.contains(key) { killed.append(key) }
             case .chunk(let key):
                 turnsOver.append(key)
+            case .idle(let key):
+                idled.append(key)
             }
         }
         if !turnsOver.isEmpty { turnsEnded(turnsOver, into: &actions) }
@@ -296,6 +301,8 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
             modifyApp(key) { $0.terminatingUntil = nil }
             reconcile(key, into: &actions)
         }
+        // Last: a grace that ends with a SIGKILL due at the same time freezes nothing that is dying.
+        for key in idled where apps[key] != nil { reconcile(key, into: &actions) }
         return actions
     }
 
@@ -413,6 +420,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         guard let app = apps[key], app.isUnused else { return false }
         apps[key] = nil
         timers.cancel(.app(key))
+        timers.cancel(.idle(key))
         return true
     }
 

@@ -15,11 +15,16 @@ public struct TaskPolicy: Sendable, Equatable {
     public var maxConcurrentWakes: Int
     /// How long one app runs at a time while the backlog is drained (`Scheduler.ChunkSec`).
     public var chunk: Duration
+    /// How long an app the daemon launched runs on once it has nothing left
+    /// to do, before it is suspended: time to read the answer to its last
+    /// completion. Frozen with the answer unread, the app would find its call
+    /// timed out when it is thawed (sd-bus looks at timeouts before it reads).
+    public var idleGrace: Duration
 
     public init(
         budget: Duration = .seconds(600), warning: Duration = .seconds(5),
         killGrace: Duration = .seconds(2), maxTasksPerConnection: Int = 100, maxNameBytes: Int = 256,
-        maxConcurrentWakes: Int = 2, chunk: Duration = .seconds(10)
+        maxConcurrentWakes: Int = 2, chunk: Duration = .seconds(10), idleGrace: Duration = .seconds(1)
     ) {
         self.budget = budget
         self.warning = warning
@@ -28,5 +33,6 @@ public struct TaskPolicy: Sendable, Equatable {
         self.maxNameBytes = maxNameBytes
         self.maxConcurrentWakes = max(1, maxConcurrentWakes)
         self.chunk = chunk
+        self.idleGrace = idleGrace
     }
 }

@@ -54,9 +54,13 @@ import Testing
         let launched = CallerIdentity(connection: ConnectionID(":1.1"), process: process, appID: Self.app(1), appIDSource: .launched)
         let checkIn = try engine.checkIn(appID: Self.app(1).rawValue, caller: launched)
         #expect(checkIn.pending == 1)
-        // Completed: nothing left to do, suspended.
+        // Completed: nothing left to do; suspended once it has had time to read the answer.
         let done = try engine.completeWake(token: "t1", caller: launched.connection)
-        #expect(done.contains(.freeze(key, [process])), "\(done)")
+        #expect(freezes(done).isEmpty, "not while the answer to its completion is on its way: \(done)")
+        #expect(!engine.isSuspended(key))
+        #expect(engine.nextDeadline() == clock.now + engine.policy.idleGrace)
+        clock.advance(by: engine.policy.idleGrace)
+        #expect(engine.fireDueTimers() == [.freeze(key, [process])])
         #expect(engine.isSuspended(key))
         // A wake thaws it first, then hands it the event.
         let actions = try engine.requestWake(request(1, "t2"))
@@ -66,8 +70,32 @@ import Testing
         ])
         // Coming to the foreground keeps it thawed; the foreground is never frozen.
         _ = try engine.completeWake(token: "t2", caller: launched.connection)
+        clock.advance(by: engine.policy.idleGrace)
+        #expect(engine.fireDueTimers() == [.freeze(key, [process])])
         #expect(thaws(engine.setState(.active, caller: launched)) == [key])
         #expect(!engine.isSuspended(key))
+    }
+
+    /// Work that comes during the grace ends it: the app is not frozen under
+    /// its new event, and its grace starts again when that is done.
+    @Test mutating func workDuringTheGraceKeepsTheAppRunning() throws {
+        let key = AppKey.app(Self.app(1))
+        _ = try engine.requestWake(request(1, "t1"))
+        let process = ProcessRef(pid: 101, serial: 1)
+        engine.launchStarted(Self.app(1), process: process)
+        let launched = CallerIdentity(connection: ConnectionID(":1.1"), process: process, appID: Self.app(1), appIDSource: .launched)
+        _ = try engine.checkIn(appID: Self.app(1).rawValue, caller: launched)
+        _ = try engine.completeWake(token: "t1", caller: launched.connection)
+        clock.advance(by: .milliseconds(500))
+        let next = try engine.requestWake(request(1, "t2"))
+        #expect(next == [.deliverWake(token: "t2", plugin: "fetch", app: Self.app(1), connection: launched.connection)])
+        clock.advance(by: .milliseconds(600))
+        #expect(freezes(engine.fireDueTimers()).isEmpty, "the first grace was cancelled")
+        _ = try engine.completeWake(token: "t2", caller: launched.connection)
+        clock.advance(by: .milliseconds(999))
+        #expect(freezes(engine.fireDueTimers()).isEmpty)
+        clock.advance(by: .milliseconds(1))
+        #expect(engine.fireDueTimers() == [.freeze(key, [process])])
     }
 
     /// An app the user opened (here identified by its Flatpak) is left

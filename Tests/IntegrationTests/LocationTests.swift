@@ -195,6 +195,29 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An app launched for an event reads the daemon's answer to its
+    /// `CompleteEvent` before it is suspended: frozen with the answer unread,
+    /// it found the call timed out once it was thawed (the bug this guards).
+    @Test func aLaunchedAppReadsTheAnswerToItsCompletionBeforeItIsSuspended() throws {
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        let daemon = try DaemonUnderTest(settings: Self.quick, desktopEntries: [
+            DesktopEntrySpec(id: Self.app, modes: ["location"], exec: "\(testapp) --tasks 0 --location-handler complete"),
+        ])
+        var client: RawClient? = try app(daemon)
+        try monitor(client!, "home")
+        try simulate(client!, Self.north(1000))
+        pass(client!, 1.3)
+        client = nil  // the app quits
+        let admin = try RawClient(daemon)
+        try simulate(admin, Self.north(0))
+        #expect(daemon.waitForLog(containing: "launched \(Self.app) for location", timeout: .seconds(20)), "\(daemon.log)")
+        let completed = daemon.process.waitForLine(timeout: .seconds(20)) { $0.contains(#""event":"location_completed""#) }
+        #expect(completed != nil, "\(daemon.process.lines)\n\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "froze \(Self.app)"), "then suspended: \(daemon.log)")
+        #expect(!daemon.process.lines.contains { $0.contains(#""event":"error""#) }, "\(daemon.process.lines)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A device standing on the boundary with fixes that wander ±40 m with an
     /// accuracy of 50 m decides nothing; once it is clearly inside, one `enter`.
     @Test func jitterOnTheBoundaryDoesNotFlap() throws {
