@@ -58,7 +58,12 @@ final class BackgroundLifetime: Sendable {
 
     private func exitLater(ifStill generation: Int) {
         Task { [self] in
+            let start = ContinuousClock.now
             try? await Task.sleep(for: .seconds(stay))
+            // Woken far later than asked: bgtaskd suspended (froze) the app
+            // meanwhile and thawed it for a new event. Its lifetime is
+            // bgtaskd's now; leaving here could drop that event.
+            guard ContinuousClock.now - start < .seconds(stay) + .seconds(1) else { return }
             let stillIdle = state.withLock { $0.generation == generation && $0.inFlight == 0 }
             guard stillIdle else { return }
             onExit()

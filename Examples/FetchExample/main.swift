@@ -73,7 +73,9 @@ struct FetchExample: AsyncParsableCommand {
 
             Lifetime: launched by bgtaskd for a background event (CheckIn says reason \
             fetch, remote-notification or location), the app exits --stay seconds after \
-            its fetches are complete, as an iOS app is suspended. Started by the user \
+            its fetches are complete, unless bgtaskd suspends it first: bgtaskd freezes an \
+            app it launched 1 s after it has nothing left to do, as iOS suspends one, and \
+            thaws it for its next event. Started by the user \
             (reason user), it tells bgtaskd it is in the background (it has no window; \
             bgtaskd does not fetch apps in the foreground), stays running, and is fetched \
             whenever bgtaskd wakes it, until SIGTERM or SIGINT.
@@ -112,9 +114,9 @@ struct FetchExample: AsyncParsableCommand {
     var bus: String = "session"
 
     @Option(help: ArgumentHelp(
-        "When launched in the background: seconds to stay after the last fetch is complete, then exit.",
+        "When launched in the background: seconds to stay after the last fetch is complete, then exit (unless bgtaskd suspends the app first, as it does 1 s after its work is done where it can freeze it).",
         valueName: "SECONDS"))
-    var stay: Double = 1
+    var stay: Double = 5
 
     func validate() throws {
         guard let url = URL(string: source), let scheme = url.scheme?.lowercased(),

@@ -62,8 +62,8 @@ struct LocationExample: AsyncParsableCommand {
 
             Lifetime: launched by bgtaskd for an event (CheckIn says reason location, or \
             another mode's), the app exits --stay seconds after its events are completed, \
-            unless bgtaskd suspends it first: bgtaskd freezes an app it launched once it \
-            has nothing left to do, as iOS suspends one, and thaws it for its next event. \
+            unless bgtaskd suspends it first: bgtaskd freezes an app it launched 1 s after \
+            it has nothing left to do, as iOS suspends one, and thaws it for its next event. \
             Started by the user, it runs until SIGTERM or SIGINT.
 
             Standard output, one line each:
@@ -94,9 +94,9 @@ struct LocationExample: AsyncParsableCommand {
     var bus: String = "session"
 
     @Option(help: ArgumentHelp(
-        "When launched in the background: seconds to stay after the last event is completed, then exit.",
+        "When launched in the background: seconds to stay after the last event is completed, then exit (unless bgtaskd suspends the app first, as it does 1 s after its work is done where it can freeze it).",
         valueName: "SECONDS"))
-    var stay: Double = 1
+    var stay: Double = 5
 
     @Flag(help: "Register the places with bgtaskd, then exit (to set them up once from a terminal).")
     var registerOnly = false
