@@ -24,6 +24,16 @@ public struct RegionBoundary: Sendable, Equatable {
     public private(set) var pending: (side: Side, since: UInt64)?
     /// Fixes for the pending side so far.
     public private(set) var agreeing = 0
+    /// How the latest fixes lean, since the pending side began: each fix
+    /// whose centre lies on that side of the boundary counts +1, on the
+    /// other side −1, decisive or not, older fixes weighing less
+    /// (×``leanDecay`` per fix). A side holds only while the fixes lean its
+    /// way: a device parked a few metres inside a boundary sends, now and
+    /// then, a fix far enough out to decide, but most of its fixes lean in.
+    public private(set) var lean = 0.0
+
+    /// How much a fix's lean weighs one fix later.
+    public static let leanDecay = 0.75
 
     public init() {}
 
@@ -34,7 +44,7 @@ public struct RegionBoundary: Sendable, Equatable {
 
     public static func == (lhs: RegionBoundary, rhs: RegionBoundary) -> Bool {
         lhs.side == rhs.side && lhs.pending?.side == rhs.pending?.side && lhs.pending?.since == rhs.pending?.since
-            && lhs.agreeing == rhs.agreeing
+            && lhs.agreeing == rhs.agreeing && lhs.lean == rhs.lean
     }
 
     /// What `fix` says of `region`: a side, or nil when it decides nothing.
@@ -49,6 +59,10 @@ public struct RegionBoundary: Sendable, Equatable {
     /// Takes a fix; returns the event it completes: a crossing, or, the first
     /// time a side holds, that side's event when `region.notifyOnStart`.
     public mutating func update(with fix: LocationFix, in region: MonitoredRegion, dwell: UInt64 = Self.dwell) -> RegionEvent? {
+        if let current = pending {
+            let inside = region.center.distance(to: fix.coordinate) < region.radius
+            lean = lean * Self.leanDecay + ((inside == (current.side == .inside)) ? 1 : -1)
+        }
         guard let observed = Self.side(of: fix, in: region) else { return nil }
         if observed == side {
             pending = nil
@@ -57,6 +71,7 @@ public struct RegionBoundary: Sendable, Equatable {
         guard let current = pending, current.side == observed else {
             pending = (observed, fix.time)
             agreeing = 1
+            lean = 1
             // No time to hold: the side holds now, as the settle timer would
             // say at once anyway (a dwell of 0 is for tests and benchmarks).
             return dwell == 0 ? settle(at: fix.time, in: region, dwell: 0) : nil
@@ -70,7 +85,7 @@ public struct RegionBoundary: Sendable, Equatable {
     /// against it (a location source reports only movement, so no news means
     /// the device stayed). Returns the event, as ``update(with:in:)`` does.
     public mutating func settle(at now: UInt64, in region: MonitoredRegion, dwell: UInt64 = Self.dwell) -> RegionEvent? {
-        guard let current = pending, now >= current.since, now - current.since >= dwell else { return nil }
+        guard let current = pending, now >= current.since, now - current.since >= dwell, lean > 0 else { return nil }
         let first = side == nil
         side = current.side
         pending = nil

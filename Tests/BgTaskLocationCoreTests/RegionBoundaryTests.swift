@@ -22,6 +22,23 @@ struct RegionBoundaryTests {
         #expect(RegionBoundary.side(of: fix(300, accuracy: .nan, at: 0), in: region) == nil, "no idea where it is")
     }
 
+    /// A device parked just inside the boundary: now and then a fix strays
+    /// far enough out to decide, but most lean in, so no exit; when it really
+    /// leaves, the exit comes.
+    @Test func strayFixesAgainstTheLeanDecideNothing() {
+        var boundary = RegionBoundary(side: .inside)
+        var events: [RegionEvent?] = []
+        for second in 0..<60 as Range<UInt64> {
+            // Every seventh fix strays 80 m out; the others lie 5 m inside, undecided.
+            let metres: Double = second % 7 == 0 ? 280 : 195
+            events.append(boundary.update(with: fix(metres, at: second), in: region))
+        }
+        #expect(events.allSatisfy { $0 == nil }, "\(events)")
+        #expect(boundary.settle(at: 200 * Self.second, in: region) == nil, "leaning in, the timer settles nothing")
+        let leaving = (60..<85 as Range<UInt64>).map { boundary.update(with: fix(300, at: $0), in: region) }
+        #expect(leaving.compactMap { $0 } == [.exit])
+    }
+
     @Test func theFirstSideIsSilentAndCrossingsNeedTwentySecondsAndThreeFixes() {
         var boundary = RegionBoundary()
         // The side it was on at the start makes no event; 15 s inside is not enough; not twice.
