@@ -201,7 +201,7 @@ import Testing
     @Test func aLaunchedAppReadsTheAnswerToItsCompletionBeforeItIsSuspended() throws {
         let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
         let daemon = try DaemonUnderTest(settings: Self.quick, desktopEntries: [
-            DesktopEntrySpec(id: Self.app, modes: ["location"], exec: "\(testapp) --tasks 0 --location-handler complete"),
+            DesktopEntrySpec(id: Self.app, modes: ["location"], exec: "\(testapp) --tasks 0 --location-handler complete --hold 10"),
         ])
         var client: RawClient? = try app(daemon)
         try monitor(client!, "home")
