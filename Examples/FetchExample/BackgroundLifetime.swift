@@ -61,9 +61,9 @@ final class BackgroundLifetime: Sendable {
             let start = ContinuousClock.now
             try? await Task.sleep(for: .seconds(stay))
             // Woken far later than asked: bgtaskd suspended (froze) the app
-            // meanwhile and thawed it for a new event. Its lifetime is
-            // bgtaskd's now; leaving here could drop that event.
-            guard ContinuousClock.now - start < .seconds(stay) + .seconds(1) else { return }
+            // meanwhile, and thawed it for a new event (which must not be
+            // dropped by leaving now) or because it is stopping. Wait again.
+            guard ContinuousClock.now - start < .seconds(stay) + .seconds(1) else { return exitLater(ifStill: generation) }
             let stillIdle = state.withLock { $0.generation == generation && $0.inFlight == 0 }
             guard stillIdle else { return }
             onExit()

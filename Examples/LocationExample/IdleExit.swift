@@ -58,9 +58,9 @@ final class IdleExit: Sendable {
             let start = ContinuousClock.now
             try? await Task.sleep(for: .seconds(grace))
             // Woken far later than asked: bgtaskd suspended (froze) the app
-            // meanwhile and thawed it for a new event. Its lifetime is
-            // bgtaskd's now; leaving here could drop that event.
-            guard ContinuousClock.now - start < .seconds(grace) + .seconds(1) else { return }
+            // meanwhile, and thawed it for a new event (which must not be
+            // dropped by leaving now) or because it is stopping. Wait again.
+            guard ContinuousClock.now - start < .seconds(grace) + .seconds(1) else { return scheduleExit(at: epoch) }
             guard counts.withLock({ $0.open == 0 && $0.epoch == epoch }) else { return }
             farewell()
             exit(0)
