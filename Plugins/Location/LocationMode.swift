@@ -610,7 +610,7 @@ final class LocationMode: ModePlugin {
     }
 
     /// How closely to follow the device: a fix per margin of the smallest region
-    /// (a tenth of its radius, 20 to 200 m), exact positions only for regions
+    /// (a twelfth of its radius, 20 to 150 m), exact positions only for regions
     /// under 2 km; for significant changes alone, street level every half of
     /// the significant distance. No time threshold: GeoClue drops an update
     /// that comes too soon rather than sending it later, so a device that
@@ -618,7 +618,7 @@ final class LocationMode: ModePlugin {
     static func settings(smallestRadius: Double?, significant: Bool, significantDistance: Double) -> GeoClueSource.Settings? {
         var settings: GeoClueSource.Settings?
         if let radius = smallestRadius {
-            let margin = min(max(radius / 10, 20), 200)
+            let margin = MonitoredRegion.margin(radius: radius)
             settings = .init(distanceThreshold: UInt32(margin), timeThreshold: 0, accuracyLevel: radius < 2000 ? 8 : 6)
         }
         if significant {
