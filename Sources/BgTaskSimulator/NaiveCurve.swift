@@ -67,6 +67,17 @@ public struct NaiveCurve: Sendable {
         interpolate(Double(cost)) { Double($0.wakeEvents) }
     }
 
+    /// The timer's `wake_events` at `fetchWakes` background fetches (as above).
+    public func wakeEvents(atFetchWakes cost: Int) -> Double? {
+        let sorted = points.sorted { $0.fetchWakes < $1.fetchWakes }
+        for (low, high) in zip(sorted, sorted.dropFirst()) where cost >= low.fetchWakes && cost <= high.fetchWakes {
+            let span = Double(high.fetchWakes - low.fetchWakes)
+            let share = span > 0 ? Double(cost - low.fetchWakes) / span : 0
+            return Double(low.wakeEvents) + share * Double(high.wakeEvents - low.wakeEvents)
+        }
+        return sorted.count == 1 && sorted[0].fetchWakes == cost ? Double(sorted[0].wakeEvents) : nil
+    }
+
     private func interpolate(_ cost: Double, by measure: (Point) -> Double) -> Staleness? {
         // Cheapest first: the cost falls as the floor grows.
         let sorted = points.sorted { measure($0) < measure($1) }

@@ -13,7 +13,7 @@ struct BgTaskdSim: ParsableCommand {
 
             \(RunCommand.traceFormat)
             """,
-        subcommands: [RunCommand.self, GenerateCommand.self, FiguresCommand.self, CompareCommand.self],
+        subcommands: [RunCommand.self, GenerateCommand.self, FiguresCommand.self, CompareCommand.self, EvaluateCommand.self],
         defaultSubcommand: RunCommand.self
     )
 }

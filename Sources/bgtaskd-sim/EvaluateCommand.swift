@@ -1,0 +1,119 @@
+import ArgumentParser
+import BgTaskSimulator
+import Foundation
+
+/// Judges adaptive on traces of many habit shapes, over many seeds, against
+/// a plain timer at equal cost: issue 15's figures.
+struct EvaluateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "evaluate",
+        abstract: "Adaptive against a plain timer at equal cost on the trace families, over many seeds.",
+        discussion: """
+            Each seed makes a 14-day trace of apps of every class of the family \
+            generator (habits with Gaussian or heavy-tailed jitter, a habit that moves, \
+            habits that appear and vanish, erratic users, rarely used apps, bursty, \
+            periodic and pushed content; nights awake and days away), and compares \
+            adaptive with a plain timer's cost–staleness curve, as `compare` does. \
+            Prints each figure's median and worst over the seeds, and per class what \
+            adaptive fetches and how stale it leaves apps against the timer at --floor. \
+            Tune on some seeds; report on others.
+            """)
+
+    @Option(name: .long, help: ArgumentHelp("Seeds, A-B.", valueName: "A-B"))
+    var seeds = "101-120"
+
+    @Option(name: .long, help: ArgumentHelp("Fetch.MinimumIntervalSec.", valueName: "seconds"))
+    var floor = 900.0
+
+    func validate() throws {
+        guard parsedSeeds != nil else { throw ValidationError("--seeds must be A-B with A ≤ B") }
+        guard floor.isFinite, floor > 0, floor <= 1e7 else { throw ValidationError("--floor must be a number of seconds in (0, 1e7]") }
+    }
+
+    var parsedSeeds: ClosedRange<UInt64>? {
+        let parts = seeds.split(separator: "-").compactMap { UInt64($0) }
+        guard parts.count == 2, parts[0] <= parts[1] else { return nil }
+        return parts[0]...parts[1]
+    }
+
+    struct Figures {
+        var meanAtCost: [Double] = []
+        var p90Within = 0
+        var wakesAtCost: [Double] = []
+        var fetchAtFloor: [Double] = []
+        var meanAtFloor: [Double] = []
+        var gapClosed: [Double] = []
+        var beyondCurve = 0
+        var seconds: [Double] = []
+    }
+
+    func run() throws {
+        var figures = Figures()
+        var byClass: [FamilyTraceGenerator.AppClass: (adaptive: Int, naive: Int, stale: [Double], naiveStale: [Double])] = [:]
+        let seeds = parsedSeeds!
+        for seed in seeds {
+            var generator = FamilyTraceGenerator()
+            generator.seed = seed
+            let trace = generator.generate()
+            let started = Date()
+            let adaptive = SimulationPolicy.adaptive.run(trace, floor: floor)
+            figures.seconds.append(Date().timeIntervalSince(started))
+            let oracle = SimulationPolicy.oracle.run(trace, floor: floor)
+            let naive = SimulationPolicy.naive.run(trace, floor: floor)
+            let curve = NaiveCurve(trace: trace, floors: NaiveCurve.floors(from: floor))
+            let a = adaptive.metrics
+            if let at = curve.staleness(atFetchWakes: a.fetchWakes) {
+                figures.meanAtCost.append(at.mean > 0 ? a.meanStalenessS / at.mean : (a.meanStalenessS == 0 ? 0 : .infinity))
+                if a.p90StalenessS <= at.p90 { figures.p90Within += 1 }
+                let gap = at.mean - oracle.metrics.meanStalenessS
+                figures.gapClosed.append(gap > 0 ? (at.mean - a.meanStalenessS) / gap : 0)
+            } else {
+                figures.beyondCurve += 1
+            }
+            if let wakes = curve.wakeEvents(atFetchWakes: a.fetchWakes), wakes > 0 {
+                figures.wakesAtCost.append(Double(a.wakeEvents) / wakes)
+            }
+            figures.fetchAtFloor.append(Double(a.fetchWakes) / Double(max(naive.metrics.fetchWakes, 1)))
+            figures.meanAtFloor.append(naive.metrics.meanStalenessS > 0 ? a.meanStalenessS / naive.metrics.meanStalenessS : .nan)
+            for app in trace.apps {
+                guard let appClass = FamilyTraceGenerator.appClass(of: app) else { continue }
+                var entry = byClass[appClass] ?? (0, 0, [], [])
+                entry.adaptive += adaptive.runs.filter { $0.app == app && $0.kind == .fetch }.count
+                entry.naive += naive.runs.filter { $0.app == app && $0.kind == .fetch }.count
+                entry.stale += (adaptive.staleness[app] ?? []).flatMap { $0 }
+                entry.naiveStale += (naive.staleness[app] ?? []).flatMap { $0 }
+                byClass[appClass] = entry
+            }
+        }
+        func summary(_ values: [Double]) -> String {
+            let finite = values.filter { !$0.isNaN }.sorted()
+            guard !finite.isEmpty else { return "–" }
+            return String(format: "median %.2f, worst %.2f", finite[finite.count / 2], finite.last!)
+        }
+        func best(_ values: [Double]) -> String {
+            let sorted = values.sorted()
+            guard !sorted.isEmpty else { return "–" }
+            return String(format: "median %.2f, worst %.2f", sorted[sorted.count / 2], sorted.first!)
+        }
+        let n = seeds.count
+        print("family traces, seeds \(seeds.lowerBound)-\(seeds.upperBound) (\(n)), floor \(RunCommand.number(floor)) s")
+        print("figure                                                        measured                      target")
+        print("mean staleness ÷ timer's at equal fetch_wakes                 \(summary(figures.meanAtCost).padding(toLength: 30, withPad: " ", startingAt: 0)) ≤ 0.70")
+        print("p90 staleness ≤ timer's at equal fetch_wakes                  \("\(figures.p90Within) of \(n - figures.beyondCurve) seeds".padding(toLength: 30, withPad: " ", startingAt: 0)) all")
+        print("wake_events ÷ timer's at equal fetch_wakes                    \(summary(figures.wakesAtCost).padding(toLength: 30, withPad: " ", startingAt: 0)) ≤ 0.50")
+        print("fetch_wakes ÷ timer's at the floor                            \(summary(figures.fetchAtFloor).padding(toLength: 30, withPad: " ", startingAt: 0)) ≤ 0.50")
+        print("mean staleness ÷ timer's at the floor                         \(summary(figures.meanAtFloor).padding(toLength: 30, withPad: " ", startingAt: 0)) ≤ 1.20")
+        print("gap to the oracle closed at equal fetch_wakes                 \(best(figures.gapClosed).padding(toLength: 30, withPad: " ", startingAt: 0)) ≥ 0.33")
+        if figures.beyondCurve > 0 { print("  (\(figures.beyondCurve) seeds cost less than the rarest timer: left out above)") }
+        print(String(format: "one simulation (adaptive)                                     median %.2f s, slowest %.2f s     < 5 s",
+                     figures.seconds.sorted()[figures.seconds.count / 2], figures.seconds.max() ?? 0))
+        print("by class, adaptive against the timer at the floor: fetches, mean staleness at opens")
+        for appClass in FamilyTraceGenerator.AppClass.allCases {
+            guard let entry = byClass[appClass] else { continue }
+            let ratio = entry.naive > 0 ? Double(entry.adaptive) / Double(entry.naive) : .nan
+            let mine = entry.stale.isEmpty ? "no opens" : RunCommand.duration(SimulationMetrics.mean(of: entry.stale))
+            let theirs = entry.naiveStale.isEmpty ? "no opens" : RunCommand.duration(SimulationMetrics.mean(of: entry.naiveStale))
+            print("  \(appClass.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)) \(String(format: "%.2f×", ratio)) of its fetches; \(mine) against \(theirs)")
+        }
+    }
+}
