@@ -208,25 +208,11 @@ final class LocationMode: ModePlugin {
         updateSource()
     }
 
-    private func setEvent(_ id: String, _ event: LocationEvent?) {
-        let old = events[id]
-        undo.record { [unowned self] in self.events[id] = old }
-        events[id] = event
-    }
+    private func setEvent(_ id: String, _ event: LocationEvent?) { undo.set(\.events, of: self, id, to: event) }
 
-    private func setToken(_ token: String, _ id: String?) {
-        let old = tokens[token]
-        undo.record { [unowned self] in self.tokens[token] = old }
-        tokens[token] = id
-    }
+    private func setToken(_ token: String, _ id: String?) { undo.set(\.tokens, of: self, token, to: id) }
 
-    private func setInFlight(_ id: String, _ delivering: Bool) {
-        guard inFlight.contains(id) != delivering else { return }
-        undo.record { [unowned self] in
-            if delivering { self.inFlight.remove(id) } else { self.inFlight.insert(id) }
-        }
-        if delivering { inFlight.insert(id) } else { inFlight.remove(id) }
-    }
+    private func setInFlight(_ id: String, _ delivering: Bool) { undo.set(\.inFlight, of: self, id, contains: delivering) }
 
     private func changeCounters(_ app: String, _ change: (inout LocationAppCounters) -> Void) {
         let old = counters[app]
@@ -235,9 +221,7 @@ final class LocationMode: ModePlugin {
     }
 
     private func setSignificant(_ app: String, _ filter: SignificantChangeFilter?) {
-        let old = significant[app]
-        undo.record { [unowned self] in self.significant[app] = old }
-        significant[app] = filter
+        undo.set(\.significant, of: self, app, to: filter)
     }
 
     /// Adds or removes a region, noting how to put the old one back.

@@ -185,18 +185,10 @@ final class RemoteNotificationsMode: ModePlugin {
     }
 
     private func setToken(_ token: String, _ value: (app: String, push: String)?) {
-        let old = tokens[token]
-        undo.record { [unowned self] in self.tokens[token] = old }
-        tokens[token] = value
+        undo.set(\.tokens, of: self, token, to: value)
     }
 
-    private func setInFlight(_ id: String, _ delivering: Bool) {
-        guard inFlight.contains(id) != delivering else { return }
-        undo.record { [unowned self] in
-            if delivering { self.inFlight.remove(id) } else { self.inFlight.insert(id) }
-        }
-        if delivering { inFlight.insert(id) } else { inFlight.remove(id) }
-    }
+    private func setInFlight(_ id: String, _ delivering: Bool) { undo.set(\.inFlight, of: self, id, contains: delivering) }
 
     /// The app's inbox, or a new one with a full bucket.
     private func inbox(_ app: String) -> PushInbox {

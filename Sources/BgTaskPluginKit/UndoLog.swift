@@ -28,3 +28,27 @@ public struct UndoLog {
         for step in undo.reversed() { step() }
     }
 }
+
+extension UndoLog {
+    /// Sets `owner[keyPath: dictionary][key]` to `value`, noting how to put
+    /// back what was there.
+    public mutating func set<Owner: AnyObject, Key: Hashable, Value>(
+        _ dictionary: ReferenceWritableKeyPath<Owner, [Key: Value]>, of owner: Owner, _ key: Key, to value: Value?
+    ) {
+        let old = owner[keyPath: dictionary][key]
+        record { [unowned owner] in owner[keyPath: dictionary][key] = old }
+        owner[keyPath: dictionary][key] = value
+    }
+
+    /// Puts `element` in `owner[keyPath: set]` or takes it out, noting how to
+    /// undo that; nothing when it is already so.
+    public mutating func set<Owner: AnyObject, Element: Hashable>(
+        _ set: ReferenceWritableKeyPath<Owner, Set<Element>>, of owner: Owner, _ element: Element, contains: Bool
+    ) {
+        guard owner[keyPath: set].contains(element) != contains else { return }
+        record { [unowned owner] in
+            if contains { owner[keyPath: set].remove(element) } else { owner[keyPath: set].insert(element) }
+        }
+        if contains { owner[keyPath: set].insert(element) } else { owner[keyPath: set].remove(element) }
+    }
+}

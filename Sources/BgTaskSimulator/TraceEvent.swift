@@ -39,6 +39,21 @@ public struct TraceEvent: Sendable, Equatable {
         }
     }
 
+    /// Where events at the same second go, in a generated trace: the
+    /// machine wakes before anything runs, content comes before the open that
+    /// may see it, and the machine sleeps last.
+    public var rank: Int {
+        switch kind {
+        case .register: 0
+        case .wake: 1
+        case .close: 2
+        case .content: 3
+        case .push: 4
+        case .open: 5
+        case .sleep: 6
+        }
+    }
+
     /// The `kind` field's spelling.
     public var kindName: String {
         switch kind {

@@ -74,16 +74,8 @@ public struct TraceGenerator: Sendable {
         var rng = SplitMix64(seed: seed)
         var events: [(t: Int, rank: Int, event: TraceEvent)] = []
         func add(_ t: Int, _ kind: TraceEvent.Kind) {
-            let rank: Int = switch kind {
-            case .register: 0
-            case .wake: 1
-            case .close: 2
-            case .content: 3
-            case .push: 4
-            case .open: 5
-            case .sleep: 6
-            }
-            events.append((t, rank, TraceEvent(t: Double(t), kind)))
+            let event = TraceEvent(t: Double(t), kind)
+            events.append((t, event.rank, event))
         }
 
         let end = days * 86_400
