@@ -74,6 +74,14 @@ import Testing
         _ = client.waitForSignals(Int.max, timeout: .milliseconds(Int(seconds * 1000)))
     }
 
+    /// ListRegions' `state` of the app's first region.
+    func state(of client: RawClient) throws -> String? {
+        let listed = try client.call("Location", "ListRegions") { try $0.append(Self.app) }
+        guard case .array(_, let regions) = try listed.readValue(), case .dictionary(_, _, let entries)? = regions.first,
+              case .string(let state)? = entries.first(where: { $0.key == .string("state") })?.value.unwrapped else { return nil }
+        return state
+    }
+
     func field(_ client: RawClient, _ key: String) throws -> BusValue? {
         try client.applications().first { $0["app_id"] == .string(Self.app) }?[key]
     }
@@ -187,11 +195,7 @@ import Testing
         try register()
         pass(client, 1.5)
         #expect(try regionEvents(client).map(\.event) == ["enter"], "registered again: nothing new")
-        let listed = try client.call("Location", "ListRegions") { try $0.append(Self.app) }
-        guard case .array(_, let regions) = try listed.readValue(), case .dictionary(_, _, let entries)? = regions.first else {
-            return #expect(Bool(false))
-        }
-        #expect(entries.contains { $0.key == .string("state") && $0.value.unwrapped == .string("inside") })
+        #expect(try state(of: client) == "inside")
         #expect(daemon.stop() == .status(0))
     }
 
@@ -362,11 +366,7 @@ import Testing
         try simulate(back, Self.north(0))
         pass(back, 1.5)
         #expect(try regionEvents(back).count == 1)
-        let listed = try back.call("Location", "ListRegions") { try $0.append(Self.app) }
-        guard case .array(_, let regions) = try listed.readValue(), case .dictionary(_, _, let entries)? = regions.first else {
-            return #expect(Bool(false))
-        }
-        #expect(entries.contains { $0.key == .string("state") && $0.value.unwrapped == .string("inside") })
+        #expect(try state(of: back) == "inside")
         #expect(daemon.stop() == .status(0))
     }
 
