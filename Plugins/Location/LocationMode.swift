@@ -617,7 +617,13 @@ final class LocationMode: ModePlugin {
         return settings
     }
 
-    // MARK: bgtaskctl apps
+    // MARK: bgtaskctl apps and CheckIn
+
+    /// Events waiting for the app without a wake (refresh was off, or its wake
+    /// failed or expired): delivered when it checks in.
+    func waitingEvents(for app: String) -> Int {
+        events.values.reduce(0) { $0 + ($1.app == app && !inFlight.contains($1.id) ? 1 : 0) }
+    }
 
     func describe(app: String, into description: inout [String: PluginValue]) {
         let count = monitor.count(of: app)

@@ -506,7 +506,13 @@ final class RemoteNotificationsMode: ModePlugin {
         return PushAppState(bucket: box.bucket, counts: box.counts, version: stateVersion)
     }
 
-    // MARK: bgtaskctl apps
+    // MARK: bgtaskctl apps and CheckIn
+
+    /// Pushes waiting for the app without a wake (held, or due and not yet
+    /// woken): delivered when it checks in.
+    func waitingEvents(for app: String) -> Int {
+        inboxes[app]?.pushes.reduce(0) { $0 + (inFlight.contains($1.id) ? 0 : 1) } ?? 0
+    }
 
     func describe(app: String, into description: inout [String: PluginValue]) {
         guard let box = inboxes[app] else { return }

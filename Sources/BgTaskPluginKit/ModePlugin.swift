@@ -37,6 +37,9 @@ public protocol ModePlugin: AnyObject {
     func handle(_ event: PluginEvent)
     /// Adds what the plugin knows about an app to `bgtaskctl apps`.
     func describe(app: String, into description: inout [String: PluginValue])
+    /// How many events the plugin holds for `app` without a wake asked for,
+    /// to deliver once it checks in: `CheckIn`'s `pending` counts them.
+    func waitingEvents(for app: String) -> Int
     /// A batch of writes begins (a call with the events it sets off, or a
     /// group of events), or starts again right after a signal that went out
     /// at once (this is then called from inside ``PluginHost/emit(_:interface:to:_:)``):
@@ -53,6 +56,7 @@ extension ModePlugin {
     public static var errorNames: [ModeError.Code] { [] }
     public func stop() {}
     public func describe(app: String, into description: inout [String: PluginValue]) {}
+    public func waitingEvents(for app: String) -> Int { 0 }
     /// By default a plugin keeps what a failed batch changed in memory.
     public func checkpoint() {}
     public func rollBack() {}

@@ -67,6 +67,10 @@ public enum PluginExport {
             box.plugin.describe(app: String(cString: app!), into: &description)
             try? PluginMessage(api: box.api, handle: dict!).appendEntries(description)
         }
+        d.pointee.waiting_events = { context, app in
+            guard let app else { return 0 }
+            return UInt32(clamping: PluginBox.from(context).plugin.waitingEvents(for: String(cString: app)))
+        }
         d.pointee.batch_begin = { context in
             let box = PluginBox.from(context)
             // Inside a batch this is a new starting point: what was logged so far stands.

@@ -335,7 +335,12 @@ import Testing
         try simulate(admin, Self.north(0))
         #expect(daemon.waitForLog(containing: "waits: Background App Refresh is denied"))
         #expect(!daemon.log.contains("launching \(Self.app)"), "not launched while refresh is off")
-        let back = try app(daemon)
+        let back = try RawClient(daemon)
+        try back.listen(for: "RegionEvent")
+        let launch = try back.call("Manager", "CheckIn") { try $0.append(Self.app) }
+        guard case .dictionary(_, _, let entries) = try launch.readValue() else { return #expect(Bool(false)) }
+        #expect(entries.first { $0.key == .string("pending") }?.value.unwrapped == .uint32(1),
+                "CheckIn counts the event the plugin held: \(entries)")
         #expect(back.waitForSignals(1))
         #expect(try regionEvents(back).map(\.event) == ["enter"])
         #expect(daemon.stop() == .status(0))

@@ -212,6 +212,13 @@ import Testing
         waiting = try held(sender)
         #expect(waiting.map { $0["push_id"] } == [.string(newer)], "\(waiting)")
         #expect(daemon.waitForLog(containing: "it expired"))
+        // The app checks in: CheckIn's pending counts the push held for it, which follows.
+        let app = try RawClient(daemon)
+        try app.listen(for: "NotificationReceived")
+        let launch = try app.call("Manager", "CheckIn") { try $0.append(Self.app) }
+        guard case .dictionary(_, _, let entries) = try launch.readValue() else { return #expect(Bool(false)) }
+        #expect(entries.first { $0.key == .string("pending") }?.value.unwrapped == .uint32(1), "\(entries)")
+        #expect(app.waitForSignals(1))
         #expect(daemon.stop() == .status(0))
     }
 

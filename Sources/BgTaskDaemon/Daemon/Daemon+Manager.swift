@@ -93,14 +93,22 @@ extension Daemon {
         let appID = try call.readString()
         serve(call) { [unowned self] caller in
             let result = try engine.checkIn(appID: appID, caller: caller)
+            // The wakes the engine holds, and the events plugins hold without one (sent right after).
+            var pending = result.pending
+            if let app = try? AppID(validating: appID) {
+                for plugin in plugins {
+                    let (sum, overflow) = pending.addingReportingOverflow(plugin.waitingEvents(for: app))
+                    pending = overflow ? .max : sum
+                }
+            }
             try call.reply { (reply) throws(BusError) in
                 try reply.append(value: .dictionary(key: "s", value: "v", [
                     .init(key: .string(ManagerInterface.LaunchKey.reason.rawValue), value: .variant(.string(result.reason))),
-                    .init(key: .string(ManagerInterface.LaunchKey.pending.rawValue), value: .variant(.uint32(result.pending))),
+                    .init(key: .string(ManagerInterface.LaunchKey.pending.rawValue), value: .variant(.uint32(pending))),
                 ]))
             }
             logger.info("checked in", metadata: [
-                "caller": "\(caller.connection)", "app": "\(appID)", "reason": "\(result.reason)", "pending": "\(result.pending)",
+                "caller": "\(caller.connection)", "app": "\(appID)", "reason": "\(result.reason)", "pending": "\(pending)",
             ])
             perform(result.actions)
         }

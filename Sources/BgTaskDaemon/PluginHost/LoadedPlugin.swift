@@ -186,6 +186,12 @@ final class LoadedPlugin {
         scheduleFlush()
     }
 
+    /// How many events the plugin holds for `app` without a wake (ABI 1.5; 0 for older plugins).
+    func waitingEvents(for app: AppID) -> UInt32 {
+        guard let context, descriptor.pointee.struct_version >= 4, let waiting = descriptor.pointee.waiting_events else { return 0 }
+        return app.rawValue.withCString { waiting(context, $0) }
+    }
+
     /// Asks the plugin to describe an app into an open `a{sv}` of `message`.
     func describe(_ app: AppID, into message: Message) {
         guard let context, let describe = descriptor.pointee.describe_app else { return }

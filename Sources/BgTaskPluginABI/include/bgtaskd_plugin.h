@@ -1,9 +1,10 @@
 /*
- * bgtaskd mode plugin ABI, version 1.4 (1.1 adds method calls to other
+ * bgtaskd mode plugin ABI, version 1.5 (1.1 adds method calls to other
  * services, the icon in bgt_app_info and BGT_EVENT_APP_WOKEN; 1.2 adds
  * batch_begin and batch_rollback to the descriptor, version 2; 1.3 adds the
  * plugin's configuration keys and error names to the descriptor, version 3;
- * 1.4 adds calls to services on the system bus and signal subscriptions).
+ * 1.4 adds calls to services on the system bus and signal subscriptions;
+ * 1.5 adds waiting_events to the descriptor, version 4).
  *
  * A mode plugin (fetch, remote-notification, location) is a shared library
  * named libbgtaskd-mode-<name>.so that exports one symbol:
@@ -39,8 +40,8 @@ extern "C" {
 #endif
 
 #define BGTASKD_PLUGIN_ABI_MAJOR 1
-#define BGTASKD_PLUGIN_ABI_MINOR 4
-#define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 3
+#define BGTASKD_PLUGIN_ABI_MINOR 5
+#define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 4
 /* The symbol every plugin exports. */
 #define BGTASKD_PLUGIN_ENTRY_SYMBOL "bgtaskd_plugin_entry"
 
@@ -384,6 +385,13 @@ typedef struct bgt_plugin_descriptor {
     size_t n_config_keys;
     const bgt_error_name *error_names;
     size_t n_error_names;
+
+    /* Descriptor version 4 (ABI 1.5); may be NULL. How many events the
+     * plugin holds for app_id that it has not asked a wake for and will
+     * deliver once the app checks in (held pushes, location events that
+     * waited while refresh was off): the host adds them to CheckIn's
+     * `pending`, which counts the wakes it holds itself. */
+    uint32_t (*waiting_events)(void *plugin, const char *app_id);
 } bgt_plugin_descriptor;
 
 /* Every plugin defines this. */
