@@ -46,6 +46,8 @@ final class GeoClueSource {
     /// Bumped whenever GeoClue comes or goes, or the client is dropped: replies of older steps are stale.
     private var generation = 0
     private var starting = false
+    /// Whether "no system bus" was logged already (it is tried again at every change of what is wanted).
+    private var toldNoBus = false
 
     /// Whether GeoClue is on the bus and reporting to us (for logs and describe).
     var isRunning: Bool { client != nil && !starting }
@@ -79,9 +81,13 @@ final class GeoClueSource {
                 member: "NameOwnerChanged", arg0: Self.service
             ) { [weak self] message in self?.nameOwnerChanged(message) }
         } catch {
-            host.log(.info, "no GeoClue: cannot reach the system bus (\(error.message)); only SimulateLocation moves the device")
+            if !toldNoBus {
+                host.log(.info, "no GeoClue: cannot reach the system bus (\(error.message)); only SimulateLocation moves the device")
+                toldNoBus = true
+            }
             return
         }
+        toldNoBus = false
         askOwner()
     }
 

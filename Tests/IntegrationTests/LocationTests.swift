@@ -308,6 +308,8 @@ import Testing
             try simulate(client, (latitude, longitude), accuracy: accuracy)
         }
         pass(client, 1.5)
+        #expect(daemon.log.components(separatedBy: "no GeoClue").count == 2,
+                "no system bus is said once, not at every change of what is monitored: \(daemon.log)")
         #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
         let back = try app(daemon)
         let listed = try back.call("Location", "ListMonitoredRegions")
