@@ -298,6 +298,9 @@ import Testing
         let cgroup = String(try #require(line.split(separator: " in ").last))
         defer { try? "1".write(toFile: cgroup + "/cgroup.kill", atomically: false, encoding: .utf8) }
         _ = try daemon.callManager("SimulateSleep")
+        // Answered once frozen and recorded: a daemon killed from here on leaves its freezes listed.
+        let journal = try? String(contentsOfFile: daemon.stateDirectory + "/bgtaskd.sqlite3.frozen", encoding: .utf8)
+        #expect(journal?.contains(cgroup) == true, "the journal lists the freeze before the reply: \(journal ?? "none")")
         #expect((try? String(contentsOfFile: cgroup + "/cgroup.events", encoding: .utf8))?.contains("frozen 1") == true,
                 "\(daemon.log)")
         #expect(opened.isFrozen, "\(daemon.log)")

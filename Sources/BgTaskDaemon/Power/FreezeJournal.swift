@@ -100,6 +100,12 @@ final class FreezeJournal {
         }
     }
 
+    /// Writes the list now if a change waits to be written: before anyone is
+    /// told the freezes are done (a daemon killed right after must leave them listed).
+    func flush() {
+        if saveScheduled { save() }
+    }
+
     private func scheduleSave() {
         guard !saveScheduled else { return }
         saveScheduled = true

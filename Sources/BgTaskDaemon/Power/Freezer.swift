@@ -319,7 +319,10 @@ final class Freezer {
     /// Calls `done(true)` once every freeze asked for so far has completed,
     /// or `done(false)` after `timeout` µs; at once when none is in flight.
     func whenSettled(timeout: UInt64, _ done: @escaping (Bool) -> Void) {
-        guard inFlight else { return done(true) }
+        guard inFlight else {
+            journal?.flush()
+            return done(true)
+        }
         settledWaiters.append((bgt_monotonic_usec() &+ timeout, done))
         if settleTimer == nil {
             settleTimer = try? loop.makeTimer { [weak self] in self?.settle(complete: false) }
@@ -376,6 +379,7 @@ final class Freezer {
         let due = settledWaiters.filter { done || $0.deadline <= now }
         settledWaiters.removeAll { done || $0.deadline <= now }
         settleTimer?.arm(at: settledWaiters.map(\.deadline).min())
+        if !due.isEmpty { journal?.flush() }
         for waiter in due { waiter.done(done) }
     }
 }
