@@ -42,10 +42,9 @@ final class FetchMode: ModePlugin {
     /// Apps whose record changed only in bookkeeping (the time of a fetch wake)
     /// and still has to be written.
     private var unsaved: Set<String> = []
-    /// What the host said of apps that declare fetch (modes, refresh status),
-    /// kept for calls because asking is on the path of every SimulateFetch;
-    /// dropped when desktop entries or refresh settings change.
-    private var declared: [String: AppInfo] = [:]
+    /// What the host said of apps (modes, refresh status): asking is on the
+    /// path of every SimulateFetch.
+    private var declared = AppInfoCache()
 
     /// SimulateFetch calls that launched their app, by wake token: answered
     /// once the app has its PerformFetch, or with why it could not get it, or
@@ -252,15 +251,12 @@ final class FetchMode: ModePlugin {
         if let problem = DesktopFileID.problem(with: app) {
             throw ModeError.invalidArgs("'\(app.prefix(300))' is not a valid desktop-file id: \(problem)")
         }
-        if let info = declared[app] { return (app, info) }
-        guard let info = host.appInfo(app) else {
+        guard let info = declared.info(of: app, from: host) else {
             throw ModeError(.unknownApplication, "\(app) has no desktop entry")
         }
         guard info.modes.contains("fetch") else {
             throw ModeError(.modeNotDeclared, "\(app) does not declare the fetch mode (X-BgTaskd-Modes)")
         }
-        if declared.count >= 4096 { declared.removeAll() }
-        declared[app] = info
         return (app, info)
     }
 
@@ -301,7 +297,7 @@ final class FetchMode: ModePlugin {
         case .appStateChanged(let app, _), .appGone(let app):
             review(app)
         case .appsChanged, .refreshChanged:
-            declared.removeAll()
+            declared.clear()
             reviewApps()
         case .sleepChanged(let sleeping, let now):
             // Nothing is fetched while asleep; on waking the plain timer's beat moves to the wake.

@@ -80,10 +80,8 @@ final class LocationMode: ModePlugin {
     private var redeliverAfter: UInt64 = 0
     private var armedAt: UInt64?
     private var source: GeoClueSource!
-    /// What the host said of each app's desktop entry and refresh status, kept
-    /// because asking is a good part of a crossing's cost; dropped when desktop
-    /// entries or refresh settings change (appsChanged, refreshChanged).
-    private var appInfos: [String: AppInfo] = [:]
+    /// What the host said of each app's desktop entry and refresh status.
+    private var appInfos = AppInfoCache()
     /// How to undo what the current batch changed (see ``rollBack()``).
     private var undo = UndoLog()
 
@@ -491,14 +489,8 @@ final class LocationMode: ModePlugin {
         }
     }
 
-    /// The app's desktop-entry facts and refresh status (see ``appInfos``); nil for an unknown app.
-    private func appInfo(_ app: String) -> AppInfo? {
-        if let info = appInfos[app] { return info }
-        guard let info = host.appInfo(app) else { return nil }
-        if appInfos.count >= 4096 { appInfos.removeAll() }
-        appInfos[app] = info
-        return info
-    }
+    /// The app's desktop-entry facts and refresh status; nil for an unknown app.
+    private func appInfo(_ app: String) -> AppInfo? { appInfos.info(of: app, from: host) }
 
     /// Delivers every waiting event of `app`, oldest first.
     private func deliverWaiting(_ app: String) {
@@ -536,7 +528,7 @@ final class LocationMode: ModePlugin {
                 for app in Set(events.values.map(\.app)).sorted() { deliverWaiting(app) }
             }
         case .refreshChanged, .appsChanged:
-            appInfos.removeAll()
+            appInfos.clear()
             // Apps allowed again get what waited for them.
             for app in Set(events.values.map(\.app)).sorted() { deliverWaiting(app) }
         case .tokenCompleted, .appStateChanged, .appGone, .sleepChanged:

@@ -65,12 +65,9 @@ final class RemoteNotificationsMode: ModePlugin {
     private var expirationBound: UInt64 = 0
     /// What the opportunity timer was last armed for (realtime µs; 0: disarmed; nil: unknown, arm it again).
     private var armedAt: UInt64?
-    /// How records are written (by hand, or with JSONEncoder if that would differ).
-    /// What the host said of each app's desktop entry and refresh status, kept
-    /// because asking costs a fifth of a DeliverPush. Only its modes, refresh
-    /// status, name and icon are read; it is dropped when desktop entries or
-    /// refresh settings change (appsChanged, refreshChanged).
-    private var appInfos: [String: AppInfo] = [:]
+    /// What the host said of each app's desktop entry and refresh status
+    /// (asking costs a fifth of a DeliverPush).
+    private var appInfos = AppInfoCache()
 
     /// How long pushes due before a restart wait for their apps to check in again.
     static let restartGrace: UInt64 = 5_000_000
@@ -347,21 +344,15 @@ final class RemoteNotificationsMode: ModePlugin {
                 for app in inboxes.keys { deliverDue(app) }
             }
         case .appsChanged, .refreshChanged:
-            appInfos.removeAll()
+            appInfos.clear()
         case .tokenCompleted, .appStateChanged, .appGone, .sleepChanged:
             break
         }
         armTimer()
     }
 
-    /// The app's desktop-entry facts and refresh status (see ``appInfos``); nil for an unknown app.
-    private func appInfo(_ app: String) -> AppInfo? {
-        if let info = appInfos[app] { return info }
-        guard let info = host.appInfo(app) else { return nil }
-        if appInfos.count >= 4096 { appInfos.removeAll() }
-        appInfos[app] = info
-        return info
-    }
+    /// The app's desktop-entry facts and refresh status; nil for an unknown app.
+    private func appInfo(_ app: String) -> AppInfo? { appInfos.info(of: app, from: host) }
 
     // MARK: Delivery
 

@@ -1,0 +1,28 @@
+/// What the host said of each app, kept between calls because asking
+/// (`PluginHost/appInfo(_:)`) is a good part of a push, a fetch or a crossing.
+/// Only what changes with an event is reliable here: the desktop entry's
+/// facts (modes, name, icon) and the refresh status. Clear it on
+/// ``PluginEvent/appsChanged`` and ``PluginEvent/refreshChanged``; ask the
+/// host for whether an app runs.
+public struct AppInfoCache {
+    /// More apps than this and the cache starts over (a bound, not a policy).
+    public static let capacity = 4096
+
+    private var infos: [String: AppInfo] = [:]
+
+    public init() {}
+
+    /// The app's facts, from the cache or the host; nil for an app without a desktop entry.
+    public mutating func info(of app: String, from host: PluginHost) -> AppInfo? {
+        if let info = infos[app] { return info }
+        guard let info = host.appInfo(app) else { return nil }
+        if infos.count >= Self.capacity { infos.removeAll() }
+        infos[app] = info
+        return info
+    }
+
+    /// Forgets everything: desktop entries or refresh settings changed.
+    public mutating func clear() {
+        infos.removeAll()
+    }
+}
