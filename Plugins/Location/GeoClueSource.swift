@@ -49,9 +49,6 @@ final class GeoClueSource {
     /// Whether "no system bus" was logged already (it is tried again at every change of what is wanted).
     private var toldNoBus = false
 
-    /// Whether GeoClue is on the bus and reporting to us (for logs and describe).
-    var isRunning: Bool { client != nil && !starting }
-
     init(host: PluginHost, desktopID: String, onFix: @escaping (Double, Double, Double) -> Void) {
         self.host = host
         self.desktopID = desktopID
