@@ -97,7 +97,13 @@ struct TrackCommand: ParsableCommand {
             for crossing in monitor.update(with: LocationFix(coordinate: noisy, accuracy: accuracy, time: t)) {
                 reported[crossing.key, default: []].append((crossing.event, t))
                 let truly = inside[crossing.key.region] ?? false
-                if truly != (crossing.event == .enter) { flaps += 1 }
+                if truly != (crossing.event == .enter) {
+                    flaps += 1
+                    let region = regions.first { $0.id == crossing.key.region }!
+                    say("  flap: \(crossing.key.region) \(crossing.event) at \((t - 1_750_000_000_000_000) / second) s; radius"
+                        + " \(Int(region.radius)) m, the device \(Int(region.center.distance(to: here))) m from the centre,"
+                        + " \(Double(t - (lastCrossing[crossing.key.region] ?? t)) / 1e6) s after it last crossed the boundary")
+                }
                 delays.append(Double(t - min(t, lastCrossing[crossing.key.region] ?? t)) / 1e6)
             }
             _ = monitor.drainSideChanges()
