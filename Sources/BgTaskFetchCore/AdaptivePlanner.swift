@@ -4,45 +4,45 @@ import Foundation
 
 // Implementation notes
 //
-// Each app gets one planned fetch time, kept in a DeadlineQueue; the machine
-// wakes at the earliest. The plan of an app is re-made whenever something
-// about it changes:
-//   - Its floor: the last fetch plus its interval (doubled per unredeemed
-//     offence, up to 8×). Nothing is ever planned before it.
-//   - The beat: each app has an IntervalCadence, the moments one plain timer
-//     at its interval would fetch it (held while it is open or the machine
-//     sleeps). Wherever an open may come, the app is fetched on that beat,
-//     not merely at its floor: then at such an open its last fetch is never
-//     older than the timer's, so it is never staler than under the timer
-//     (the `naive` policy), only cheaper. Fetching at the floor instead made
-//     freshness at an open a matter of phase luck against the timer.
-//   - No habit yet (UsageHabit has seen under two days with opens): on every
-//     beat, as the interval promises.
-//   - A habit: the app is "hot" from `lead` + `margin` before a slot in which
-//     it is opened with a chance ≥ `hotThreshold` until `margin` after it
-//     (opens wander; on a kind of day seen little, `unfamiliarMargin` more).
-//     While hot it is fetched on its beats, except in the quarter-hour after
-//     the user closed it, and skipped when news by the open is unlikely
-//     (ContentRate below `contentThreshold`).
-//   - Away from hot runs: once news has become `fallbackNewsChance` likely
-//     since it was last up to date (at most `fallbackCeiling` apart). The
-//     content rate falls with noData answers and rises with newData: that is
-//     the back-off and the recovery. A fallback fetch less than an interval
-//     (and a pull-in) before a hot run gives way to the run's first beat, so
-//     it cannot push that beat out.
-// Coalescing: plans that may wait (the fallback ones) join the first wake
-// already planned within `otherPullIn`, beats included, and such plans just
-// before a new one move to it, at most `otherPullIn` past their own time; at
-// a wake, such plans whose floor has passed ride along. Beats never move.
-// Fallback plans are rounded up to a `grid`; beats are exact, and kept in
-// `offGrid` by grid step so that a plan can find one.
-// Opens are learned as local time of day, weekdays and weekends apart; old
-// days decay, so a moved habit takes over in about two days.
+// What a fetch buys is staleness removed at the user's next open: an open
+// at gap g after the app was last up to date finds content that waited
+// S(g) = g − (1 − e^(−r·g))/r on average, for news arriving at rate r. Under
+// fetches every T, an open sees a gap spread over [0, T], so an app costs
+// λ·E[S] seconds of staleness per second, for opens arriving at rate λ.
+// Spending a fixed number of fetches where that cost falls most gives every
+// app and every part of the day the spacing T at which one more fetch saves
+// the same staleness, `fetchWorth` (the Lagrange condition λ·T²·E'(T) = μ):
+//   T = ∛(3μ / (λ·r))   while news is rare within T (E ≈ r·T²/6),
+//   T = √(2μ / λ)        once news is near certain within T (E ≈ T/2),
+// the larger of the two, kept between the app's interval and `ceiling`.
+// So an app is fetched at its floor where it is usually opened, rarely where
+// it is not, about as often as ∛(chance of an open) elsewhere, and seldom if
+// it rarely has news; a push-announced app whose fetches find nothing is
+// left at the ceiling.
+//
+// The plan follows the spacing through the day: since the app was last up
+// to date (a fetch, a push, the end of an open) it accrues a need of
+// ∫ dt / T(t), and the fetch falls where the need reaches 1. A fetch after a
+// quiet stretch thus lands as a usual open's slots begin, and none is spent
+// right after the user closed the app.
+//
+// λ per 15-minute slot comes from UsageHabit.openChance: the chance of an
+// open in the slot on a day of its kind, smoothed over the neighbouring
+// slots, part of it spread over the whole day, and a prior that fades as
+// days are seen (so a new app is fetched every hour or so, not never).
+// r is ContentRate's, learned from what fetches found (pushes are not
+// counted: content they bring needs no fetch).
+//
+// Coalescing: once an app's need reaches `rideAlong` it is fetched at any
+// wake that happens anyway: another app's planned fetch, a push, the machine
+// waking. Plans are rounded up to `grid` so that due apps meet (unless
+// that would stretch a spacing by more than a tenth).
 
 /// bgtaskd's fetch planner: learns when each app is opened and how often it
-/// has news, fetches shortly before likely opens, backs off apps that keep
-/// answering noData or miss their budget, and coalesces fetches of different
-/// apps into as few wakes as it can. Deterministic; times are realtime µs.
+/// has news, spends fetches where they save users the most staleness (before
+/// likely opens, little elsewhere), backs off apps that keep answering noData
+/// or miss their budget, and coalesces fetches of different apps into as few
+/// wakes as it can. Deterministic; times are realtime µs.
 public struct AdaptivePlanner: FetchPlanner, Sendable {
     /// What the planner knows about one app.
     public struct AppState: Sendable, Equatable {
@@ -50,31 +50,24 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         public var record: FetchRecord
         /// When the user opens it.
         public var habit = UsageHabit()
-        /// How often it has news.
+        /// How often it has news a fetch can find.
         public var content = ContentRate()
         /// noData answers in a row.
         public var noDataStreak = 0
-        /// When it was last brought up to date: a fetch that answered, or
-        /// the end of an open (realtime µs).
+        /// When it was last brought up to date: a fetch that answered, a
+        /// push, or the end of an open (realtime µs).
         public var upToDateAt: UInt64?
-        /// When the user last closed it (realtime µs).
-        public var closedAt: UInt64?
         public var isOpen = false
         public var isEligible = true
-        /// The current plan and why.
+        /// The current plan: due at `planned`, may ride along with any wake from `early` on.
         var planned: UInt64?
+        var early: UInt64?
         var reasons: [FetchPlanReason] = []
-        var pullIn: UInt64 = 0
-        /// The plan before it joined other apps' wakes (it waits at most `pullIn` past it).
-        var ownPlan: UInt64?
         /// Apps it was last woken with (for the explanation).
         var coalescedWith = 0
-        /// When a plain interval timer would fetch it: near usual opens it is fetched then.
-        public var cadence: IntervalCadence
 
         public init(record: FetchRecord) {
             self.record = record
-            cadence = IntervalCadence(startingAt: record.lastFetchAt ?? record.registeredAt)
         }
     }
 
@@ -82,42 +75,28 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     /// Seconds added to realtime to get local time (the machine's UTC offset).
     public var utcOffset: Int
 
-    /// Plans are rounded up to this grid (seconds).
+    /// Plans are rounded up to this grid, so that apps due about together meet.
     public var grid: Duration = .seconds(60) { didSet { spans = Spans(self) } }
-    /// Fetching starts this long before a usual open (seconds).
-    public var lead: Duration = .seconds(600) { didSet { spans = Spans(self) } }
-    /// Opens wander: a usual open counts this long either side of its slot (seconds).
-    public var margin: Duration = .seconds(1800) { didSet { spans = Spans(self) } }
-    /// …and this much further on a kind of day (weekday, weekend) seen little.
-    public var unfamiliarMargin: Duration = .seconds(5400) { didSet { spans = Spans(self) } }
-    /// A kind of day counts as seen little below this many (decayed) days of it.
-    public var unfamiliarDays = 1.5
-    /// A slot counts as a usual open from this chance of an open in it on.
-    public var hotThreshold = 0.05
-    /// Away from usual opens an app is fetched once news is this likely…
-    public var fallbackNewsChance = 0.25
-    /// …but at least this often (seconds).
-    public var fallbackCeiling: Duration = .seconds(4 * 3600) { didSet { spans = Spans(self) } }
-    /// A hot run is skipped when new content by then is less likely than this.
-    public var contentThreshold = 0.01
-    /// How far a plan that may wait (not a beat) may be pulled into an earlier wake (seconds).
-    public var otherPullIn: Duration = .seconds(600) { didSet { spans = Spans(self) } }
+    /// The staleness one more fetch must save users (summed over their
+    /// opens) for it to be spent: the price of a fetch. Higher fetches less.
+    public var fetchWorth: Duration = .seconds(2) { didSet { spans = Spans(self) } }
+    /// An app is never left longer than this without a fetch while the machine is awake.
+    public var ceiling: Duration = .seconds(6 * 3600) { didSet { spans = Spans(self) } }
+    /// From this share of its need on, an app rides along with any wake.
+    public var rideAlong = 0.6
+    /// How open counts become chances of an open.
+    public var openModel = OpenChances.Model()
 
     private(set) public var apps: [String: AppState] = [:]
-    private var queue = DeadlineQueue<Int, UInt64>()
-    /// How many apps are planned at each instant: a plan that may wait joins a wake already planned.
-    private var plannedAt: [UInt64: Set<Int>] = [:]
-    /// The planned instants off the grid (timer beats), by the grid step that ends after them.
-    private var offGrid: [UInt64: Set<UInt64>] = [:]
+    /// When the user uses any app: the sum of every app's habit, changed with each.
+    private var activity = UsageActivity()
+    private var due = DeadlineQueue<Int, UInt64>()
+    private var early = DeadlineQueue<Int, UInt64>()
     private var numbers: [String: Int] = [:]
     private var names: [String] = []
-    /// Per app number, what pulling plans along needs (its own plan and how
-    /// long it may wait), without looking the app up by name: that lookup,
-    /// and the copy of its state, were most of a replan with thousands of
-    /// apps planned near each other.
-    private var ownPlans: [UInt64?] = []
-    private var pullIns: [UInt64] = []
     private var sleeping = false
+    /// A wake that happens anyway (a push, the machine waking): apps that may ride along go now.
+    private var opportunity: UInt64?
     /// The tunables converted for the arithmetic (set in init, and whenever one changes).
     private(set) var spans = Spans.unset
 
@@ -134,11 +113,11 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         var state = apps[app] ?? AppState(record: record)
         state.record = record
         if let learned {
+            activity.replace(apps[app]?.habit, with: learned.habit)
             state.habit = learned.habit
             state.content = learned.content
             state.noDataStreak = learned.noDataStreak
             state.upToDateAt = learned.upToDateAt
-            if let anchor = learned.cadenceAnchor { state.cadence = IntervalCadence(startingAt: anchor) }
         }
         apps[app] = state
         replan(app, at: now)
@@ -147,8 +126,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     /// What the planner learned about an app, to persist.
     public func learning(of app: String) -> AppLearning? {
         apps[app].map {
-            AppLearning(habit: $0.habit, content: $0.content, noDataStreak: $0.noDataStreak, upToDateAt: $0.upToDateAt,
-                        cadenceAnchor: $0.cadence.anchor)
+            AppLearning(habit: $0.habit, content: $0.content, noDataStreak: $0.noDataStreak, upToDateAt: $0.upToDateAt)
         }
     }
 
@@ -168,8 +146,9 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     /// Whether the app is open in the foreground, as last told.
     public func isOpen(_ app: String) -> Bool { apps[app]?.isOpen ?? false }
 
-    /// A wake of the app that could not happen (its launch failed): it
-    /// counts as a fetch for the interval, so the app is not retried at once.
+    /// A wake of the app that could not happen (its launch failed), or one
+    /// that is under way: it counts as a fetch for the interval, so the app
+    /// is not woken again at once.
     public mutating func skipped(_ app: String, at now: UInt64) {
         guard apps[app] != nil else { return }
         apps[app]!.record.lastFetchAt = now
@@ -181,23 +160,25 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     /// fetch mode could not store takes.
     public mutating func reinstate(_ app: String, _ state: AppState?, at now: UInt64) {
         guard let state else { return remove(app) }
+        activity.replace(apps[app]?.habit, with: state.habit)
         apps[app] = state
         replan(app, at: now)
     }
 
     /// Forgets an app altogether.
     public mutating func remove(_ app: String) {
-        if let number = numbers[app] {
-            unplan(number, apps[app]?.planned)
-            (ownPlans[number], pullIns[number]) = (nil, 0)
-        }
+        activity.replace(apps[app]?.habit, with: nil)
         apps[app] = nil
-        if let number = numbers[app] { queue.cancel(number) }
+        if let number = numbers[app] {
+            due.cancel(number)
+            early.cancel(number)
+        }
     }
 
     // MARK: FetchPlanner
 
     public mutating func register(_ app: String, interval: FetchInterval, at now: UInt64) {
+        if apps[app] == nil { activity.replace(nil, with: UsageHabit()) }
         var state = apps[app] ?? AppState(record: FetchRecord(interval: interval, registeredAt: now))
         state.record.interval = interval
         apps[app] = state
@@ -207,8 +188,9 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     public mutating func opened(_ app: String, at now: UInt64) {
         guard var state = apps[app] else { return }
         state.isOpen = true
-        state.cadence.setAppOpen(true, at: now, interval: intervalMicros(of: state))
+        let before = state.habit
         state.habit.recordOpen(atLocal: local(now))
+        activity.replace(before, with: state.habit)
         apps[app] = state
         replan(app, at: now)
     }
@@ -216,18 +198,15 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     public mutating func closed(_ app: String, at now: UInt64) {
         guard var state = apps[app] else { return }
         state.isOpen = false
-        state.cadence.setAppOpen(false, at: now, interval: intervalMicros(of: state))
         // It refreshed itself in the foreground.
         state.upToDateAt = now
-        state.closedAt = now
         apps[app] = state
         replan(app, at: now)
     }
 
     public mutating func fetched(_ app: String, result: FetchResult?, at now: UInt64) {
         guard var state = apps[app] else { return }
-        let covered = state.upToDateAt.map { now > $0 ? Self.seconds(now - $0) : 0 }
-            ?? Self.seconds(now > state.record.registeredAt ? now - state.record.registeredAt : 0)
+        let covered = Self.seconds(now > upToDate(state) ? now - upToDate(state) : 0)
         state.record.lastFetchAt = now
         state.record.record(.init(at: now, result: result))
         switch result {
@@ -246,6 +225,25 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         replan(app, at: now)
     }
 
+    /// A push woke the app in the background: it is up to date (what the
+    /// push brought needs no fetch, so it does not count as news a fetch
+    /// finds), and the wake is one other apps may ride along with.
+    public mutating func pushed(_ app: String, result: FetchResult, at now: UInt64) {
+        if var state = apps[app] {
+            state.upToDateAt = now
+            apps[app] = state
+            replan(app, at: now)
+        }
+        wokeAnyway(at: now)
+    }
+
+    /// The machine is awake for background work of another kind at `now`
+    /// (a push, a location event): apps far enough into their spacing are
+    /// fetched along with it.
+    public mutating func wokeAnyway(at now: UInt64) {
+        if !sleeping { opportunity = now }
+    }
+
     public mutating func setEligible(_ app: String, _ eligible: Bool, at now: UInt64) {
         guard apps[app] != nil else { return }
         apps[app]!.isEligible = eligible
@@ -255,38 +253,41 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     public mutating func setSleeping(_ sleeping: Bool, at now: UInt64) {
         guard sleeping != self.sleeping else { return }
         self.sleeping = sleeping
-        for app in apps.keys.sorted() {
-            apps[app]!.cadence.setMachineAsleep(sleeping, at: now, interval: intervalMicros(of: apps[app]!))
-            // Awake again: the timers that fell due in the night fire now, and plans follow them.
-            if !sleeping { replan(app, at: now) }
-        }
+        guard !sleeping else { return opportunity = nil }
+        // Awake again: apps whose need grew in the night go with the wake.
+        for app in apps.keys.sorted() { replan(app, at: now) }
+        opportunity = now
     }
 
     public mutating func nextWake() -> UInt64? {
-        sleeping ? nil : queue.earliest()
+        guard !sleeping else { return nil }
+        let planned = due.earliest()
+        if let opportunity, let first = early.earliest(), first <= opportunity {
+            return min(planned ?? .max, opportunity)
+        }
+        return planned
     }
 
     public mutating func appsToFetch(at now: UInt64) -> [String] {
-        guard !sleeping, let earliest = queue.earliest(), earliest <= now else { return [] }
-        var due: [String] = []
-        var later: [(Int, UInt64)] = []
-        while let number = queue.popDue(at: now &+ spans.otherPullIn) {
+        guard !sleeping else { return [] }
+        let isWake = due.earliest().map { $0 <= now } ?? false || opportunity.map { $0 <= now } ?? false
+        opportunity = nil
+        guard isWake else { return [] }
+        // Every app due is also early: taking the early ones takes all.
+        var taken: [String] = []
+        while let number = early.popDue(at: now) {
+            due.cancel(number)
             let app = names[number]
-            guard let state = apps[app], let planned = state.planned else { continue }
-            // Pulled in only if its own pull-in allows and its floor has passed.
-            if planned <= now || (planned - now <= state.pullIn && floorTime(of: state).map { $0 <= now } == true) {
-                due.append(app)
-            } else {
-                later.append((number, planned))
-            }
+            guard apps[app]?.planned != nil else { continue }
+            taken.append(app)
         }
-        for (number, planned) in later { queue.schedule(number, at: planned) }
-        for app in due {
-            unplan(numbers[app]!, apps[app]!.planned)
+        taken.sort()
+        for app in taken {
             apps[app]!.planned = nil
-            apps[app]!.coalescedWith = due.count - 1
+            apps[app]!.early = nil
+            apps[app]!.coalescedWith = taken.count - 1
         }
-        return due
+        return taken
     }
 
     public func plan(for app: String, at now: UInt64) -> FetchPlan? {
@@ -313,47 +314,29 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     /// µs in seconds.
     static func seconds(_ micros: UInt64) -> Double { Double(micros) / 1e6 }
 
-    /// A span in whole seconds.
-    static func wholeSeconds(_ span: Duration) -> Int { Int(span.components.seconds) }
-
-    /// How far ahead a fallback plan looks (µs).
-    static let horizonSpan = micros(.seconds(36 * 3600))
-    /// One slot of a usage habit (µs).
-    static let slotSpan = micros(.seconds(UsageHabit.slotMinutes * 60))
+    /// Seconds of one usage-habit slot.
+    static let slotSeconds = UsageHabit.slotMinutes * 60
 
     /// The tunables in the units the arithmetic uses, converted once whenever
     /// one changes (a Duration's parts take a 128-bit division to get at:
     /// converting in the planner's loops made it 2.5 times slower).
     struct Spans: Sendable {
         var grid: UInt64
-        var otherPullIn: UInt64
-        /// The quiet time after a close: `margin` and a quarter of an hour (µs).
-        var afterClose: UInt64
-        var lead: Int
-        var margin: Int
-        var unfamiliarMargin: Int
-        var leadPlusMargin: Double
-        var fallbackCeiling: Double
+        /// `fetchWorth` in seconds.
+        var worth: Double
+        /// `ceiling` in seconds.
+        var ceiling: Double
 
         /// Before init converts the real ones.
-        static let unset = Spans(grid: 1, otherPullIn: 0, afterClose: 0, lead: 0, margin: 0, unfamiliarMargin: 0, leadPlusMargin: 0, fallbackCeiling: 0)
+        static let unset = Spans(grid: 1, worth: 0, ceiling: 0)
 
-        init(grid: UInt64, otherPullIn: UInt64, afterClose: UInt64, lead: Int, margin: Int, unfamiliarMargin: Int,
-             leadPlusMargin: Double, fallbackCeiling: Double) {
-            (self.grid, self.otherPullIn, self.afterClose) = (grid, otherPullIn, afterClose)
-            (self.lead, self.margin, self.unfamiliarMargin) = (lead, margin, unfamiliarMargin)
-            (self.leadPlusMargin, self.fallbackCeiling) = (leadPlusMargin, fallbackCeiling)
+        init(grid: UInt64, worth: Double, ceiling: Double) {
+            (self.grid, self.worth, self.ceiling) = (max(grid, 1), worth, ceiling)
         }
 
         init(_ planner: AdaptivePlanner) {
-            grid = AdaptivePlanner.micros(planner.grid)
-            otherPullIn = AdaptivePlanner.micros(planner.otherPullIn)
-            afterClose = AdaptivePlanner.micros(planner.margin + .seconds(900))
-            lead = AdaptivePlanner.wholeSeconds(planner.lead)
-            margin = AdaptivePlanner.wholeSeconds(planner.margin)
-            unfamiliarMargin = AdaptivePlanner.wholeSeconds(planner.unfamiliarMargin)
-            leadPlusMargin = (planner.lead + planner.margin).seconds
-            fallbackCeiling = planner.fallbackCeiling.seconds
+            self.init(grid: AdaptivePlanner.micros(planner.grid), worth: max(planner.fetchWorth.seconds, 0),
+                      ceiling: max(planner.ceiling.seconds, 0))
         }
     }
 
@@ -364,209 +347,140 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         return base * Double(1 << min(state.record.offences, 3))
     }
 
-    /// The interval in µs, 0 for never.
-    private func intervalMicros(of state: AppState) -> UInt64 {
-        interval(of: state).map(Self.micros(seconds:)) ?? 0
-    }
-
     /// The earliest a fetch may happen: the interval after the last fetch (or registration).
     private func floorTime(of state: AppState) -> UInt64? {
         guard let interval = interval(of: state) else { return nil }
         return (state.record.lastFetchAt ?? state.record.registeredAt) &+ Self.micros(seconds: interval)
     }
 
-    /// Away from usual opens: the time by which news is `fallbackNewsChance`
-    /// likely, between the interval and `fallbackCeiling`. Apps that keep
-    /// answering noData have a lower rate, so they are fetched less; newData
-    /// brings them back.
-    private func fallbackSpacing(_ state: AppState, interval: Double) -> Double {
-        let perSecond = state.content.rate / 3600
-        let spacing = -log(1 - fallbackNewsChance) / max(perSecond, 1e-9)
-        return min(max(spacing, interval), max(spans.fallbackCeiling, interval))
+    /// When the app was last up to date or fetched: what its need accrues from.
+    private func upToDate(_ state: AppState) -> UInt64 {
+        max(state.upToDateAt ?? state.record.registeredAt, state.record.lastFetchAt ?? 0)
     }
 
     private mutating func number(of app: String) -> Int {
         if let number = numbers[app] { return number }
         names.append(app)
-        ownPlans.append(nil)
-        pullIns.append(0)
         numbers[app] = names.count - 1
         return names.count - 1
     }
 
     private func roundUp(_ time: UInt64) -> UInt64 {
         let step = spans.grid
-        return (time + step - 1) / step * step
-    }
-
-    /// Whether an open is usual between `margin` before `realtime` and
-    /// `lead` + `margin` after it: opens wander around their habit. On a kind
-    /// of day seen little (the first weekend) habits are borrowed from the
-    /// other kind, and wander further.
-    private func isHot(_ habit: UsageHabit, at realtime: UInt64) -> Bool {
-        let t = local(realtime)
-        let slot = UsageHabit.slotMinutes * 60
-        let wander = spans.margin + (habit.observedDays(likeLocal: t) < unfamiliarDays ? spans.unfamiliarMargin : 0)
-        var s = t - wander
-        while s <= t + spans.lead + wander {
-            if habit.probability(atLocal: s) >= hotThreshold { return true }
-            s += slot
-        }
-        return false
+        let (sum, overflow) = time.addingReportingOverflow(step - 1)
+        return overflow ? time : sum / step * step
     }
 
     private mutating func replan(_ app: String, at now: UInt64) {
         guard var state = apps[app] else { return }
         let number = number(of: app)
-        var (planned, reasons, pullIn) = makePlan(state, at: now)
-        state.ownPlan = planned
-        let step = spans.grid
-        unplan(number, state.planned)
-        // A plan that may wait a little joins the first wake already planned
-        // within that while: the machine wakes once for both.
-        if let own = planned, pullIn > 0 {
-            let end = own &+ pullIn
-            var time = own
-            while time <= end {
-                // Wakes off the grid (on an app's timer beat) within the step before come first.
-                if let beats = offGrid[time], let beat = beats.lazy.filter({ $0 >= own && $0 <= end }).min() {
-                    planned = beat
-                    break
-                }
-                if plannedAt[time] != nil {
-                    planned = time
-                    break
-                }
-                time &+= step
-            }
+        // Days without opens count too, not only once the next open comes.
+        let today = UsageHabit.day(local(now))
+        if state.habit.lastDay.map({ $0 < today }) ?? true {
+            let before = state.habit
+            state.habit.advance(to: today)
+            activity.replace(before, with: state.habit)
         }
-        state.planned = planned
-        state.reasons = reasons
-        state.pullIn = pullIn
-        (ownPlans[number], pullIns[number]) = (state.ownPlan, state.pullIn)
+        let plan = makePlan(state, at: now)
+        state.planned = plan.due
+        state.early = plan.early
+        state.reasons = plan.reasons
         apps[app] = state
-        guard let planned else { return queue.cancel(number) }
-        addPlanned(number, at: planned)
-        queue.schedule(number, at: planned)
-        // Plans just before this one that may wait join it.
-        var time = roundUp(planned)
-        while time >= step, planned - (time - step) <= spans.otherPullIn {
-            time -= step
-            guard let others = plannedAt[time] else { continue }
-            let joining = others.filter { other in
-                guard pullIns[other] > 0, let own = ownPlans[other] else { return false }
-                return planned >= own && planned - own <= pullIns[other]
-            }
-            // In a fixed order (a Set's is seeded per process), so the queue's ties fall the same way every run.
-            for other in joining.sorted() {
-                unplan(other, time)
-                addPlanned(other, at: planned)
-                apps[names[other]]!.planned = planned
-                queue.schedule(other, at: planned)
-            }
+        guard let planned = plan.due, let early = plan.early else {
+            due.cancel(number)
+            self.early.cancel(number)
+            return
         }
+        due.schedule(number, at: planned)
+        self.early.schedule(number, at: early)
     }
 
-    private mutating func addPlanned(_ number: Int, at time: UInt64) {
-        if plannedAt[time] == nil, time % spans.grid != 0 { offGrid[roundUp(time), default: []].insert(time) }
-        plannedAt[time, default: []].insert(number)
+    /// Seconds between fetches where an open comes with chance `chance` in a
+    /// slot and news at `newsPerSecond`: where one more fetch saves `worth`.
+    func spacing(chance: Double, newsPerSecond: Double, interval: Double) -> Double {
+        let opensPerSecond = chance / Double(Self.slotSeconds)
+        let top = max(spans.ceiling, interval)
+        guard opensPerSecond > 0, newsPerSecond > 0 else { return top }
+        let rare = cbrt(3 * spans.worth / (opensPerSecond * newsPerSecond))
+        let certain = (2 * spans.worth / opensPerSecond).squareRoot()
+        return min(max(rare, certain, interval), top)
     }
 
-    private mutating func unplan(_ number: Int, _ time: UInt64?) {
-        guard let time, var set = plannedAt[time] else { return }
-        set.remove(number)
-        guard set.isEmpty else { return plannedAt[time] = set }
-        plannedAt[time] = nil
-        let slot = roundUp(time)
-        if slot != time, var beats = offGrid[slot] {
-            beats.remove(time)
-            offGrid[slot] = beats.isEmpty ? nil : beats
+    /// Below this many days seen (decayed), the plan says it is still learning.
+    let learningDays = 1.5
+    /// A slot whose chance of an open is this or more is a usual open (for the explanation).
+    let usualChance = 0.1
+
+    struct Plan {
+        var due: UInt64?
+        var early: UInt64?
+        var reasons: [FetchPlanReason]
+    }
+
+    /// The plan and why: where the need since the app was last up to date reaches 1 (and `rideAlong`).
+    private mutating func makePlan(_ state: AppState, at now: UInt64) -> Plan {
+        guard let floorTime = floorTime(of: state), let interval = interval(of: state) else {
+            return Plan(reasons: [.never])
         }
-    }
-
-    /// The plan, why, and how far (µs) it may be pulled into an earlier wake.
-    private func makePlan(_ state: AppState, at now: UInt64) -> (UInt64?, [FetchPlanReason], UInt64) {
-        guard let floorTime = floorTime(of: state), let interval = interval(of: state) else { return (nil, [.never], 0) }
         var limits: [FetchPlanReason] = []
         if state.record.offences > 0 { limits.append(.offences(count: state.record.offences)) }
         if state.noDataStreak > 1 { limits.append(.noDataStreak(count: state.noDataStreak)) }
-        if state.isOpen { return (nil, [.inForeground], 0) }
-        if !state.isEligible { return (nil, [.notEligible], 0) }
-        let earliest = max(floorTime, now)
+        if state.isOpen { return Plan(reasons: [.inForeground]) }
+        if !state.isEligible { return Plan(reasons: [.notEligible]) }
 
-        guard state.habit.hasLearned else {
-            // Learning: at the interval, as promised, on the timer's beat
-            // (any open may be a usual one).
-            let at = state.cadence.next(atOrAfter: earliest, interval: intervalMicros(of: state)) ?? roundUp(earliest)
-            return (at, [.atInterval(seconds: interval)] + limits, 0)
+        let chances = state.habit.openChances(openModel, activity: activity.shares())
+        let news = state.content.rate / 3600
+        let slot = Self.slotSeconds
+        // Walk the slots from when it was last up to date, accruing need.
+        var t = local(upToDate(state))
+        let start = t
+        let nowLocal = local(now)
+        var need = 0.0
+        var earlyAt: Int?
+        var dueAt: Int?
+        var spacingThere = 0.0
+        // The ceiling bounds every spacing, so need reaches 1 within it; the cap is a guard.
+        let limit = start + Int(min(max(spans.ceiling, interval), 7 * 86_400)) + slot
+        while dueAt == nil, t < limit {
+            let end = (UsageHabit.slotStart(t) + slot)
+            let spacing = spacing(chance: chances.at(local: t), newsPerSecond: news, interval: interval)
+            let gain = Double(end - t) / spacing
+            if earlyAt == nil, need + gain >= rideAlong {
+                earlyAt = t + Int(((rideAlong - need) * spacing).rounded(.up))
+            }
+            if need + gain >= 1 {
+                dueAt = t + Int(((1 - need) * spacing).rounded(.up))
+                spacingThere = spacing
+            }
+            need += gain
+            t = end
         }
+        let dueLocal = dueAt ?? limit
+        func realtime(_ local: Int) -> UInt64 { Self.micros(seconds: Double(local - utcOffset)) }
+        // On the grid, so that apps due together meet; unless that would
+        // stretch a short spacing (a tenth of it at most).
+        let exact = realtime(dueLocal)
+        let rounded = roundUp(exact)
+        let stretch = Self.micros(seconds: (spacingThere > 0 ? spacingThere : spans.ceiling) / 10)
+        var dueTime = max(rounded - exact <= stretch ? rounded : exact, floorTime, now)
+        let earlyTime = min(max(realtime(earlyAt ?? dueLocal), floorTime, now), dueTime)
+        if dueTime < earlyTime { dueTime = earlyTime }
 
-        // The fallback, away from usual opens: when news has become likely enough.
-        let upToDate = state.upToDateAt ?? state.record.registeredAt
-        let spacing = fallbackSpacing(state, interval: interval)
-        let fallback = max(earliest, upToDate &+ Self.micros(seconds: spacing))
-        let step = spans.grid
-        var t = roundUp(earliest)
-        // A fallback fetch just before a usual open would keep the open's
-        // fetch off the timer's beat: the open's fetch does for both.
-        let horizon = min(fallback &+ intervalMicros(of: state) &+ spans.otherPullIn, t &+ Self.horizonSpan)
-        // Within a run of likely opens the app is fetched at its interval (t starts at its floor).
-        let coarse = Self.slotSpan
-        var wasHot = true
-        while t < horizon {
-            guard isHot(state.habit, at: t) else {
-                // Runs are wider than a slot: step by slots until one starts, then back to its first moment.
-                t += coarse
-                wasHot = false
-                continue
-            }
-            if !wasHot {
-                while t >= step, t - step >= roundUp(earliest), isHot(state.habit, at: t - step) { t -= step }
-                wasHot = true
-            }
-            // The user has just seen it: the open it was due for is behind it.
-            if let closed = state.closedAt, t < closed &+ spans.afterClose {
-                t += step
-                continue
-            }
-            let gap = Self.seconds(t > upToDate ? t - upToDate : 0) + spans.leadPlusMargin
-            if state.content.probability(within: gap) >= contentThreshold {
-                var reasons: [FetchPlanReason] = [.usuallyOpenedAt(secondsIntoDay: usualOpen(state.habit, from: t)), .contentLikely]
-                // On the interval timer's beat: never staler at this open than under the timer.
-                let from = max(earliest, t > step ? t - step + 1 : 0)
-                let at = state.cadence.next(atOrAfter: from, interval: intervalMicros(of: state)) ?? t
-                if at == floorTime && floorTime > now { reasons.append(.intervalFloor(seconds: interval)) }
-                return (at, reasons + limits, 0)
-            }
-            // Little chance of news by then: skip this run, a slot at a time
-            // (whether a moment is hot changes only at local slot boundaries).
-            while t < horizon && isHot(state.habit, at: t) { t = nextSlot(after: t) }
+        // Why: what the spacing there rests on.
+        let planLocal = max(local(dueTime), nowLocal)
+        var reasons: [FetchPlanReason] = []
+        // The opens it serves: those soon after it, up to the next fetch or two hours.
+        let (peak, peakAt) = chances.peak(from: planLocal, through: planLocal + Int(min(max(spacingThere, 7200), 86_400)))
+        if state.habit.observedDays < learningDays {
+            reasons.append(.learningHabits)
+        } else if peak >= usualChance {
+            reasons.append(.usuallyOpenedAt(secondsIntoDay: ((peakAt % 86_400) + 86_400) % 86_400))
+        } else {
+            reasons.append(.noUsualOpenSoon(atLatestEvery: max(spans.ceiling, interval)))
         }
-        var reasons: [FetchPlanReason] = [.noUsualOpenSoon(atLatestEvery: spacing)]
-        if fallback == floorTime && floorTime > now { reasons.append(.intervalFloor(seconds: interval)) }
-        return (roundUp(fallback), reasons + limits, spans.otherPullIn)
-    }
-
-    /// The first moment on the grid at or after the local slot that follows `t`'s.
-    private func nextSlot(after t: UInt64) -> UInt64 {
-        let slot = UsageHabit.slotMinutes * 60
-        let local = local(t)
-        let next = (local >= 0 ? local / slot : (local - slot + 1) / slot) * slot + slot
-        return roundUp(Self.micros(.seconds(max(0, next - utcOffset))))
-    }
-
-    /// Seconds into the local day of the most likely slot of the run starting at `t`.
-    private func usualOpen(_ habit: UsageHabit, from t: UInt64) -> Int {
-        var best = (p: -1.0, at: local(t) + spans.lead)
-        var s = local(t)
-        let slot = UsageHabit.slotMinutes * 60
-        for _ in 0..<8 {
-            let p = habit.probability(atLocal: s)
-            if p > best.p { best = (p, s) }
-            if p < hotThreshold && best.p >= hotThreshold { break }
-            s += slot
-        }
-        let into = ((best.at % 86_400) + 86_400) % 86_400
-        return into / slot * slot
+        reasons.append(.spacedBy(seconds: spacingThere > 0 ? spacingThere : max(spans.ceiling, interval)))
+        reasons.append(.newsEvery(seconds: 1 / max(news, 1e-12)))
+        if dueTime == floorTime && floorTime > now { reasons.append(.intervalFloor(seconds: interval)) }
+        return Plan(due: dueTime, early: earlyTime, reasons: reasons + limits)
     }
 }

@@ -1,7 +1,9 @@
 public import BgTaskProtocol
-// Storage format of an AppLearning, version 2, little-endian:
+// Storage format of an AppLearning, version 3, little-endian:
 //
-//   u8  version (2; 1 is the same without the last line)
+//   u8  version (3; 2 adds a line "u8 has anchor, u64 anchor" at the end,
+//       the beat of a timer earlier planners followed, read and dropped;
+//       1 is the same as 3)
 //   f64 habit decay
 //   two histograms (weekdays, then weekends), each:
 //       u16 slot count, then f64 mass per slot
@@ -9,7 +11,6 @@ public import BgTaskProtocol
 //       u16 counted count, then u16 slot per counted slot (ascending)
 //   f64 content found   f64 content hours   u8 has updatedAt   u64 updatedAt
 //   u32 noData streak   u8 has upToDateAt   u64 upToDateAt
-//   u8 has cadenceAnchor   u64 cadenceAnchor
 //
 // What the planner learned is written after every fetch and read for every
 // app at start-up; JSONDecoder took about 300 µs for the two 96-slot
@@ -19,7 +20,7 @@ public import BgTaskProtocol
 import Foundation
 
 extension AppLearning {
-    static let storageVersion: UInt8 = 2
+    static let storageVersion: UInt8 = 3
 
     /// What was learned, in its storage format.
     public func storageBytes() -> [UInt8] {
@@ -43,8 +44,6 @@ extension AppLearning {
         bytes.append(integer: UInt32(clamping: noDataStreak))
         bytes.append(upToDateAt == nil ? 0 : 1)
         bytes.append(integer: upToDateAt ?? 0)
-        bytes.append(cadenceAnchor == nil ? 0 : 1)
-        bytes.append(integer: cadenceAnchor ?? 0)
         return bytes
     }
 
@@ -60,7 +59,7 @@ extension AppLearning {
         }
         var reader = ByteReader(bytes: bytes)
         let version = try reader.byte()
-        guard version == 1 || version == Self.storageVersion else {
+        guard (1...Self.storageVersion).contains(version) else {
             throw BgTaskError(.failed, "learning record of an unknown format version \(bytes.first ?? 0)")
         }
         var habit = UsageHabit(decay: Double(bitPattern: try reader.integer(UInt64.self)))
@@ -88,12 +87,10 @@ extension AppLearning {
         let streak = Int(try reader.integer(UInt32.self))
         let hasUpToDate = try reader.byte() != 0
         let upToDate = try reader.integer(UInt64.self)
-        var anchor: UInt64?
-        if version >= 2 {
-            let hasAnchor = try reader.byte() != 0
-            let value = try reader.integer(UInt64.self)
-            anchor = hasAnchor ? value : nil
+        if version == 2 {
+            _ = try reader.byte()
+            _ = try reader.integer(UInt64.self)
         }
-        self.init(habit: habit, content: content, noDataStreak: streak, upToDateAt: hasUpToDate ? upToDate : nil, cadenceAnchor: anchor)
+        self.init(habit: habit, content: content, noDataStreak: streak, upToDateAt: hasUpToDate ? upToDate : nil)
     }
 }

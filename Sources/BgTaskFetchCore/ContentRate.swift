@@ -4,8 +4,10 @@ import Foundation
 /// How often an app gets new content, estimated from what its fetches found:
 /// a fetch after a gap `g` finds something with probability 1 − e^(−r·g) for
 /// a Poisson arrival rate `r`. Observations weigh less as they age (a
-/// half-life of a day), so an app that went quiet is fetched less, and one
-/// that has news again is fetched more.
+/// half-life of three days), so an app that went quiet is fetched less, and
+/// one that has news again is fetched more. The prior weighs little: an app
+/// whose fetches keep finding nothing (its news comes by push) is soon
+/// taken as having next to none, instead of one item every few hours.
 public struct ContentRate: Sendable, Equatable, Codable {
     /// Decayed count of fetches that found new data.
     var found: Double = 0
@@ -14,10 +16,10 @@ public struct ContentRate: Sendable, Equatable, Codable {
     /// Realtime µs of the last observation.
     var updatedAt: UInt64?
 
-    /// Before any observation: one item every 4 hours, weighing as one fetch.
-    static let priorFound = 1.0
-    static let priorHours = 4.0
-    static let halfLifeHours = 24.0
+    /// Before any observation: one item every 4 hours, weighing as half a fetch.
+    static let priorFound = 0.5
+    static let priorHours = 2.0
+    static let halfLifeHours = 72.0
 
     public init() {}
 

@@ -19,6 +19,9 @@ public protocol FetchPlanner {
     mutating func closed(_ app: String, at now: UInt64)
     /// A fetch wake of the app ended: its answer, or nil when it missed its budget.
     mutating func fetched(_ app: String, result: FetchResult?, at now: UInt64)
+    /// A silent push woke the app in the background: `result` is whether it
+    /// brought news. Planners that do not tell pushes apart take it as a fetch.
+    mutating func pushed(_ app: String, result: FetchResult, at now: UInt64)
     /// Whether the app may be fetched in the background at all (refresh available).
     mutating func setEligible(_ app: String, _ eligible: Bool, at now: UInt64)
     /// The machine went to sleep or woke up.
@@ -31,6 +34,12 @@ public protocol FetchPlanner {
     mutating func appsToFetch(at now: UInt64) -> [String]
     /// When the app's next fetch is planned, and why (for `bgtaskctl apps`).
     func plan(for app: String, at now: UInt64) -> FetchPlan?
+}
+
+extension FetchPlanner {
+    public mutating func pushed(_ app: String, result: FetchResult, at now: UInt64) {
+        fetched(app, result: result, at: now)
+    }
 }
 
 /// When an app's next fetch is planned and why, as data: `bgtaskctl apps`
@@ -62,8 +71,12 @@ public enum FetchPlanReason: Sendable, Equatable, CustomStringConvertible {
     case noUsualOpenSoon(atLatestEvery: Double)
     /// The last `count` fetches found nothing new: fetched less often.
     case noDataStreak(count: Int)
-    /// New content is likely (the app usually has some by then).
-    case contentLikely
+    /// Little is known yet of when the app is opened: planned as if it could be at any hour.
+    case learningHabits
+    /// Around then one fetch every this many seconds saves the most staleness for what it costs.
+    case spacedBy(seconds: Double)
+    /// The app has news about this often (seconds), as its fetches found.
+    case newsEvery(seconds: Double)
     /// Unanswered wakes: fetched less often.
     case offences(count: Int)
     /// The interval is a floor: not before this many seconds after the last fetch.
@@ -84,7 +97,9 @@ public enum FetchPlanReason: Sendable, Equatable, CustomStringConvertible {
         case .atInterval(let seconds): "no habit learned yet: every \(Self.duration(seconds))"
         case .noUsualOpenSoon(let seconds): "no usual open soon: at the latest every \(Self.duration(seconds))"
         case .noDataStreak(let count): "last \(count) fetch\(count == 1 ? "" : "es") noData"
-        case .contentLikely: "new content is likely by then"
+        case .learningHabits: "still learning when it is opened"
+        case .spacedBy(let seconds): "a fetch every \(Self.duration(seconds)) there"
+        case .newsEvery(let seconds): "news about every \(Self.duration(seconds))"
         case .offences(let count): "\(count) unanswered wake\(count == 1 ? "" : "s")"
         case .intervalFloor(let seconds): "not within \(Self.duration(seconds)) of the last fetch"
         case .coalesced(let count): "woken together with \(count) other app\(count == 1 ? "" : "s")"
@@ -94,7 +109,7 @@ public enum FetchPlanReason: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    static func clock(_ secondsIntoDay: Int) -> String {
+    public static func clock(_ secondsIntoDay: Int) -> String {
         let minutes = (secondsIntoDay / 60) % (24 * 60)
         let h = minutes / 60, m = minutes % 60
         return (h < 10 ? "0" : "") + "\(h):" + (m < 10 ? "0" : "") + "\(m)"

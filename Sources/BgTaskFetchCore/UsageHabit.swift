@@ -31,6 +31,9 @@ public struct UsageHabit: Sendable, Equatable, Codable {
         self.decay = decay
     }
 
+    /// The last day (days since the epoch, local) the habit was brought up to.
+    public var lastDay: Int? { [weekday.lastDay, weekend.lastDay].compactMap { $0 }.max() }
+
     /// Days observed (decayed), weekdays and weekends together.
     public var observedDays: Double { weekday.days + weekend.days }
 

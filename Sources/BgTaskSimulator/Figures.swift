@@ -9,7 +9,11 @@
 // 0:7:4 --app-content 0:24`).
 // Checks:
 //   - adaptive wake_events ≤ 40 % and fetch_wakes ≤ 50 % of naive's;
-//   - adaptive mean and p90 staleness ≤ naive's (with the distance to oracle's);
+//   - adaptive mean staleness ≤ 0.7× and p90 ≤ 1× a plain timer's at equal
+//     cost: naive's cost–staleness curve (NaiveCurve) read at adaptive's own
+//     fetch_wakes; naive at the floor, which costs twice as much, is shown
+//     beside it. (Matching naive at the floor was the goal once; it kept
+//     fetches on naive's beats and bought nothing a cheaper timer could not.)
 //   - the shifted app recovers: its mean staleness per day returns to within
 //     20 % (+ 60 s of noise floor) of its pre-shift level — the mean of its
 //     daily means over days 1 … shift−1 (day 0 is learning) — at most 3 days
@@ -127,15 +131,18 @@ public struct Figures: Sendable {
             name: "adaptive fetch_wakes ≤ 50 % of naive's", passed: fetchRatio <= 0.5,
             detail: "\(a.fetchWakes) vs \(n.fetchWakes) (\(percent(fetchRatio)))"
         ))
+        let atCost = NaiveCurve(trace: trace, floors: NaiveCurve.floors(from: floor)).staleness(atFetchWakes: a.fetchWakes)
         checks.append(Check(
-            name: "adaptive mean staleness ≤ naive's", passed: a.meanStalenessS <= n.meanStalenessS,
-            detail: "\(seconds(a.meanStalenessS)) vs \(seconds(n.meanStalenessS)); oracle \(seconds(o.meanStalenessS)), "
-                + "adaptive is \(signed(a.meanStalenessS - o.meanStalenessS)) from it"
+            name: "adaptive mean staleness ≤ 0.7× the timer's at equal fetch_wakes",
+            passed: atCost.map { a.meanStalenessS <= 0.7 * $0.mean } ?? false,
+            detail: "\(seconds(a.meanStalenessS)) vs \(atCost.map { seconds($0.mean) } ?? "beyond the curve"); "
+                + "naive at the floor \(seconds(n.meanStalenessS)), oracle \(seconds(o.meanStalenessS))"
         ))
         checks.append(Check(
-            name: "adaptive p90 staleness ≤ naive's", passed: a.p90StalenessS <= n.p90StalenessS,
-            detail: "\(seconds(a.p90StalenessS)) vs \(seconds(n.p90StalenessS)); oracle \(seconds(o.p90StalenessS)), "
-                + "adaptive is \(signed(a.p90StalenessS - o.p90StalenessS)) from it"
+            name: "adaptive p90 staleness ≤ the timer's at equal fetch_wakes",
+            passed: atCost.map { a.p90StalenessS <= $0.p90 } ?? false,
+            detail: "\(seconds(a.p90StalenessS)) vs \(atCost.map { seconds($0.p90) } ?? "beyond the curve"); "
+                + "naive at the floor \(seconds(n.p90StalenessS)), oracle \(seconds(o.p90StalenessS))"
         ))
 
         // Habit shift recovery.

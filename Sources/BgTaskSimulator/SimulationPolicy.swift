@@ -10,12 +10,13 @@ public enum SimulationPolicy: String, Sendable, CaseIterable {
     /// ``OraclePlanner``: knows the trace, fetches right before the opens that need it.
     case oracle
 
-    /// Simulates `trace` under this policy.
-    public func run(_ trace: Trace, floor: Double) -> SimulationResult {
+    /// Simulates `trace` under this policy (`tuning` applies to adaptive).
+    public func run(_ trace: Trace, floor: Double, tuning: PlannerTuning = .init()) -> SimulationResult {
         let simulator = Simulator(trace: trace, floor: floor)
         switch self {
         case .adaptive:
             var planner = AdaptivePlanner(floor: floor, utcOffset: 0)
+            tuning.apply(to: &planner)
             return simulator.run(&planner)
         case .naive:
             var planner = NaivePlanner(floor: floor)

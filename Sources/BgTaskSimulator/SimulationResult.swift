@@ -8,12 +8,16 @@ public struct SimulationResult: Sendable {
     public var violations: [RuleViolation]
     /// Staleness at each open (seconds), per app, per trace day (day d is t ∈ [d·86400, (d+1)·86400)).
     public var staleness: [String: [[Double]]]
+    /// Every open, in time order.
+    public var opens: [OpenSample]
 
-    public init(metrics: SimulationMetrics, runs: [BackgroundRun], violations: [RuleViolation], staleness: [String: [[Double]]]) {
+    public init(metrics: SimulationMetrics, runs: [BackgroundRun], violations: [RuleViolation], staleness: [String: [[Double]]],
+                opens: [OpenSample] = []) {
         self.metrics = metrics
         self.runs = runs
         self.violations = violations
         self.staleness = staleness
+        self.opens = opens
     }
 
     /// The app's mean staleness at open for each day; nil for a day without opens.

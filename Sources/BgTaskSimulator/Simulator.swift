@@ -20,8 +20,8 @@
 //
 // A silent push wakes its app in the background: one wake event (shared with
 // fetches at the same instant), the app up to date. The planner hears of it
-// as fetched(app, result:, at:), as it would hear of any background run
-// that brought the app up to date; it is not a fetch for the interval rule.
+// as pushed(app, result:, at:) (planners that do not tell pushes apart take
+// it as a fetch); it is not a fetch for the interval rule.
 // A push that arrives while the machine sleeps waits for the wake (docs/DESIGN.md §6);
 // one for an open app, or a non-silent one, wakes nothing.
 
@@ -89,6 +89,7 @@ public struct Simulator: Sendable {
         var fetchWakes = 0, wakeEvents = 0, nodataFetches = 0, opens = 0, pushWakes = 0
         var samples: [Double] = []
         var staleness: [String: [[Double]]] = [:]
+        var openSamples: [OpenSample] = []
         var runs: [BackgroundRun] = []
         var violations: [RuleViolation] = []
 
@@ -107,6 +108,7 @@ public struct Simulator: Sendable {
                 var app_ = apps[app, default: AppState()]
                 let age = app_.oldestUnseen.map { Double(now - $0) / 1_000_000 } ?? 0
                 samples.append(age)
+                openSamples.append(OpenSample(app: app, at: now, staleness: age))
                 let day = Int(event.t / 86_400)
                 var perDay = staleness[app, default: []]
                 while perDay.count <= day { perDay.append([]) }
@@ -152,7 +154,7 @@ public struct Simulator: Sendable {
             pushWakes += 1
             worked(at: now)
             runs.append(BackgroundRun(app: app, at: now, kind: .push, result: result))
-            planner.fetched(app, result: result, at: now)
+            planner.pushed(app, result: result, at: now)
         }
 
         mutating func fetch<Planner: FetchPlanner>(_ due: [String], at now: UInt64, planner: inout Planner) {
@@ -201,7 +203,7 @@ public struct Simulator: Sendable {
                 p90StalenessS: SimulationMetrics.percentile(0.9, of: samples),
                 opens: opens, ruleViolations: violations.count, pushWakes: pushWakes
             )
-            return SimulationResult(metrics: metrics, runs: runs, violations: violations, staleness: staleness)
+            return SimulationResult(metrics: metrics, runs: runs, violations: violations, staleness: staleness, opens: openSamples)
         }
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BgTaskSimulator
+import BgTaskFetchCore
 import Foundation
 
 /// Judges the adaptive planner against a plain timer at equal cost.
@@ -26,8 +27,16 @@ struct CompareCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Fetch.MinimumIntervalSec for adaptive and the oracle, and the timer's first floor.", valueName: "seconds"))
     var floor = 900.0
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Set a tunable of the adaptive planner (repeatable): " + PlannerTuning.names.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value))" }.joined(separator: "; ") + ".",
+        valueName: "NAME=VALUE"))
+    var tune: [String] = []
+
     @Flag(name: .long, help: "Also per app: fetches and mean staleness, adaptive against naive at --floor.")
     var byApp = false
+
+    @Option(name: .long, help: ArgumentHelp("Also list the N opens adaptive left stalest, with what the timer at --floor left and adaptive's last run before each.", valueName: "N"))
+    var stalest = 0
 
     @Flag(name: .long, help: "Print one JSON object.")
     var json = false
@@ -38,7 +47,7 @@ struct CompareCommand: ParsableCommand {
 
     func run() throws {
         let trace = try RunCommand.load(self.trace)
-        let adaptive = SimulationPolicy.adaptive.run(trace, floor: floor)
+        let adaptive = SimulationPolicy.adaptive.run(trace, floor: floor, tuning: try PlannerTuning(tune))
         let oracle = SimulationPolicy.oracle.run(trace, floor: floor)
         let curve = NaiveCurve(trace: trace, floors: NaiveCurve.floors(from: floor))
         let a = adaptive.metrics
@@ -93,6 +102,18 @@ struct CompareCommand: ParsableCommand {
         }
         print("against the timer at the floor: fetch_wakes \(ratio(Double(a.fetchWakes), Double(naive.fetchWakes))),"
             + " wake_events \(ratio(Double(a.wakeEvents), Double(naive.wakeEvents))), mean staleness \(ratio(a.meanStalenessS, naive.meanStaleness))")
+        if stalest > 0 {
+            let naiveRun = SimulationPolicy.naive.run(trace, floor: floor)
+            print("stalest opens under adaptive (naive at the floor; adaptive's last run of the app before):")
+            for (index, open) in adaptive.opens.enumerated().sorted(by: { $0.element.staleness > $1.element.staleness }).prefix(stalest) {
+                let naiveStale = index < naiveRun.opens.count ? naiveRun.opens[index].staleness : .nan
+                let last = adaptive.runs.last { $0.app == open.app && $0.at < open.at }
+                let t = Double(open.at) / 1e6 - Double(Trace.realtime(0)) / 1e6
+                let day = Int(t / 86_400), clock = FetchPlanReason.clock(Int(t) % 86_400)
+                print("  \(open.app) day \(day) \(clock): \(RunCommand.duration(open.staleness)) (naive \(RunCommand.duration(naiveStale)));"
+                    + " last run \(last.map { "\($0.kind.rawValue) \(RunCommand.duration(Double(open.at - $0.at) / 1e6)) before" } ?? "none")")
+            }
+        }
         if byApp {
             let naiveRun = SimulationPolicy.naive.run(trace, floor: floor)
             print("by app (adaptive / naive at the floor): fetches, mean staleness at opens")

@@ -39,6 +39,8 @@ struct GenerateCommand: ParsableCommand {
     var sleepUntil = "07:00"
     @Option(name: .customLong("shift"), help: ArgumentHelp("From 0-based DAY on, open app APP_INDEX HOURS later (repeatable).", valueName: "APP_INDEX:DAY:HOURS"))
     var shifts: [String] = []
+    @Flag(name: .customLong("family"), help: "Write the trace `evaluate` judges on for --seed (apps of every class, named by class; --days holds, the other shape options do not).")
+    var family = false
     @Option(name: .customLong("app-content"), help: ArgumentHelp("Give app APP_INDEX a steady PER_DAY content items a day (repeatable).", valueName: "APP_INDEX:PER_DAY"))
     var appContent: [String] = []
 
@@ -93,7 +95,9 @@ struct GenerateCommand: ParsableCommand {
     }
 
     func run() throws {
-        let text = generator.generate().jsonLines
+        var familyGenerator = FamilyTraceGenerator()
+        (familyGenerator.seed, familyGenerator.days) = (seed, days)
+        let text = (family ? familyGenerator.generate() : generator.generate()).jsonLines
         if let output {
             do {
                 try text.write(toFile: output, atomically: true, encoding: .utf8)

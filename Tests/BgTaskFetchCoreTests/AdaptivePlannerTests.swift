@@ -46,13 +46,15 @@ import Testing
         }
     }
 
-    @Test func aNewAppIsFetchedAtItsInterval() {
+    @Test func aNewAppIsFetchedWhileItsHabitsAreLearned() throws {
         var planner = planner()
-        let plan = planner.plan(for: "org.example.News", at: Self.at(day: 0, 0))
-        #expect(plan?.next == Self.at(day: 0, 0, 15), "minimum means the floor until something is learned")
-        #expect(plan?.reasons.first == .atInterval(seconds: Self.floor))
-        let wakes = run(&planner, until: Self.at(day: 0, 2))
-        #expect(wakes.map { Self.minutes($0.0) - Self.minutes(Self.at(day: 0, 0)) } == [15, 30, 45, 60, 75, 90, 105])
+        let plan = try #require(planner.plan(for: "org.example.News", at: Self.at(day: 0, 0)))
+        #expect(plan.reasons.first == .learningHabits, "\(plan.explanation)")
+        let next = try #require(plan.next)
+        #expect(next >= Self.at(day: 0, 0, 15), "never within the floor")
+        #expect(next <= Self.at(day: 0, 2), "an app nothing is known of is not left alone: \(plan.explanation)")
+        let wakes = run(&planner, until: Self.at(day: 1, 0))
+        #expect(wakes.count >= 6 && wakes.count <= 48, "\(wakes.count) fetches on the first day; the floor allows 96")
     }
 
     @Test func theIntervalIsAFloorThatIsNeverBroken() {
@@ -73,16 +75,18 @@ import Testing
 
     @Test func learnsWhenTheAppIsOpenedAndFetchesJustBefore() throws {
         var planner = planner()
-        openDaily(&planner, "org.example.News", days: 0..<4, at: 8, 10)
-        // Day 4: the fetches around the usual open begin shortly before it.
-        run(&planner, until: Self.at(day: 4, 6))
-        let plan = try #require(planner.plan(for: "org.example.News", at: Self.at(day: 4, 6)))
-        #expect(plan.reasons.contains(.usuallyOpenedAt(secondsIntoDay: 8 * 3600)), "\(plan.explanation)")
-        let wakes = run(&planner, until: Self.at(day: 4, 8, 10)).map(\.0)
-        let near = wakes.filter { $0 >= Self.at(day: 4, 7) }
-        #expect(!near.isEmpty && near.allSatisfy { $0 < Self.at(day: 4, 8, 10) }, "fetched in the hour before the open")
-        #expect(near.first! <= Self.at(day: 4, 7, 35), "the first fetch is well before the usual open")
-        #expect(plan.explanation.contains("usually opened at 08:00"))
+        openDaily(&planner, "org.example.News", days: 0..<4, at: 8, 10) { _, _ in .newData }
+        run(&planner, until: Self.at(day: 4, 6)) { _, _ in .newData }
+        // Day 4: fetches close together around the usual open, few elsewhere.
+        let wakes = run(&planner, until: Self.at(day: 4, 8, 10)) { _, _ in .newData }.map(\.0)
+        let near = wakes.filter { $0 >= Self.at(day: 4, 7, 10) }
+        #expect(near.count >= 2, "fetched in the hour before the open: \(near.map(Self.minutes))")
+        let plan = try #require(planner.plan(for: "org.example.News", at: Self.at(day: 4, 8, 10)))
+        #expect(plan.explanation.contains("usually opened at 08:"), "\(plan.explanation)")
+        planner.opened("org.example.News", at: Self.at(day: 4, 8, 10))
+        planner.closed("org.example.News", at: Self.at(day: 4, 8, 20))
+        let quiet = run(&planner, until: Self.at(day: 4, 23)) { _, _ in .newData }.filter { $0.0 >= Self.at(day: 4, 11) }
+        #expect(quiet.count * 2 <= near.count * 12, "\(quiet.count) fetches in 12 quiet hours against \(near.count) in the hour before the open")
     }
 
     @Test func fetchesLittleAwayFromUsualOpens() {
@@ -95,13 +99,15 @@ import Testing
 
     @Test func aChangedHabitIsLearnedWithinDays() throws {
         var planner = planner()
-        openDaily(&planner, "org.example.News", days: 0..<5, at: 8)
-        openDaily(&planner, "org.example.News", days: 5..<8, at: 12)  // weekend included: the habit moved
-        openDaily(&planner, "org.example.News", days: 8..<10, at: 12)
-        run(&planner, until: Self.at(day: 10, 10))
+        let news: (String, UInt64) -> FetchResult = { _, _ in .newData }
+        openDaily(&planner, "org.example.News", days: 0..<7, at: 8, result: news)
+        openDaily(&planner, "org.example.News", days: 7..<10, at: 12, result: news)  // the habit moved
+        run(&planner, until: Self.at(day: 10, 10), result: news)
         let plan = try #require(planner.plan(for: "org.example.News", at: Self.at(day: 10, 10)))
-        #expect(plan.reasons.contains(.usuallyOpenedAt(secondsIntoDay: 12 * 3600)), "\(plan.explanation)")
-        #expect(try #require(plan.next) < Self.at(day: 10, 12), "\(plan.explanation)")
+        // Within three days the new hour is where fetches go: as often as around the old one before.
+        let before = run(&planner, until: Self.at(day: 10, 12), result: news).filter { $0.0 >= Self.at(day: 10, 11) }
+        #expect(before.count >= 2, "fetched in the hour before the new usual open: \(plan.explanation)")
+        #expect(plan.explanation.contains("usually opened at 1"), "\(plan.explanation)")
     }
 
     @Test func backsOffNoDataAndRecoversWithNewData() throws {
@@ -174,26 +180,46 @@ import Testing
         })
     }
 
-    @Test func nearAUsualOpenItIsFetchedOnTheIntervalTimersBeat() throws {
-        var planner = planner()
-        let app = "org.example.News"
-        // Opens of 20 minutes: a beat falls due while it is open, and the timer beats again at the close.
-        for day in 0..<4 {
-            let open = Self.at(day: day, 8, 3 * day)
-            run(&planner, until: open)
-            planner.opened(app, at: open)
-            planner.closed(app, at: open + 1_200_000_000)
+    @Test func aPushIsAWakeOthersRideAlong() throws {
+        var planner = AdaptivePlanner(floor: Self.floor)
+        planner.register("org.example.Chat", interval: .minimum, at: Self.at(day: 0, 0))
+        planner.register("org.example.News", interval: .minimum, at: Self.at(day: 0, 0))
+        // Both fetched once; then News is well into its spacing when a push wakes Chat.
+        let wake = planner.nextWake()
+        let first = try #require(wake)
+        let both = planner.appsToFetch(at: first)
+        for app in both { planner.fetched(app, result: .newData, at: first) }
+        let due = try #require(planner.plan(for: "org.example.News", at: first)?.next)
+        let push = first + (due - first) * 9 / 10
+        planner.pushed("org.example.Chat", result: .newData, at: push)
+        #expect(planner.nextWake() == push, "the push is a wake: others may go with it")
+        #expect(planner.appsToFetch(at: push) == ["org.example.News"])
+        // A push makes the pushed app up to date without a fetch: its content rate learns nothing from it.
+        #expect(planner.apps["org.example.Chat"]?.upToDateAt == push)
+        var rate = ContentRate()
+        rate.record(gap: Double(first - Self.at(day: 0, 0)) / 1e6, newData: true, at: first)
+        #expect(planner.apps["org.example.Chat"]?.content == rate)
+    }
+
+    @Test func opensAreExpectedInTheUsersHoursNotAtNight() {
+        // Two apps used by day; a third that was never opened. Awake all night, fetches of the
+        // third go where the user uses apps: few between 01:00 and 06:00.
+        var planner = AdaptivePlanner(floor: Self.floor)
+        for app in ["org.example.A", "org.example.B", "org.example.New"] {
+            planner.register(app, interval: .minimum, at: Self.at(day: 0, 0))
         }
-        run(&planner, until: Self.at(day: 4, 6))
-        let plan = try #require(planner.plan(for: app, at: Self.at(day: 4, 6)))
-        #expect(plan.reasons.first == .usuallyOpenedAt(secondsIntoDay: 8 * 3600))
-        let next = try #require(plan.next)
-        let cadence = try #require(planner.apps[app]?.cadence)
-        #expect(cadence.next(atOrAfter: next, interval: 900_000_000) == next, "on a beat of the timer")
-        #expect(next <= Self.at(day: 4, 8) - 600_000_000, "in time for the open")
-        // The beat is the one a plain timer keeps: 15-minute steps from day 3's close.
-        let close = Self.at(day: 3, 8, 9) + 1_200_000_000
-        #expect((next - close) % 900_000_000 == 0)
+        for day in 0..<4 {
+            for (app, hour) in [("org.example.A", 9), ("org.example.B", 13), ("org.example.A", 18)] {
+                let open = Self.at(day: day, hour)
+                run(&planner, until: open) { _, _ in .newData }
+                planner.opened(app, at: open)
+                planner.closed(app, at: open + 300_000_000)
+            }
+        }
+        let wakes = run(&planner, until: Self.at(day: 5, 0)) { _, _ in .newData }
+        let night = wakes.filter { $0.0 >= Self.at(day: 4, 1) && $0.0 < Self.at(day: 4, 6) && $0.1.contains("org.example.New") }
+        let day = wakes.filter { $0.0 >= Self.at(day: 4, 9) && $0.0 < Self.at(day: 4, 14) && $0.1.contains("org.example.New") }
+        #expect(night.count < day.count, "\(night.count) fetches at night against \(day.count) by day")
     }
 
     @Test func nothingWhileOpenOrAsleepOrIneligible() {
@@ -230,7 +256,24 @@ import Testing
                 == planner.plan(for: "org.example.News", at: Self.at(day: 4, 6)))
         var forgetful = AdaptivePlanner(floor: Self.floor)
         forgetful.restore("org.example.News", record: record, learned: nil, at: Self.at(day: 4, 6))
-        #expect(forgetful.plan(for: "org.example.News", at: Self.at(day: 4, 6))?.reasons.first == .atInterval(seconds: Self.floor))
+        #expect(forgetful.plan(for: "org.example.News", at: Self.at(day: 4, 6))?.reasons.first == .learningHabits)
+    }
+
+    /// Plans are rounded to the minute so that apps meet, but a spacing of a
+    /// second (a test's settings) is not stretched to a minute.
+    @Test func aShortSpacingIsNotStretchedByTheGrid() throws {
+        var planner = AdaptivePlanner(floor: 1)
+        planner.ceiling = .seconds(1)
+        let start = Self.at(day: 0, 10) + 7_000_000
+        planner.register("org.example.News", interval: .custom(1), at: start)
+        let wake = planner.nextWake()
+        let next = try #require(wake)
+        #expect(next >= start + 1_000_000 && next <= start + 1_100_000, "\(next - start) µs")
+        var spaced = AdaptivePlanner(floor: 900)
+        spaced.register("org.example.News", interval: .minimum, at: start)
+        let spacedWake = spaced.nextWake()
+        let planned = try #require(spacedWake)
+        #expect(planned % 60_000_000 == 0, "on the minute grid")
     }
 
     @Test func neverIsNever() {

@@ -16,8 +16,7 @@ import Testing
         var content = ContentRate()
         content.record(gap: 3600, newData: true, at: 1_700_000_000_000_000)
         content.record(gap: 900, newData: false, at: 1_700_000_900_000_000)
-        return AppLearning(habit: habit, content: content, noDataStreak: 3, upToDateAt: 1_700_000_123_456_789,
-                           cadenceAnchor: 1_700_000_456_000_001)
+        return AppLearning(habit: habit, content: content, noDataStreak: 3, upToDateAt: 1_700_000_123_456_789)
     }
 
     @Test func roundTripsExactly() throws {
@@ -28,13 +27,17 @@ import Testing
         #expect(try AppLearning(storageBytes: bare.storageBytes()) == bare)
     }
 
-    @Test func version1RecordsStillLoadWithoutTheBeat() throws {
-        // Version 1 was version 2 without the cadence anchor's 9 bytes at the end.
-        var v1 = Array(Self.sample().storageBytes().dropLast(9))
+    @Test func earlierVersionsStillLoad() throws {
+        // Version 1 was version 3; version 2 added the beat of a timer (9 bytes at the end), now dropped.
+        var v1 = Self.sample().storageBytes()
         v1[0] = 1
-        var expected = Self.sample()
-        expected.cadenceAnchor = nil
-        #expect(try AppLearning(storageBytes: v1) == expected)
+        #expect(try AppLearning(storageBytes: v1) == Self.sample())
+        var v2 = Self.sample().storageBytes() + [1, 1, 0, 0, 0, 0, 0, 0, 0]
+        v2[0] = 2
+        #expect(try AppLearning(storageBytes: v2) == Self.sample())
+        var truncated = v2.dropLast(1).map { $0 }
+        truncated[0] = 2
+        #expect(throws: BgTaskError.self) { try AppLearning(storageBytes: truncated) }
     }
 
     @Test func learningWrittenAsJSONByEarlierBuildsStillLoads() throws {

@@ -9,7 +9,6 @@ struct PlannerSpanTests {
         #expect(AdaptivePlanner.micros(.milliseconds(1500)) == 1_500_000)
         #expect(AdaptivePlanner.micros(seconds: 900) == 900_000_000)
         #expect(AdaptivePlanner.seconds(2_500_000) == 2.5)
-        #expect(AdaptivePlanner.wholeSeconds(.milliseconds(5400_999)) == 5400)
     }
 
     @Test(arguments: [-1.0, -.infinity, .nan, 0])
@@ -24,22 +23,34 @@ struct PlannerSpanTests {
     }
 
     @Test func tunablesAreDurations() {
-        var planner = AdaptivePlanner(floor: 900, utcOffset: 0)
-        #expect(planner.lead == .seconds(600) && planner.otherPullIn == .seconds(600) && planner.grid == .seconds(60))
-        planner.margin = .seconds(3600)
-        #expect(AdaptivePlanner.micros(planner.margin + .seconds(900)) == 4_500_000_000)
+        let planner = AdaptivePlanner(floor: 900, utcOffset: 0)
+        #expect(planner.fetchWorth == .seconds(2) && planner.ceiling == .seconds(6 * 3600) && planner.grid == .seconds(60))
     }
 
     /// The converted spans follow every change of a tunable, and start converted.
     @Test func convertedSpansFollowTheTunables() {
         var planner = AdaptivePlanner(floor: 900, utcOffset: 0)
-        #expect(planner.spans.grid == 60_000_000 && planner.spans.otherPullIn == 600_000_000)
-        #expect(planner.spans.lead == 600 && planner.spans.afterClose == 2_700_000_000)
+        #expect(planner.spans.grid == 60_000_000 && planner.spans.worth == 2 && planner.spans.ceiling == 21_600)
         planner.grid = .seconds(120)
-        planner.lead = .seconds(60)
-        planner.otherPullIn = .zero
-        planner.fallbackCeiling = .seconds(7200)
-        #expect(planner.spans.grid == 120_000_000 && planner.spans.lead == 60 && planner.spans.otherPullIn == 0)
-        #expect(planner.spans.leadPlusMargin == 1860 && planner.spans.fallbackCeiling == 7200)
+        planner.fetchWorth = .milliseconds(500)
+        planner.ceiling = .seconds(7200)
+        #expect(planner.spans.grid == 120_000_000 && planner.spans.worth == 0.5 && planner.spans.ceiling == 7200)
+        // Nonsense does not trap: a zero grid is one µs, negative spans are none.
+        planner.grid = .zero
+        planner.fetchWorth = .seconds(-5)
+        #expect(planner.spans.grid == 1 && planner.spans.worth == 0)
+    }
+
+    /// The spacing is the floor where opens are likely and news frequent, the ceiling where nothing comes.
+    @Test func spacingStaysBetweenTheIntervalAndTheCeiling() {
+        let planner = AdaptivePlanner(floor: 900, utcOffset: 0)
+        #expect(planner.spacing(chance: 1, newsPerSecond: 1, interval: 900) == 900)
+        #expect(planner.spacing(chance: 0, newsPerSecond: 1, interval: 900) == 21_600)
+        #expect(planner.spacing(chance: 0.5, newsPerSecond: 0, interval: 900) == 21_600)
+        #expect(planner.spacing(chance: 1e-300, newsPerSecond: 1e-300, interval: 900) == 21_600)
+        #expect(planner.spacing(chance: 0.5, newsPerSecond: 1, interval: 1e12) == 1e12, "an interval above the ceiling holds")
+        let likely = planner.spacing(chance: 0.3, newsPerSecond: 1.0 / 3600, interval: 900)
+        let unlikely = planner.spacing(chance: 0.003, newsPerSecond: 1.0 / 3600, interval: 900)
+        #expect(likely < unlikely && unlikely < 21_600)
     }
 }
