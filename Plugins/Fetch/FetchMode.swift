@@ -29,7 +29,10 @@ final class FetchMode: ModePlugin {
         "Fetch.WakeBudgetSec", default: 30, positive: true, "time to call CompleteFetch after a fetch wake")
     static let minimumIntervalKey = ConfigKey.seconds(
         "Fetch.MinimumIntervalSec", default: 900, positive: false, "floor for every fetch interval")
-    static let configKeys = [wakeBudgetKey, minimumIntervalKey]
+    static let maximumSpacingKey = ConfigKey.seconds(
+        "Fetch.MaximumSpacingSec", default: 21_600, positive: true,
+        "longest an app waits for a fetch while the machine is awake (sooner where it is usually opened)")
+    static let configKeys = [wakeBudgetKey, minimumIntervalKey, maximumSpacingKey]
     static let errorNames: [ModeError.Code] = [
         .notPermitted, .refreshDisabled, .unknownApplication, .modeNotDeclared, .noSuchToken,
     ]
@@ -63,6 +66,7 @@ final class FetchMode: ModePlugin {
     init(host: PluginHost) throws {
         self.host = host
         planner = AdaptivePlanner(floor: host.value(of: Self.minimumIntervalKey), utcOffset: Self.localUTCOffset())
+        planner.ceiling = .milliseconds(Int64(host.value(of: Self.maximumSpacingKey) * 1000))
         wakeBudget = host.value(of: Self.wakeBudgetKey)
     }
 
@@ -300,11 +304,24 @@ final class FetchMode: ModePlugin {
             declared.clear()
             reviewApps()
         case .sleepChanged(let sleeping, let now):
-            // Nothing is fetched while asleep; on waking the plain timer's beat moves to the wake.
+            // Nothing is fetched while asleep; on waking, apps whose need grew in the night go with the wake.
             // (A fact, not a write: nothing of it is undone if the event's batch fails.)
             planner.setSleeping(sleeping, at: now)
             self.sleeping = sleeping
-        case .appCheckedIn, .tokenCompleted, .appWoken:
+        case .appWoken(let app, _, let reason):
+            // Another mode woke an app: the machine is awake anyway, and apps
+            // far enough into their spacing are fetched with it. A push also
+            // brought its app up to date (its news needs no fetch).
+            let now = host.realtimeMicroseconds
+            if reason == "remote-notification", planner.apps[app] != nil {
+                touch(app)
+                planner.pushed(app, result: .newData, at: now)
+                saveLearning(app)
+            } else {
+                planner.wokeAnyway(at: now)
+            }
+            if planner.nextWake().map({ $0 <= now }) == true { wakeDueApps() }
+        case .appCheckedIn, .tokenCompleted:
             break
         }
         // A wake's delivery writes nothing: its answer to SimulateFetch and

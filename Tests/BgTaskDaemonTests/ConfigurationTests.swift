@@ -13,6 +13,7 @@ import Testing
         ("Tasks.MaxPerConnection", "100"),
         ("Fetch.WakeBudgetSec", "30"),
         ("Fetch.MinimumIntervalSec", "900"),
+        ("Fetch.MaximumSpacingSec", "21600"),
         ("RemoteNotifications.WakeBudgetSec", "30"),
         ("RemoteNotifications.SilentPerHour", "3"),
         ("RemoteNotifications.MaxPayloadBytes", "4096"),
@@ -32,7 +33,7 @@ import Testing
     @Test func keysAreExactlyTheDesignTable() {
         #expect(Set(BundledPluginKeys.configuration().keys.map(\.name)) == Set(Self.designDefaults.map(\.key)))
         #expect(Configuration.engineKeys.allSatisfy { $0.plugin == nil })
-        #expect(BundledPluginKeys.keys.map(\.plugin) == ["fetch", "fetch"] + Array(repeating: "location", count: 6)
+        #expect(BundledPluginKeys.keys.map(\.plugin) == ["fetch", "fetch", "fetch"] + Array(repeating: "location", count: 6)
             + ["remote-notification", "remote-notification", "remote-notification"])
     }
 

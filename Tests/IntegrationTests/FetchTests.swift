@@ -162,12 +162,46 @@ import Testing
             try app.call("Manager", "SetApplicationState") { try $0.append("background") }
             let apps = try daemon.bgtaskctl(["apps", "--json"])
             #expect(apps.succeeded && apps.standardOutput.contains(#""fetch_plan""#), "\(apps)")
-            #expect(apps.standardOutput.contains("no habit learned yet: every 15 min"), "\(apps)")
+            #expect(apps.standardOutput.contains("still learning when it is opened; a fetch every "), "\(apps)")
             let table = try daemon.bgtaskctl(["apps"])
-            #expect(table.standardOutput.contains("WHY") && table.standardOutput.contains("no habit learned yet"), "\(table)")
+            #expect(table.standardOutput.contains("WHY") && table.standardOutput.contains("still learning"), "\(table)")
         }
         #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
         #expect(daemon.process.waitForStandardError(containing: "(1 with usage learned)"), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// A push is a wake the machine makes anyway: an app well into its
+    /// spacing is fetched with it instead of waking the machine again later.
+    @Test func appsFetchAlongWithAPush() throws {
+        let daemon = try DaemonUnderTest(settings: ["Fetch.MinimumIntervalSec=1", "Fetch.MaximumSpacingSec=20"], desktopEntries: [
+            DesktopEntrySpec(id: Self.app, modes: ["fetch"], exec: "/bin/true"),
+            DesktopEntrySpec(id: "org.example.Chat", modes: ["remote-notification"], exec: "/bin/true"),
+        ])
+        let weather = try client(daemon)
+        try weather.listen(for: "PerformFetch")
+        try weather.call("Fetch", "SetMinimumFetchInterval") { try $0.append(0.0) }
+        try weather.call("Manager", "SetApplicationState") { try $0.append("background") }
+        let chat = try client(daemon, as: "org.example.Chat")
+        try chat.listen(for: "NotificationReceived")
+        // A fetch now: the next is due at most 20 s later.
+        try RawClient(daemon).call("Fetch", "SimulateFetch") { try $0.append(Self.app) }
+        #expect(weather.waitForSignals(1), "PerformFetch did not arrive")
+        try weather.call("Fetch", "CompleteFetch") { try $0.append(try weather.received[0].readString()); try $0.append("newData") }
+        let fetched = ContinuousClock.now
+        let apps = try daemon.bgtaskctl(["apps", "--json"]).standardOutput
+        let planned = try #require(apps.firstMatch(of: /"fetch_next_usec":(\d+)/).flatMap { UInt64($0.1) }, "\(apps)")
+        #expect(planned > Self.nowMicroseconds + 10_000_000, "planned about 20 s after the fetch: \(apps)")
+        // Two thirds of the way there, a push wakes Chat: Weather goes with it.
+        Thread.sleep(forTimeInterval: 14 - Double((ContinuousClock.now - fetched).components.seconds))
+        try RawClient(daemon).call("RemoteNotifications", "DeliverPush") { message in
+            try message.append("org.example.Chat")
+            try message.append(#"{"aps":{"content-available":1}}"#)
+            try message.append(value: .dictionary(key: "s", value: "v", []))
+        }
+        #expect(chat.waitForSignals(1), "the push did not arrive")
+        #expect(weather.waitForSignals(2, timeout: .seconds(4)), "Weather was not fetched with the push: \(daemon.log)")
+        #expect(ContinuousClock.now < fetched + .seconds(19), "fetched with the push, not when it fell due")
         #expect(daemon.stop() == .status(0))
     }
 

@@ -88,7 +88,7 @@ import Testing
     /// machine sleeps, and the one that fell due meanwhile comes at the wake.
     @Test func fetchesWaitForTheWake() throws {
         let daemon = try DaemonUnderTest(
-            settings: ["Fetch.MinimumIntervalSec=1"],
+            settings: ["Fetch.MinimumIntervalSec=1", "Fetch.MaximumSpacingSec=1"],
             desktopEntries: [DesktopEntrySpec(id: "org.example.Weather", modes: ["fetch"], exec: "/bin/true")])
         let app = try daemon.startTestApp([
             "--app-id", "org.example.Weather", "--fetch-interval", "1", "--fetch-result", "newData", "--background",
