@@ -65,7 +65,7 @@ public struct FetchPlan: Sendable, Equatable {
 public enum FetchPlanReason: Sendable, Equatable, CustomStringConvertible {
     /// The app is usually opened around this local time of day (seconds after midnight).
     case usuallyOpenedAt(secondsIntoDay: Int)
-    /// No habit learned yet: the app is fetched at its interval.
+    /// Fetched at its interval, whatever the habits (a plain timer).
     case atInterval(seconds: Double)
     /// No usual open is near: fetched at the latest this many seconds after it was last up to date.
     case noUsualOpenSoon(atLatestEvery: Double)
@@ -94,7 +94,7 @@ public enum FetchPlanReason: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .usuallyOpenedAt(let seconds):
             "usually opened at " + Self.clock(seconds)
-        case .atInterval(let seconds): "no habit learned yet: every \(Self.duration(seconds))"
+        case .atInterval(let seconds): "at its interval: every \(Self.duration(seconds))"
         case .noUsualOpenSoon(let seconds): "no usual open soon: at the latest every \(Self.duration(seconds))"
         case .noDataStreak(let count): "last \(count) fetch\(count == 1 ? "" : "es") noData"
         case .learningHabits: "still learning when it is opened"

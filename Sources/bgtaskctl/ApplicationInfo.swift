@@ -27,7 +27,7 @@ struct ApplicationInfo {
     var fetchInterval: Double? { record.double(FetchInterface.ApplicationKey.interval.rawValue) }
     var fetchNextMicroseconds: UInt64? { record.uint(FetchInterface.ApplicationKey.nextUsec.rawValue) }
     var fetchHeld: String? { record.string(FetchInterface.ApplicationKey.held.rawValue) }
-    /// Why the next fetch is planned when it is ("usually opened at 08:10; new content is likely by then").
+    /// Why the next fetch is planned when it is ("usually opened at 08:15; a fetch every 15 min there; news about every 2 h").
     var fetchPlan: String? { record.string("fetch_plan") }
     var fetchLastResult: String? { record.string(FetchInterface.ApplicationKey.lastResult.rawValue) }
     var fetchLastMicroseconds: UInt64? { record.uint(FetchInterface.ApplicationKey.lastUsec.rawValue) }
