@@ -53,4 +53,32 @@ struct PlannerSpanTests {
         let unlikely = planner.spacing(chance: 0.003, newsPerSecond: 1.0 / 3600, interval: 900)
         #expect(likely < unlikely && unlikely < 21_600)
     }
+
+    /// Learning read back from a damaged or hostile record (NaN, infinite
+    /// or negative counts and rates) and extreme intervals plan without
+    /// trapping, and the plan stays within the rules.
+    @Test(arguments: [Double.nan, .infinity, -.infinity, -1e308, 1e308])
+    func garbageLearningStillPlans(_ value: Double) throws {
+        var habit = UsageHabit()
+        habit.recordOpen(atLocal: 8 * 3600)
+        habit.weekday.mass[40] = value
+        habit.weekday.days = value
+        var content = ContentRate()
+        content.found = value
+        content.hours = value
+        let learned = AppLearning(habit: habit, content: content, noDataStreak: 0, upToDateAt: 1_000_000)
+        let now: UInt64 = 86_400_000_000 * 30
+        for (interval, floor) in [(FetchInterval.minimum, 900.0), (.custom(1e12), 900), (.minimum, 0)] {
+            var planner = AdaptivePlanner(floor: floor)
+            planner.restore("org.example.A", record: FetchRecord(interval: interval, registeredAt: 0), learned: learned, at: now)
+            planner.register("org.example.B", interval: interval, at: now)
+            planner.opened("org.example.B", at: now + 1)
+            planner.closed("org.example.B", at: now + 2)
+            let wake = planner.nextWake()
+            let next = try #require(wake)
+            #expect(next >= now)
+            for app in planner.appsToFetch(at: next) { planner.fetched(app, result: .newData, at: next) }
+            #expect(planner.plan(for: "org.example.A", at: next)?.next != nil)
+        }
+    }
 }
