@@ -94,8 +94,12 @@ public final class PluginHost {
 
     // MARK: D-Bus
 
-    /// Exports an interface on `/org/bgtaskd/BackgroundTasks1` (call from `start()`).
-    public func export(_ interface: PluginInterface) throws(ModeError) {
+    /// Exports an interface on `/org/bgtaskd/BackgroundTasks1`, or (a 1.6
+    /// host) at `path`, for a protocol that fixes it (call from `start()`).
+    public func export(_ interface: PluginInterface, at path: String? = nil) throws(ModeError) {
+        if path != nil, !hostHas(\.export_interface_at) {
+            throw ModeError.failed("this bgtaskd cannot export at another object path (plugin ABI 1.6 needed)")
+        }
         var strings: [UnsafeMutablePointer<CChar>] = []
         defer { for pointer in strings { free(pointer) } }
         func keep(_ text: String) -> UnsafePointer<CChar> {
@@ -123,6 +127,7 @@ public final class PluginHost {
         }
         let result = members.withUnsafeBufferPointer { buffer in
             var description = bgt_interface(name: keep(interface.name), members: buffer.baseAddress, n_members: buffer.count)
+            if let path { return path.withCString { api.pointee.export_interface_at(handle, $0, &description) } }
             return api.pointee.export_interface(handle, &description)
         }
         if result < 0 { throw ModeError.failed(lastError) }

@@ -33,6 +33,30 @@ public struct PluginMessage {
     public func readObjectPath() throws(ModeError) -> String {
         String(cString: try readBasic("o", UnsafePointer<CChar>?.none)!)
     }
+
+    /// Reads a string array (`as`) of at most `maximum` strings.
+    public func readStrings(maximum: Int) throws(ModeError) -> [String] {
+        try check(api.pointee.message_enter(handle, CChar(UInt8(ascii: "a")), "s"), "expected a string array")
+        var strings: [String] = []
+        while let (type, _) = try peek(), type == "s" {
+            guard strings.count < maximum else { throw ModeError.invalidArgs("a string array holds more than \(maximum) strings") }
+            strings.append(try readString())
+        }
+        try check(api.pointee.message_exit(handle), "malformed string array")
+        return strings
+    }
+
+    /// Reads a byte array (`ay`) of at most `maximum` bytes.
+    public func readBytes(maximum: Int) throws(ModeError) -> [UInt8] {
+        try check(api.pointee.message_enter(handle, CChar(UInt8(ascii: "a")), "y"), "expected a byte array")
+        var bytes: [UInt8] = []
+        while let (type, _) = try peek(), type == "y" {
+            guard bytes.count < maximum else { throw ModeError.invalidArgs("a byte array longer than \(maximum) bytes") }
+            bytes.append(try readBasic("y", UInt8(0)))
+        }
+        try check(api.pointee.message_exit(handle), "malformed byte array")
+        return bytes
+    }
     public func readDouble() throws(ModeError) -> Double { try readBasic("d", 0.0) }
     public func readUInt32() throws(ModeError) -> UInt32 { try readBasic("u", UInt32(0)) }
     public func readUInt64() throws(ModeError) -> UInt64 { try readBasic("t", UInt64(0)) }
@@ -59,6 +83,8 @@ public struct PluginMessage {
     public static let maximumOptionKeyBytes = 256
     /// Most strings a variant's `as` may hold.
     public static let maximumArrayStrings = 1024
+    /// The longest byte array a variant may hold (a UnifiedPush message is at most 4096 bytes).
+    public static let maximumVariantBytes = 65_536
 
     /// Reads an `a{sv}` dictionary; values of types without a ``PluginValue`` case are `.other`.
     /// More than `maximumEntries` entries, or a key longer than
@@ -122,6 +148,8 @@ public struct PluginMessage {
             }
             try check(api.pointee.message_exit(handle), "malformed array")
             return .strings(strings)
+        case "ay":
+            return .bytes(try readBytes(maximum: Self.maximumVariantBytes))
         default:
             try check(api.pointee.message_skip(handle, inner), "cannot skip a value of type '\(inner)'")
             return .other(inner)
@@ -169,6 +197,10 @@ public struct PluginMessage {
             }
         case .dictionary(let entries):
             try container("v", "a{sv}") { () throws(ModeError) in try append(dictionary: entries) }
+        case .bytes(let bytes):
+            try container("v", "ay") { () throws(ModeError) in
+                try container("a", "y") { () throws(ModeError) in for byte in bytes { try append(byte: byte) } }
+            }
         case .other(let signature):
             throw ModeError.failed("cannot write a value of type '\(signature)'")
         }

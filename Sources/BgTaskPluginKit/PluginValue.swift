@@ -8,6 +8,8 @@ public indirect enum PluginValue: Equatable, Sendable {
     case string(String)
     case strings([String])
     case dictionary([String: PluginValue])
+    /// A byte array (`ay`).
+    case bytes([UInt8])
     /// Any other type, by its signature (read but not interpreted).
     case other(String)
 
@@ -21,6 +23,7 @@ public indirect enum PluginValue: Equatable, Sendable {
         case .string: "string"
         case .strings: "string array"
         case .dictionary: "dictionary"
+        case .bytes: "byte array"
         case .other(let signature): "'\(signature)'"
         }
     }

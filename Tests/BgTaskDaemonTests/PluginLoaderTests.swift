@@ -137,3 +137,16 @@ import Testing
         #expect(error?.description == "init failed: the fixture refuses to start")
     }
 }
+
+/// ABI 1.6's `export_interface_at` takes only D-Bus object paths.
+@Suite struct PluginObjectPathTests {
+    @Test(arguments: ["/", "/org/unifiedpush/Connector", "/a_b/C9"])
+    func objectPathsAreTaken(_ path: String) {
+        #expect(PluginHostAPI.isObjectPath(path))
+    }
+
+    @Test(arguments: ["", "org/x", "/org/", "//x", "/org//x", "/org/x-y", "/org/ü", "/org/x.y", "/org/x y"])
+    func otherTextIsRefused(_ path: String) {
+        #expect(!PluginHostAPI.isObjectPath(path))
+    }
+}

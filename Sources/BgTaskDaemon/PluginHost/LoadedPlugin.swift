@@ -107,8 +107,9 @@ final class LoadedPlugin {
 
     // MARK: Calls into the plugin
 
-    /// Records an interface the plugin exports and publishes it on the bus.
-    func export(_ interface: bgt_interface) throws(PluginError) {
+    /// Records an interface the plugin exports and publishes it on the bus,
+    /// on the daemon's object or (1.6) at `path`.
+    func export(_ interface: bgt_interface, at path: String = BgTaskNames.objectPath) throws(PluginError) {
         guard let namePointer = interface.name else { throw PluginError("interface without a name") }
         let interfaceName = String(cString: namePointer)
         var methods: [BusMethod] = []
@@ -132,7 +133,7 @@ final class LoadedPlugin {
         }
         let busInterface = BusInterface(name: interfaceName, methods: methods, signals: signals)
         do {
-            try services.export(busInterface)
+            try services.export(busInterface, at: path)
         } catch {
             throw PluginError("cannot export \(interfaceName): \(error.message)")
         }

@@ -85,6 +85,19 @@ enum PluginHostAPI {
                 return host.fail(EINVAL, error.description)
             }
         }
+        api.export_interface_at = { handle, path, interface in
+            let host = PluginHostAPI.host(handle)
+            guard let interface else { return host.fail(EINVAL, "no interface given") }
+            guard let path = PluginHostAPI.string(path), PluginHostAPI.isObjectPath(path) else {
+                return host.fail(EINVAL, "not an object path")
+            }
+            do throws(PluginError) {
+                try host.export(interface.pointee, at: path)
+                return 0
+            } catch {
+                return host.fail(EINVAL, error.description)
+            }
+        }
         api.signal_new = { handle, interface, member in
             guard let interface = PluginHostAPI.string(interface), let member = PluginHostAPI.string(member) else { return nil }
             return PluginHostAPI.host(handle).services.newSignal(interface: interface, member: member).map(PluginHostAPI.owned)
@@ -321,6 +334,16 @@ enum PluginHostAPI {
         } catch {
             _ = host.fail(EIO, "cannot make the call: \(error.message)")
             return nil
+        }
+    }
+
+    /// Whether `text` is a D-Bus object path: "/", or "/"-separated
+    /// non-empty elements of ASCII letters, digits and "_".
+    static func isObjectPath(_ text: String) -> Bool {
+        guard text != "/" else { return true }
+        guard text.hasPrefix("/"), !text.hasSuffix("/") else { return false }
+        return text.dropFirst().split(separator: "/", omittingEmptySubsequences: false).allSatisfy { element in
+            !element.isEmpty && element.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x5F }
         }
     }
 }

@@ -76,9 +76,12 @@ final class PluginServices {
 
     // MARK: Bus
 
-    func export(_ interface: BusInterface) throws(BusError) {
-        if let bus { objects.append(try bus.export(interface, at: BgTaskNames.objectPath)) }
-        interfaces.append(interface)
+    /// Publishes a plugin's interface: on the daemon's object (those are
+    /// the daemon's interfaces, listed in ``interfaces``), or at another
+    /// path a protocol fixes.
+    func export(_ interface: BusInterface, at path: String = BgTaskNames.objectPath) throws(BusError) {
+        if let bus { objects.append(try bus.export(interface, at: path)) }
+        if path == BgTaskNames.objectPath { interfaces.append(interface) }
     }
 
     /// A new signal on the daemon's object, or nil offline.

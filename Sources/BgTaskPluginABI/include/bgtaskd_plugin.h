@@ -1,10 +1,11 @@
 /*
- * bgtaskd mode plugin ABI, version 1.5 (1.1 adds method calls to other
+ * bgtaskd mode plugin ABI, version 1.6 (1.1 adds method calls to other
  * services, the icon in bgt_app_info and BGT_EVENT_APP_WOKEN; 1.2 adds
  * batch_begin and batch_rollback to the descriptor, version 2; 1.3 adds the
  * plugin's configuration keys and error names to the descriptor, version 3;
  * 1.4 adds calls to services on the system bus and signal subscriptions;
- * 1.5 adds waiting_events to the descriptor, version 4).
+ * 1.5 adds waiting_events to the descriptor, version 4; 1.6 adds
+ * export_interface_at).
  *
  * A mode plugin (fetch, remote-notification, location) is a shared library
  * named libbgtaskd-mode-<name>.so that exports one symbol:
@@ -40,7 +41,7 @@ extern "C" {
 #endif
 
 #define BGTASKD_PLUGIN_ABI_MAJOR 1
-#define BGTASKD_PLUGIN_ABI_MINOR 5
+#define BGTASKD_PLUGIN_ABI_MINOR 6
 #define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 4
 /* The symbol every plugin exports. */
 #define BGTASKD_PLUGIN_ENTRY_SYMBOL "bgtaskd_plugin_entry"
@@ -340,6 +341,12 @@ typedef struct bgt_host_api {
                             void *userdata, uint64_t *id_out);
     /* 1.4: ends a subscription; fn is not called again. -ENOENT for an unknown id. */
     int (*signal_unsubscribe)(bgt_host *host, uint64_t id);
+
+    /* 1.6: export_interface on another object path of the daemon's bus, for
+     * protocols that fix the path (UnifiedPush calls its connectors at
+     * /org/unifiedpush/Connector). Calls reach handle_call as any other;
+     * the caller is whoever called, not necessarily an app. Call from start(). */
+    int (*export_interface_at)(bgt_host *host, const char *path, const bgt_interface *interface);
 } bgt_host_api;
 
 /* The plugin's functions. */
