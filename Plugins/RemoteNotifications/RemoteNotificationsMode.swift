@@ -28,6 +28,9 @@ import Foundation
 // Alerts are shown with org.freedesktop.Notifications.Notify, with the app's
 // name and icon from its desktop entry, when that service exists; otherwise
 // they are logged.
+//
+// UnifiedPushBridge makes bgtaskd a UnifiedPush connector for the apps; its
+// messages come in through admit(), as DeliverPush's do.
 
 /// The `remote-notification` mode: pushes that wake apps, durable, rate-limited, piggybacked.
 final class RemoteNotificationsMode: ModePlugin {
@@ -68,6 +71,10 @@ final class RemoteNotificationsMode: ModePlugin {
     /// What the host said of each app's desktop entry and refresh status
     /// (asking costs a fifth of a DeliverPush).
     private var appInfos = AppInfoCache()
+    /// bgtaskd as a UnifiedPush connector for the apps (set in start()).
+    private var bridge: UnifiedPushBridge?
+    /// Each checked-in app's connection, for PushEndpointChanged.
+    private var connections: [String: String] = [:]
 
     /// How long pushes due before a restart wait for their apps to check in again.
     static let restartGrace: UInt64 = 5_000_000
@@ -98,7 +105,9 @@ final class RemoteNotificationsMode: ModePlugin {
             .method(RemoteNotificationsInterface.Method.deliverPush.rawValue, in: [("app_id", "s"), ("payload_json", "s"), ("options", "a{sv}")], out: [("push_id", "s")]),
             .method(RemoteNotificationsInterface.Method.completeNotification.rawValue, in: [("token", "s"), ("result", "s")]),
             .method(RemoteNotificationsInterface.Method.listPushes.rawValue, in: [("app_id", "s")], out: [("pushes", "aa{sv}")]),
+            .method(RemoteNotificationsInterface.Method.getPushEndpoint.rawValue, out: [("endpoint", "s")]),
             .signal(RemoteNotificationsInterface.Signal.notificationReceived.rawValue, [("token", "s"), ("payload_json", "s")]),
+            .signal(RemoteNotificationsInterface.Signal.pushEndpointChanged.rawValue, [("endpoint", "s")]),
         ]))
         let decoder = JSONDecoder()
         // Each app's state is in its `apps` record and beside each of its pushes: the highest version wins.
@@ -147,6 +156,23 @@ final class RemoteNotificationsMode: ModePlugin {
             host.log(.info, "\(waiting) pushes from before the restart wait for their apps")
         }
         armTimer()
+        let bridge = UnifiedPushBridge(host: host) { [unowned self] (app, json, acknowledge) in
+            try self.admit(app: app, json: json, options: try PushOptions([:]), maximumBytes: UnifiedPushBridge.maximumPayloadBytes,
+                           acknowledge: acknowledge)
+        }
+        // What a call changed in the bridge is undone with the rest of its batch.
+        bridge.recordUndo = { [unowned self] action in self.undo.record(action) }
+        bridge.endpointChanged = { [unowned self] app, endpoint in
+            guard let connection = self.connections[app] else { return }
+            do {
+                try self.host.emit(RemoteNotificationsInterface.Signal.pushEndpointChanged.rawValue, interface: BgTaskNames.remoteNotifications,
+                                   to: connection) { (signal) throws(ModeError) in try signal.append(endpoint ?? "") }
+            } catch {
+                self.host.log(.warning, "cannot send PushEndpointChanged to \(app): \(error)")
+            }
+        }
+        try bridge.start()
+        self.bridge = bridge
     }
 
     // MARK: Batches
@@ -195,10 +221,16 @@ final class RemoteNotificationsMode: ModePlugin {
     // MARK: Calls
 
     func handle(_ call: PluginCall) throws {
+        if try bridge?.handle(call) == true { return }
         switch RemoteNotificationsInterface.Method(rawValue: call.member) {
         case .deliverPush: try deliverPush(call)
         case .completeNotification: try completeNotification(call)
         case .listPushes: try listPushes(call)
+        case .getPushEndpoint:
+            guard let app = call.caller.appID else {
+                throw ModeError(.notPermitted, "only a checked-in app may ask for its push endpoint")
+            }
+            try call.reply { (reply) throws(ModeError) in try reply.append(bridge?.registrations[app]?.endpoint ?? "") }
         case nil: throw ModeError.failed("unknown method \(call.member)")
         }
     }
@@ -212,10 +244,21 @@ final class RemoteNotificationsMode: ModePlugin {
         let app = try arguments.readString()
         let json = try arguments.readString()
         let options = try PushOptions(try arguments.readTypedOptions())
+        try admit(app: app, json: json, options: options, maximumBytes: maxPayloadBytes) { (id) throws(ModeError) in
+            try call.reply { (reply) throws(ModeError) in try reply.append(id) }
+        }
+    }
+
+    /// Takes a push for `app` in: checks it, stores it (a call's writes are
+    /// committed before its reply), calls `acknowledge` with its id, and
+    /// delivers it or holds it. DeliverPush and the UnifiedPush bridge both
+    /// come through here.
+    func admit(app: String, json: String, options: PushOptions, maximumBytes: Int,
+               acknowledge: (String) throws(ModeError) -> Void) throws {
         if let problem = DesktopFileID.problem(with: app) {
             throw ModeError.invalidArgs("'\(app.prefix(300))' is not a valid desktop-file id: \(problem)")
         }
-        let payload = try PushPayload(json: json, maximumBytes: maxPayloadBytes)
+        let payload = try PushPayload(json: json, maximumBytes: maximumBytes)
         guard let info = appInfo(app) else {
             throw ModeError(.unknownApplication, "\(app) has no desktop entry")
         }
@@ -247,7 +290,7 @@ final class RemoteNotificationsMode: ModePlugin {
         }
         // A stored push carries its app's state; otherwise the state is saved on its own.
         if case .drop = admission { try saveState(app) }
-        try call.reply { (reply) throws(ModeError) in try reply.append(push.id) }
+        try acknowledge(push.id)
 
         if let alert = payload.alert { show(alert, of: app, info: info) }
         // A wake of its own carries whatever waits, as any other wake does.
@@ -331,8 +374,9 @@ final class RemoteNotificationsMode: ModePlugin {
                 putBack(app, id)
             }
             host.log(.warning, "cannot wake \(app) for a push: \(reason)")
-        case .appCheckedIn(let app, _, _), .appWoken(let app, _, _):
+        case .appCheckedIn(let app, let connection, _), .appWoken(let app, let connection, _):
             // Any wake carries what waits: held pushes, and pushes left due by a restart.
+            connections[app] = connection
             deliverWithHeld(app)
         case .wakeOpportunity(let now):
             dropExpired(at: now)
@@ -345,7 +389,10 @@ final class RemoteNotificationsMode: ModePlugin {
             }
         case .appsChanged, .refreshChanged:
             appInfos.clear()
-        case .tokenCompleted, .appStateChanged, .appGone, .sleepChanged:
+            bridge?.registerApps()
+        case .appGone(let app):
+            connections[app] = nil
+        case .tokenCompleted, .appStateChanged, .sleepChanged:
             break
         }
         armTimer()
@@ -506,6 +553,9 @@ final class RemoteNotificationsMode: ModePlugin {
     }
 
     func describe(app: String, into description: inout [String: PluginValue]) {
+        if let endpoint = bridge?.registrations[app]?.endpoint {
+            description[RemoteNotificationsInterface.ApplicationKey.pushEndpoint.rawValue] = .string(endpoint)
+        }
         guard let box = inboxes[app] else { return }
         typealias Key = RemoteNotificationsInterface.ApplicationKey
         description[Key.held.rawValue] = .uint(UInt64(box.heldCount))

@@ -123,6 +123,53 @@ extension BackgroundTaskManager {
         set { callbacks.withLock { $0.onNotificationCompleted = newValue } }
     }
 
+    // MARK: The push endpoint (UnifiedPush)
+
+    /// The app's UnifiedPush endpoint: the URL its server posts a message to
+    /// so that it reaches the app as a push, through the session's UnifiedPush
+    /// distributor (ntfy, KUnifiedPush…), on which bgtaskd registers every
+    /// app that declares the mode. nil while the app has none: no
+    /// distributor runs, or it has not answered yet. Send it to your server
+    /// whenever it changes (``onRemoteNotificationEndpointChanged``).
+    ///
+    /// A message that is a JSON object with `"aps"` arrives as that payload;
+    /// any other arrives as a silent push whose `unifiedpush.message` holds
+    /// it base64-encoded (and `unifiedpush.id` its id).
+    ///
+    /// ```swift
+    /// if let endpoint = try await manager.remoteNotificationEndpoint() { try await server.register(endpoint) }
+    /// ```
+    ///
+    /// - Throws: ``BackgroundTasksError``: `.notPermitted` before the app checked in.
+    public func remoteNotificationEndpoint() async throws -> String? {
+        try await connection.call(
+            RemoteNotificationsInterface.Method.getPushEndpoint.rawValue, on: .remoteNotifications,
+            decode: { (reply) throws(BusError) in
+                let endpoint = try reply.readString()
+                return endpoint.isEmpty ? nil : endpoint
+            })
+    }
+
+    /// Called with the app's new UnifiedPush endpoint whenever it changes
+    /// (`PushEndpointChanged`), nil when the distributor dropped it. Runs on
+    /// the SDK's thread: keep it short.
+    ///
+    /// ```swift
+    /// manager.onRemoteNotificationEndpointChanged = { endpoint in Task { try? await server.register(endpoint) } }
+    /// ```
+    public var onRemoteNotificationEndpointChanged: (@Sendable (_ endpoint: String?) -> Void)? {
+        get { callbacks.withLock { $0.onRemoteNotificationEndpointChanged } }
+        set {
+            callbacks.withLock { $0.onRemoteNotificationEndpointChanged = newValue }
+            connection.subscribe(
+                interface: BgTaskNames.remoteNotifications, member: RemoteNotificationsInterface.Signal.pushEndpointChanged.rawValue
+            ) { [weak self] (signal) throws(BusError) in
+                let endpoint = try signal.readString()
+                self?.callbacks.withLock { $0.onRemoteNotificationEndpointChanged }?(endpoint.isEmpty ? nil : endpoint)
+            }
+        }
+    }
+
     // MARK: Signals
 
     /// Sends the daemon's `NotificationReceived` signals on `connection` to

@@ -99,6 +99,7 @@ public final class BackgroundTaskManager: Sendable {
         var onLocationEventReceived: (@Sendable (String, LocationEvent) -> Void)?
         var onLocationEventCompleted: (@Sendable (String, LocationEvent, BackgroundTasksError?) -> Void)?
         var onReconnect: (@Sendable (LaunchInfo?, BackgroundTasksError?) -> Void)?
+        var onRemoteNotificationEndpointChanged: (@Sendable (String?) -> Void)?
     }
 
     let callbacks = Mutex(Callbacks())

@@ -7,10 +7,14 @@ public enum RemoteNotificationsInterface {
         case deliverPush = "DeliverPush"
         case completeNotification = "CompleteNotification"
         case listPushes = "ListPushes"
+        /// The calling app's UnifiedPush endpoint ("" while it has none).
+        case getPushEndpoint = "GetPushEndpoint"
     }
 
     public enum Signal: String, Sendable, CaseIterable {
         case notificationReceived = "NotificationReceived"
+        /// To the app: its UnifiedPush endpoint changed ("" when it has none any more).
+        case pushEndpointChanged = "PushEndpointChanged"
     }
 
     /// The keys of DeliverPush's `options`.
@@ -53,5 +57,7 @@ public enum RemoteNotificationsInterface {
         case dropped = "pushes_dropped"
         case offences = "push_offences"
         case silentBudget = "silent_budget"
+        /// The app's UnifiedPush endpoint, while it has one.
+        case pushEndpoint = "push_endpoint"
     }
 }

@@ -27,6 +27,8 @@ struct ApplicationInfo {
     var fetchInterval: Double? { record.double(FetchInterface.ApplicationKey.interval.rawValue) }
     var fetchNextMicroseconds: UInt64? { record.uint(FetchInterface.ApplicationKey.nextUsec.rawValue) }
     var fetchHeld: String? { record.string(FetchInterface.ApplicationKey.held.rawValue) }
+    /// The app's UnifiedPush endpoint, while it has one.
+    var pushEndpoint: String? { record.string(RemoteNotificationsInterface.ApplicationKey.pushEndpoint.rawValue) }
     /// Why the next fetch is planned when it is ("usually opened at 08:15; a fetch every 15 min there; news about every 2 h").
     var fetchPlan: String? { record.string("fetch_plan") }
     var fetchLastResult: String? { record.string(FetchInterface.ApplicationKey.lastResult.rawValue) }

@@ -21,12 +21,14 @@ struct AppsCommand: ClientCommand {
             background fetch is planned, in local time and from now; 'never' when the \
             app did not ask for fetch, 'held' while it is out of the schedule. WHY is the \
             planner's reason for that time: the time of day the app is usually opened, \
-            its interval while no habit is learned yet, noData answers or unanswered wakes \
-            that make it fetched less, other apps it is woken with. LAST \
+            how far apart fetches pay there and how often it has news, whether its habits \
+            are still being learned, noData answers or unanswered wakes that make it \
+            fetched less, other apps it is woken with. LAST \
             FETCH is what the last completed fetch found and when it began. NOTES say \
             why a launch failed (launch_error), why the entry's command cannot run \
-            (exec_problem), why fetch is held (fetch_held), and fetches that were not \
-            completed in time (offences).
+            (exec_problem), why fetch is held (fetch_held), fetches that were not \
+            completed in time (offences). PUSH ENDPOINT is the app's UnifiedPush endpoint \
+            (push_endpoint): where its server posts messages that reach it as pushes.
 
             --json prints {"applications": [...]}, one object per app with the keys the \
             daemon sent (app_id, name, modes, refresh_status, refresh_reason, running, \
@@ -58,13 +60,14 @@ struct AppsCommand: ClientCommand {
         let now = Date()
         var table = TextTable([
             .init("APP", maxWidth: 48), .init("MODES", maxWidth: 40), .init("REFRESH"), .init("STATE"),
-            .init("NEXT FETCH"), .init("WHY", maxWidth: 72), .init("LAST FETCH"), .init("NOTES", maxWidth: 100),
+            .init("NEXT FETCH"), .init("WHY", maxWidth: 72), .init("LAST FETCH"), .init("PUSH ENDPOINT", maxWidth: 64),
+            .init("NOTES", maxWidth: 100),
         ])
         for app in apps {
             table.append([
                 app.appID, app.modes.isEmpty ? "-" : app.modes.joined(separator: ","), app.refreshStatus ?? "?",
                 Self.state(of: app), Self.nextFetch(of: app, now: now), app.fetchPlan ?? "-", Self.lastFetch(of: app, now: now),
-                Self.notes(for: app).joined(separator: "; "),
+                app.pushEndpoint ?? "-", Self.notes(for: app).joined(separator: "; "),
             ])
         }
         print(table.render(), terminator: "")

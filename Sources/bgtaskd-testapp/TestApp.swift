@@ -122,6 +122,9 @@ struct TestApp: AsyncParsableCommand {
     @Option(name: .customLong("push-result"), help: ArgumentHelp("Install a notification handler that completes every pushed notification at once with this result; 'never' never completes (the wake runs out and the daemon terminates the app). Without it no handler is installed and NotificationReceived signals wait in the SDK.", valueName: "newData|noData|failed|never"))
     var pushResult: PushAnswer?
 
+    @Flag(name: .customLong("push-endpoint"), help: "After \"ready\", print the app's UnifiedPush endpoint (push_endpoint), and again whenever it changes (push_endpoint_changed).")
+    var pushEndpoint = false
+
     @Option(name: .customLong("location-handler"), help: ArgumentHelp("Install a location handler that completes every location event (RegionEvent, SignificantLocationChange) at once; 'never' never completes (the wake runs out, and the daemon terminates the app if it is in the background). Without it no handler is installed and location events wait in the SDK.", valueName: "complete|never"))
     var locationHandler: LocationAnswer?
 
@@ -202,6 +205,17 @@ struct TestApp: AsyncParsableCommand {
             }
         }
         if let pushResult { Self.installNotificationHandler(pushResult, on: manager) }
+        if pushEndpoint {
+            manager.onRemoteNotificationEndpointChanged = { endpoint in
+                EventLog.emit("push_endpoint_changed", ["endpoint": .string(endpoint ?? "")])
+            }
+            do {
+                let endpoint = try await manager.remoteNotificationEndpoint()
+                EventLog.emit("push_endpoint", ["endpoint": .string(endpoint ?? "")])
+            } catch {
+                EventLog.fail(error)
+            }
+        }
         if let locationHandler { Self.installLocationHandler(locationHandler, on: manager) }
         if let fetchResult {
             if let fetchHandlerDelay {

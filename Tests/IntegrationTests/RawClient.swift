@@ -50,6 +50,9 @@ final class RawClient {
         }
     }
 
+    /// Forgets the signals received so far.
+    func clearReceived() { received.removeAll() }
+
     /// Records every signal named `member` that reaches this connection.
     func listen(for member: String) throws {
         matches.append(try bus.addMatch("type='signal',member='\(member)'", async: false) { [unowned self] message in

@@ -1,0 +1,230 @@
+import BgTaskTestKit
+import Foundation
+import SDBus
+import Testing
+
+/// bgtaskd as a UnifiedPush connector for its apps, against a mock
+/// distributor (`Fixtures/mock-unifiedpush-distributor.py`) on the test's
+/// own bus: registration, endpoints, messages becoming pushes, who may call
+/// the connector, a distributor that restarts, speaks only version 1, or is
+/// absent, and endpoints surviving a crash.
+@Suite struct UnifiedPushTests {
+    static let app = "org.example.Chat"
+    static let distributorName = "org.unifiedpush.Distributor.mock"
+
+    /// The mock distributor on `bus` (`--v1-only`: no Distributor2).
+    func distributor(on bus: PrivateBus, v1Only: Bool = false) throws -> ChildProcess {
+        let script = BinaryLocator.packageRoot() + "/Tests/IntegrationTests/Fixtures/mock-unifiedpush-distributor.py"
+        let process = try ChildProcess("/usr/bin/python3", [script, "--address", bus.address] + (v1Only ? ["--v1-only"] : []))
+        #expect(process.waitForLine { $0 == "ready" } != nil, "the mock distributor did not start: \(process.standardError)")
+        return process
+    }
+
+    func daemon(bus: PrivateBus, stateDirectory: String? = nil) throws -> DaemonUnderTest {
+        try DaemonUnderTest(bus: bus, stateDirectory: stateDirectory, desktopEntries: [
+            DesktopEntrySpec(id: Self.app, name: "Chat", modes: ["remote-notification"], exec: "/bin/false"),
+            DesktopEntrySpec(id: "org.example.Plain", modes: ["fetch"], exec: "/bin/false"),
+        ])
+    }
+
+    /// The mock's control interface.
+    func control(_ bus: PrivateBus, _ member: String, _ build: (Message) throws -> Void = { _ in }) throws -> Message {
+        let connection = try Bus.open(.address(bus.address))
+        let message = try connection.newMethodCall(
+            destination: Self.distributorName, path: "/org/unifiedpush/Distributor", interface: "org.bgtaskd.test.MockDistributor",
+            member: member)
+        try build(message)
+        return try connection.call(message, timeout: 10_000_000)
+    }
+
+    /// The mock's registrations: token → (service, description, version).
+    func registrations(_ bus: PrivateBus) throws -> [String: (service: String, description: String, version: UInt32)] {
+        guard case .array(_, let entries) = try control(bus, "Registrations").readValue() else { return [:] }
+        var result: [String: (String, String, UInt32)] = [:]
+        for entry in entries {
+            guard case .dictionary(_, _, let fields) = entry else { continue }
+            var values: [String: BusValue] = [:]
+            for field in fields { if case .string(let key) = field.key { values[key] = field.value.unwrapped } }
+            guard case .string(let token)? = values["token"], case .string(let service)? = values["service"],
+                  case .string(let description)? = values["description"], case .uint32(let version)? = values["version"] else { continue }
+            result[token] = (service, description, version)
+        }
+        return result
+    }
+
+    /// Asks the mock to call the connector; "" or the connector's error name.
+    func send(_ bus: PrivateBus, _ member: String, token: String, _ build: (Message) throws -> Void = { _ in }) throws -> String {
+        try control(bus, member) { message in
+            try message.append(token)
+            try build(message)
+        }.readString()
+    }
+
+    func message(_ bytes: [UInt8], id: String = "m1") -> (Message) throws -> Void {
+        { message in
+            try message.append(value: .array(element: "y", bytes.map { .byte($0) }))
+            try message.append(id)
+        }
+    }
+
+    func endpoint(_ daemon: DaemonUnderTest) throws -> String? {
+        let apps = try RawClient(daemon).applications()
+        guard case .string(let endpoint)? = apps.first(where: { $0["app_id"] == .string(Self.app) })?["push_endpoint"] else { return nil }
+        return endpoint
+    }
+
+    func eventually(_ condition: () throws -> Bool) throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if try condition() { return true }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return try condition()
+    }
+
+    /// The app checked in, listening for its pushes.
+    func app(_ daemon: DaemonUnderTest) throws -> RawClient {
+        let client = try RawClient(daemon)
+        try client.listen(for: "NotificationReceived")
+        try client.call("Manager", "CheckIn") { try $0.append(Self.app) }
+        return client
+    }
+
+    func payloads(_ client: RawClient) throws -> [String] {
+        try client.received.map { message in
+            try message.rewind()
+            _ = try message.readString()
+            return try message.readString()
+        }
+    }
+
+    @Test func appsAreRegisteredAndMessagesBecomePushes() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let mock = try distributor(on: bus)
+        defer { _ = mock.stop() }
+        let daemon = try daemon(bus: bus)
+        // Registered under bgtaskd's name with its own token, by the app's name; the endpoint follows.
+        #expect(try eventually { try registrations(bus).count == 1 }, "\(daemon.log)")
+        let (token, registration) = try #require(try registrations(bus).first)
+        #expect(registration.service == "org.bgtaskd.BackgroundTasks1" && registration.description == "Chat" && registration.version == 2)
+        #expect(token.count == 32)
+        #expect(try eventually { try endpoint(daemon) == "https://push.example/" + token }, "\(daemon.log)")
+        let table = try daemon.bgtaskctl(["apps"])
+        #expect(table.standardOutput.contains("PUSH ENDPOINT") && table.standardOutput.contains("https://push.example/" + token), "\(table)")
+
+        let chat = try app(daemon)
+        // The app asks for its endpoint, and hears when it changes.
+        #expect(try chat.call("RemoteNotifications", "GetPushEndpoint").readString() == "https://push.example/" + token)
+        try chat.listen(for: "PushEndpointChanged")
+        #expect(try send(bus, "SendEndpoint", token: token) { try $0.append("https://push.example/new") } == "")
+        #expect(try eventually { _ = chat.waitForSignals(1, timeout: .milliseconds(50)); return chat.received.contains { $0.member == "PushEndpointChanged" } })
+        #expect(try RawClient(daemon).errorName("RemoteNotifications", "GetPushEndpoint") == "org.bgtaskd.BackgroundTasks1.Error.NotPermitted")
+        chat.clearReceived()
+        // Opaque bytes travel base64-encoded in a silent push; a JSON push is itself.
+        #expect(try send(bus, "SendMessage", token: token, message(Array("hello".utf8))) == "")
+        #expect(chat.waitForSignals(1), "\(daemon.log)")
+        let wrapped = try #require(try payloads(chat).first)
+        #expect(wrapped.contains(#""content-available":1"#) && wrapped.contains(Data("hello".utf8).base64EncodedString()) && wrapped.contains(#""id":"m1""#), "\(wrapped)")
+        let json = #"{"aps":{"alert":{"title":"Ana","body":"Lunch?"}},"room":7}"#
+        #expect(try send(bus, "SendMessage", token: token, message(Array(json.utf8), id: "m2")) == "")
+        #expect(chat.waitForSignals(2))
+        #expect(try payloads(chat).last == json)
+        // The protocol's largest message goes through; one byte more, none, or an unknown token is refused.
+        #expect(try send(bus, "SendMessage", token: token, message([UInt8](repeating: 0xFE, count: 4096))) == "")
+        #expect(chat.waitForSignals(3))
+        #expect(try send(bus, "SendMessage", token: token, message([UInt8](repeating: 1, count: 4097))) == "org.freedesktop.DBus.Error.InvalidArgs")
+        #expect(try send(bus, "SendMessage", token: token, message([])) == "org.freedesktop.DBus.Error.InvalidArgs")
+        #expect(try send(bus, "SendMessage", token: "nobody", message([1])) == "no such token")
+        // Unregistered: the endpoint is gone.
+        #expect(try send(bus, "SendUnregistered", token: token) == "")
+        #expect(try eventually { try endpoint(daemon) == nil })
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// The SDK: `remoteNotificationEndpoint()` and `onRemoteNotificationEndpointChanged`, through the test app.
+    @Test func theSDKHandsTheAppItsEndpoint() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let mock = try distributor(on: bus)
+        defer { _ = mock.stop() }
+        let daemon = try daemon(bus: bus)
+        #expect(try eventually { try endpoint(daemon) != nil }, "\(daemon.log)")
+        let token = try #require(try registrations(bus).first?.key)
+        let app = try daemon.startTestApp(["--app-id", Self.app, "--tasks", "0", "--push-endpoint", "--push-result", "newData"])
+        defer { app.stop() }
+        #expect(app.waitForEvent("push_endpoint")?["endpoint"] as? String == "https://push.example/" + token, "\(app.lines) \(app.standardError)")
+        #expect(try send(bus, "SendEndpoint", token: token) { try $0.append("https://push.example/rotated") } == "")
+        #expect(app.waitForEvent("push_endpoint_changed")?["endpoint"] as? String == "https://push.example/rotated", "\(app.lines)")
+        #expect(try send(bus, "SendMessage", token: token, message(Array("ping".utf8))) == "")
+        #expect((app.waitForEvent("notification")?["json"] as? String)?.contains(Data("ping".utf8).base64EncodedString()) == true, "\(app.lines)")
+        #expect(try send(bus, "SendUnregistered", token: token) == "")
+        #expect(app.waitForEvents("push_endpoint_changed", count: 2).last?["endpoint"] as? String == "", "\(app.lines)")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func onlyTheDistributorMayCallTheConnector() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let mock = try distributor(on: bus)
+        defer { _ = mock.stop() }
+        let daemon = try daemon(bus: bus)
+        #expect(try eventually { try registrations(bus).count == 1 })
+        let token = try #require(try registrations(bus).first?.key)
+        let stranger = try Bus.open(.address(bus.address))
+        for (interface, build) in [
+            ("org.unifiedpush.Connector2", { (m: Message) throws in
+                try m.append(value: .dictionary(key: "s", value: "v", [
+                    .init(key: .string("token"), value: .variant(.string(token))),
+                    .init(key: .string("endpoint"), value: .variant(.string("https://evil.example/"))),
+                ])) }),
+            ("org.unifiedpush.Connector1", { (m: Message) throws in try m.append(token); try m.append("https://evil.example/") }),
+        ] {
+            let call = try stranger.newMethodCall(
+                destination: "org.bgtaskd.BackgroundTasks1", path: "/org/unifiedpush/Connector", interface: interface, member: "NewEndpoint")
+            try build(call)
+            #expect(throws: BusError.self) { try stranger.call(call, timeout: 10_000_000) }
+        }
+        #expect(try endpoint(daemon) == "https://push.example/" + token, "a stranger cannot change the endpoint")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func aRestartedDistributorIsRegisteredWithAgainAndEndpointsSurviveACrash() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        var mock = try distributor(on: bus)
+        let daemon = try daemon(bus: bus)
+        #expect(try eventually { try registrations(bus).count == 1 })
+        let token = try #require(try registrations(bus).first?.key)
+        #expect(try eventually { try endpoint(daemon) != nil })
+        _ = mock.stop()
+        #expect(daemon.process.waitForStandardError(containing: "left the bus"), "\(daemon.log)")
+        // A distributor that speaks only version 1 takes over: the same token, registered again.
+        mock = try distributor(on: bus, v1Only: true)
+        defer { _ = mock.stop() }
+        #expect(try eventually { try registrations(bus)[token]?.version == 1 }, "\(daemon.log)")
+        #expect(try send(bus, "SendEndpoint", token: token) { try $0.append("https://push.example/v1") } == "")
+        #expect(try eventually { try endpoint(daemon) == "https://push.example/v1" })
+        let chat = try app(daemon)
+        #expect(try send(bus, "SendMessage", token: token, message(Array("v1".utf8))) == "")
+        #expect(chat.waitForSignals(1), "\(daemon.log)")
+        #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
+        #expect(try endpoint(daemon) != nil, "the endpoint is kept across a crash")
+        #expect(try eventually { try registrations(bus)[token] != nil }, "registered again at start, with the same token")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    @Test func withoutADistributorAppsGetNoEndpoint() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let daemon = try daemon(bus: bus)
+        #expect(daemon.process.waitForStandardError(containing: "no UnifiedPush distributor on the session bus"), "\(daemon.log)")
+        #expect(try endpoint(daemon) == nil)
+        // One appears later: the app is registered then.
+        let mock = try distributor(on: bus)
+        defer { _ = mock.stop() }
+        #expect(try eventually { try registrations(bus).count == 1 }, "\(daemon.log)")
+        #expect(try eventually { try endpoint(daemon) != nil })
+        #expect(daemon.stop() == .status(0))
+    }
+}
