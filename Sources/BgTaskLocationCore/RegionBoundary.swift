@@ -93,8 +93,13 @@ public struct RegionBoundary: Sendable, Equatable {
         return current.side == .inside ? .enter : .exit
     }
 
-    /// When the pending side will have held for `dwell`, if one is pending.
+    /// When the pending side will have held for `dwell`, if one is pending
+    /// and the latest fixes lean its way. Leaning the other way it cannot
+    /// settle until a fix changes that, and a fix is taken with
+    /// ``update(with:in:dwell:)``: a time here would be a timer that fires
+    /// and settles nothing, again and again.
     public func settlesAt(dwell: UInt64 = Self.dwell) -> UInt64? {
-        pending.map { $0.since.addingReportingOverflow(dwell).overflow ? .max : $0.since + dwell }
+        guard lean > 0 else { return nil }
+        return pending.map { $0.since.addingReportingOverflow(dwell).overflow ? .max : $0.since + dwell }
     }
 }

@@ -35,6 +35,9 @@ struct RegionBoundaryTests {
         }
         #expect(events.allSatisfy { $0 == nil }, "\(events)")
         #expect(boundary.settle(at: 200 * Self.second, in: region) == nil, "leaning in, the timer settles nothing")
+        // …so no timer is asked for: one in the past that settles nothing
+        // fired again at once, for ever, and the daemon answered no call.
+        #expect(boundary.settlesAt() == nil)
         let leaving = (60..<85 as Range<UInt64>).map { boundary.update(with: fix(300, at: $0), in: region) }
         #expect(leaving.compactMap { $0 } == [.exit])
     }
