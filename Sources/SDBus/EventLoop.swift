@@ -47,7 +47,9 @@ public final class EventLoop {
     }
 
     /// A disarmed one-shot timer on `clock` (µs on that clock); arm it with ``Timer/arm(at:)``.
-    public func makeTimer(clock: TimerClock = .monotonic, _ handler: @escaping () -> Void) throws(BusError) -> Timer {
+    /// `priority` orders it against other sources ready at once (lower runs
+    /// first; the bus is attached at 0).
+    public func makeTimer(clock: TimerClock = .monotonic, priority: Int64 = 0, _ handler: @escaping () -> Void) throws(BusError) -> Timer {
         final class Box {
             let handler: () -> Void
             weak var timer: Timer?
@@ -64,6 +66,7 @@ public final class EventLoop {
             }, Unmanaged.passUnretained(box).toOpaque()),
             "sd_event_add_time")
         sd_event_source_set_enabled(source, bgt_event_off)
+        if priority != 0 { sd_event_source_set_priority(source, priority) }
         let timer = Timer(source: EventSource(handle: source, retained: box))
         box.timer = timer
         return timer

@@ -18,6 +18,30 @@ import Testing
         if (strcmp(member, "Refuse") == 0) api->reply_error(call, "org.bgtaskd.BackgroundTasks1.Error.NotPermitted", "the demo says no");
         """)
 
+    /// A plugin that asks for a wake opportunity in the past at every one it
+    /// gets: its timer fires on every turn of the loop. Calls are still
+    /// answered (the location plugin once did this, and the daemon answered
+    /// nothing until it was killed).
+    @Test func aPluginThatKeepsAskingForPastOpportunitiesDoesNotStarveTheBus() throws {
+        let spinning = PluginFixture.source(name: "spin", start: """
+            api->schedule_opportunity(host, 1);
+            """, declarations: """
+            static void spin_event(void *p, const bgt_event *event) {
+                (void) p;
+                if (event->type == BGT_EVENT_WAKE_OPPORTUNITY) api->schedule_opportunity(host, 1);
+            }
+            """, descriptorFields: ".event = spin_event,")
+        let fixtures = try PluginFixture.directory([("libbgtaskd-mode-spin.so", spinning)])
+        defer { try? FileManager.default.removeItem(atPath: fixtures) }
+        let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures])
+        for _ in 0..<20 {
+            let started = ContinuousClock.now
+            #expect(try daemon.property("Plugins") == #"a(ssu) 1 "spin" "1.0.0" 1"#)
+            #expect(ContinuousClock.now - started < .seconds(2))
+        }
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func badPluginsAreRefusedAndTheDaemonRunsOn() throws {
         let fixtures = try PluginFixture.directory([
             ("libbgtaskd-mode-demo.so", Self.misbehaving),

@@ -222,11 +222,16 @@ final class PluginServices {
 
     // MARK: Timers
 
+    /// sd-event priority of plugins' opportunity timers: after the bus (0).
+    static let opportunityPriority: Int64 = 10
+
     /// Asks for a wake opportunity event for `host` at `time` (realtime µs; 0 cancels).
     func scheduleOpportunity(for host: LoadedPlugin, at time: UInt64) {
         guard let loop else { return }
         if host.opportunityTimer == nil {
-            host.opportunityTimer = try? loop.makeTimer(clock: .realtime) { [unowned self, weak host] in
+            // After the bus: a plugin that keeps asking for a time already
+            // past wastes a loop turn each time, but calls are still answered.
+            host.opportunityTimer = try? loop.makeTimer(clock: .realtime, priority: Self.opportunityPriority) { [unowned self, weak host] in
                 guard let host else { return }
                 // Asleep, nothing runs in the background: the wake itself offers the next opportunity.
                 guard !host.engine.isSleeping else { return }
