@@ -82,21 +82,10 @@ import Testing
         return try condition()
     }
 
-    /// The app checked in, listening for its pushes.
-    func app(_ daemon: DaemonUnderTest) throws -> RawClient {
-        let client = try RawClient(daemon)
-        try client.listen(for: "NotificationReceived")
-        try client.call("Manager", "CheckIn") { try $0.append(Self.app) }
-        return client
-    }
+    /// The app checked in, listening for its pushes (as PushTests's).
+    func app(_ daemon: DaemonUnderTest) throws -> RawClient { try PushTests().app(daemon) }
 
-    func payloads(_ client: RawClient) throws -> [String] {
-        try client.received.map { message in
-            try message.rewind()
-            _ = try message.readString()
-            return try message.readString()
-        }
-    }
+    func payloads(_ client: RawClient) throws -> [String] { try PushTests().payloads(client) }
 
     @Test func appsAreRegisteredAndMessagesBecomePushes() throws {
         let bus = try PrivateBus()
