@@ -159,10 +159,44 @@ final class UnifiedPushBridge {
     // MARK: Registration
 
     /// Registers every app that declares remote-notification and is not registered with the current distributor.
+    /// Apps that no longer declare it (their entry went or changed) are
+    /// unregistered and forgotten, so that their endpoint stops working.
     func registerApps() {
+        let declaring = Set(host.apps(declaring: RemoteNotificationsMode.name))
+        for app in registrations.keys.sorted() where !declaring.contains(app) { unregister(app) }
         guard let distributor else { return }
-        for app in host.apps(declaring: RemoteNotificationsMode.name) where !registered.contains(app) {
+        for app in declaring.sorted() where !registered.contains(app) {
             register(app, with: distributor)
+        }
+    }
+
+    private func unregister(_ app: String) {
+        guard let registration = registrations[app] else { return }
+        do {
+            try host.delete(collection: Self.collection, key: app)
+        } catch {
+            host.log(.warning, "cannot forget the UnifiedPush registration of \(app): \(error)")
+            return
+        }
+        recordUndo? { [weak self] in self?.registrations[app] = registration }
+        registrations[app] = nil
+        registered.remove(app)
+        host.logWhenCommitted(.info, "\(app) no longer declares remote-notification: unregistered from UnifiedPush")
+        guard let distributor else { return }
+        // Version 2 first, as registering does; a version 1 distributor answers UnknownMethod.
+        let token = registration.token
+        do {
+            try host.call(distributor.name, path: Self.distributorPath, interface: Self.distributor2, member: "Unregister", { (call) throws(ModeError) in
+                try call.append(dictionary: ["token": .string(token)])
+            }) { [weak self] result in
+                guard case .failure(let error) = result else { return }
+                guard let self, error.code.rawValue.hasSuffix(".UnknownMethod") || error.code.rawValue.hasSuffix(".UnknownInterface") else { return }
+                try? self.host.call(distributor.name, path: Self.distributorPath, interface: Self.distributor1, member: "Unregister", {
+                    (call) throws(ModeError) in try call.append(token)
+                }) { _ in }
+            }
+        } catch {
+            host.log(.warning, "cannot unregister \(app) from UnifiedPush: \(error)")
         }
     }
 

@@ -128,6 +128,10 @@ import Testing
         // Unregistered: the endpoint is gone.
         #expect(try send(bus, "SendUnregistered", token: token) == "")
         #expect(try eventually { try endpoint(daemon) == nil })
+        // The app's entry goes: bgtaskd unregisters it from the distributor.
+        #expect(try eventually { try registrations(bus).isEmpty == false }, "registered again after Unregistered")
+        try FileManager.default.removeItem(atPath: daemon.home + "/data/applications/\(Self.app).desktop")
+        #expect(try eventually { try registrations(bus).isEmpty }, "\(daemon.log)")
         #expect(daemon.stop() == .status(0))
     }
 
