@@ -3,7 +3,8 @@
 
 Speaks org.unifiedpush.Distributor2 (unless --v1-only) and Distributor1 at
 /org/unifiedpush/Distributor: a Register succeeds, is recorded, and is
-followed by NewEndpoint(https://push.example/<token>) to the connector.
+followed by NewEndpoint(https://push.example/<token>, with "?v1" for a
+version 1 registration) to the connector.
 The test drives it through org.bgtaskd.test.MockDistributor on the same
 object: Registrations() -> aa{sv}; SendMessage(s token, ay message, s id),
 SendEndpoint(s token, s endpoint) and SendUnregistered(s token) call the
@@ -49,7 +50,8 @@ class Distributor(dbus.service.Object):
     def registered(self, service, token, description, version):
         self.registrations[token] = {'service': service, 'token': token, 'description': description,
                                      'version': version}
-        endpoint = 'https://push.example/' + token
+        # Version 1 registrations get an endpoint of their own, so a test can tell which registration it came from.
+        endpoint = 'https://push.example/' + token + ('?v1' if version == 1 else '')
         GLib.idle_add(lambda: self.connector(token, 'NewEndpoint', {'token': token, 'endpoint': endpoint},
                                              [token, endpoint]) and False)
 
