@@ -27,10 +27,7 @@ struct CompareCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Fetch.MinimumIntervalSec for adaptive and the oracle, and the timer's first floor.", valueName: "seconds"))
     var floor = 900.0
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Set a tunable of the adaptive planner (repeatable): " + PlannerTuning.names.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value))" }.joined(separator: "; ") + ".",
-        valueName: "NAME=VALUE"))
-    var tune: [String] = []
+    @OptionGroup var tuning: TuningOptions
 
     @Flag(name: .long, help: "Also per app: fetches and mean staleness, adaptive against naive at --floor.")
     var byApp = false
@@ -47,7 +44,7 @@ struct CompareCommand: ParsableCommand {
 
     func run() throws {
         let trace = try RunCommand.load(self.trace)
-        let adaptive = SimulationPolicy.adaptive.run(trace, floor: floor, tuning: try PlannerTuning(tune))
+        let adaptive = SimulationPolicy.adaptive.run(trace, floor: floor, tuning: tuning.tuning)
         let oracle = SimulationPolicy.oracle.run(trace, floor: floor)
         let curve = NaiveCurve(trace: trace, floors: NaiveCurve.floors(from: floor))
         let a = adaptive.metrics

@@ -25,10 +25,7 @@ struct EvaluateCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Fetch.MinimumIntervalSec.", valueName: "seconds"))
     var floor = 900.0
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Set a tunable of the adaptive planner (repeatable): " + PlannerTuning.names.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value))" }.joined(separator: "; ") + ".",
-        valueName: "NAME=VALUE"))
-    var tune: [String] = []
+    @OptionGroup var tuning: TuningOptions
 
     func validate() throws {
         guard parsedSeeds != nil else { throw ValidationError("--seeds must be A-B with A ≤ B") }
@@ -61,7 +58,7 @@ struct EvaluateCommand: ParsableCommand {
             generator.seed = seed
             let trace = generator.generate()
             let started = Date()
-            let adaptive = SimulationPolicy.adaptive.run(trace, floor: floor, tuning: try PlannerTuning(tune))
+            let adaptive = SimulationPolicy.adaptive.run(trace, floor: floor, tuning: tuning.tuning)
             figures.seconds.append(Date().timeIntervalSince(started))
             let oracle = SimulationPolicy.oracle.run(trace, floor: floor)
             let naive = SimulationPolicy.naive.run(trace, floor: floor)
