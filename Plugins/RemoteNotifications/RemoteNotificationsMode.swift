@@ -73,7 +73,7 @@ final class RemoteNotificationsMode: ModePlugin {
     private var appInfos = AppInfoCache()
     /// bgtaskd as a UnifiedPush connector for the apps (set in start()).
     private var bridge: UnifiedPushBridge?
-    /// Each checked-in app's connection, for PushEndpointChanged.
+    /// Each checked-in app's connection, for EndpointChanged.
     private var connections: [String: String] = [:]
 
     /// How long pushes due before a restart wait for their apps to check in again.
@@ -105,9 +105,9 @@ final class RemoteNotificationsMode: ModePlugin {
             .method(RemoteNotificationsInterface.Method.deliverPush.rawValue, in: [("app_id", "s"), ("payload_json", "s"), ("options", "a{sv}")], out: [("push_id", "s")]),
             .method(RemoteNotificationsInterface.Method.completeNotification.rawValue, in: [("token", "s"), ("result", "s")]),
             .method(RemoteNotificationsInterface.Method.listPushes.rawValue, in: [("app_id", "s")], out: [("pushes", "aa{sv}")]),
-            .method(RemoteNotificationsInterface.Method.getPushEndpoint.rawValue, out: [("endpoint", "s")]),
+            .method(RemoteNotificationsInterface.Method.getEndpoint.rawValue, in: [("app_id", "s")], out: [("endpoint", "s")]),
             .signal(RemoteNotificationsInterface.Signal.notificationReceived.rawValue, [("token", "s"), ("payload_json", "s")]),
-            .signal(RemoteNotificationsInterface.Signal.pushEndpointChanged.rawValue, [("endpoint", "s")]),
+            .signal(RemoteNotificationsInterface.Signal.endpointChanged.rawValue, [("endpoint", "s")]),
         ]))
         let decoder = JSONDecoder()
         // Each app's state is in its `apps` record and beside each of its pushes: the highest version wins.
@@ -165,10 +165,10 @@ final class RemoteNotificationsMode: ModePlugin {
         bridge.endpointChanged = { [unowned self] app, endpoint in
             guard let connection = self.connections[app] else { return }
             do {
-                try self.host.emit(RemoteNotificationsInterface.Signal.pushEndpointChanged.rawValue, interface: BgTaskNames.remoteNotifications,
+                try self.host.emit(RemoteNotificationsInterface.Signal.endpointChanged.rawValue, interface: BgTaskNames.remoteNotifications,
                                    to: connection) { (signal) throws(ModeError) in try signal.append(endpoint ?? "") }
             } catch {
-                self.host.log(.warning, "cannot send PushEndpointChanged to \(app): \(error)")
+                self.host.log(.warning, "cannot send EndpointChanged to \(app): \(error)")
             }
         }
         try bridge.start()
@@ -226,13 +226,31 @@ final class RemoteNotificationsMode: ModePlugin {
         case .deliverPush: try deliverPush(call)
         case .completeNotification: try completeNotification(call)
         case .listPushes: try listPushes(call)
-        case .getPushEndpoint:
-            guard let app = call.caller.appID else {
-                throw ModeError(.notPermitted, "only a checked-in app may ask for its push endpoint")
-            }
-            try call.reply { (reply) throws(ModeError) in try reply.append(bridge?.registrations[app]?.endpoint ?? "") }
+        case .getEndpoint: try getEndpoint(call)
         case nil: throw ModeError.failed("unknown method \(call.member)")
         }
+    }
+
+    /// `GetEndpoint(s app_id)`: "" asks for the caller's own app; another
+    /// app's endpoint is told only to trusted callers.
+    private func getEndpoint(_ call: PluginCall) throws {
+        let asked = try call.arguments.readString()
+        let app: String
+        if asked.isEmpty || asked == call.caller.appID {
+            guard let own = call.caller.appID else {
+                throw ModeError(.notPermitted, "only a checked-in app may ask for its own push endpoint; name an app id as a trusted caller")
+            }
+            app = own
+        } else {
+            guard call.caller.isTrusted else {
+                throw ModeError(.notPermitted, "only trusted callers may read another app's push endpoint")
+            }
+            if let problem = DesktopFileID.problem(with: asked) {
+                throw ModeError.invalidArgs("'\(asked.prefix(300))' is not a valid desktop-file id: \(problem)")
+            }
+            app = asked
+        }
+        try call.reply { (reply) throws(ModeError) in try reply.append(bridge?.registrations[app]?.endpoint ?? "") }
     }
 
     private func deliverPush(_ call: PluginCall) throws {

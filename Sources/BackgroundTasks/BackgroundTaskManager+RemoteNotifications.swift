@@ -143,7 +143,8 @@ extension BackgroundTaskManager {
     /// - Throws: ``BackgroundTasksError``: `.notPermitted` before the app checked in.
     public func remoteNotificationEndpoint() async throws -> String? {
         try await connection.call(
-            RemoteNotificationsInterface.Method.getPushEndpoint.rawValue, on: .remoteNotifications,
+            RemoteNotificationsInterface.Method.getEndpoint.rawValue, on: .remoteNotifications,
+            arguments: { (call) throws(BusError) in try call.append("") },
             decode: { (reply) throws(BusError) in
                 let endpoint = try reply.readString()
                 return endpoint.isEmpty ? nil : endpoint
@@ -151,7 +152,7 @@ extension BackgroundTaskManager {
     }
 
     /// Called with the app's new UnifiedPush endpoint whenever it changes
-    /// (`PushEndpointChanged`), nil when the distributor dropped it. Runs on
+    /// (`EndpointChanged`), nil when the distributor dropped it. Runs on
     /// the SDK's thread: keep it short.
     ///
     /// ```swift
@@ -162,7 +163,7 @@ extension BackgroundTaskManager {
         set {
             callbacks.withLock { $0.onRemoteNotificationEndpointChanged = newValue }
             connection.subscribe(
-                interface: BgTaskNames.remoteNotifications, member: RemoteNotificationsInterface.Signal.pushEndpointChanged.rawValue
+                interface: BgTaskNames.remoteNotifications, member: RemoteNotificationsInterface.Signal.endpointChanged.rawValue
             ) { [weak self] (signal) throws(BusError) in
                 let endpoint = try signal.readString()
                 self?.callbacks.withLock { $0.onRemoteNotificationEndpointChanged }?(endpoint.isEmpty ? nil : endpoint)

@@ -7,14 +7,15 @@ public enum RemoteNotificationsInterface {
         case deliverPush = "DeliverPush"
         case completeNotification = "CompleteNotification"
         case listPushes = "ListPushes"
-        /// The calling app's UnifiedPush endpoint ("" while it has none).
-        case getPushEndpoint = "GetPushEndpoint"
+        /// `(s app_id) → s`: an app's UnifiedPush endpoint ("" while it has none);
+        /// `app_id` "" is the caller's own app. Another app's only for trusted callers.
+        case getEndpoint = "GetEndpoint"
     }
 
     public enum Signal: String, Sendable, CaseIterable {
         case notificationReceived = "NotificationReceived"
         /// To the app: its UnifiedPush endpoint changed ("" when it has none any more).
-        case pushEndpointChanged = "PushEndpointChanged"
+        case endpointChanged = "EndpointChanged"
     }
 
     /// The keys of DeliverPush's `options`.

@@ -104,11 +104,17 @@ import Testing
 
         let chat = try app(daemon)
         // The app asks for its endpoint, and hears when it changes.
-        #expect(try chat.call("RemoteNotifications", "GetPushEndpoint").readString() == "https://push.example/" + token)
-        try chat.listen(for: "PushEndpointChanged")
+        #expect(try chat.call("RemoteNotifications", "GetEndpoint") { try $0.append("") }.readString() == "https://push.example/" + token)
+        #expect(try chat.call("RemoteNotifications", "GetEndpoint") { try $0.append(Self.app) }.readString() == "https://push.example/" + token)
+        // A trusted caller names the app; an app it does not know has none; a bad id is refused.
+        #expect(try RawClient(daemon).call("RemoteNotifications", "GetEndpoint") { try $0.append(Self.app) }.readString() == "https://push.example/" + token)
+        #expect(try RawClient(daemon).call("RemoteNotifications", "GetEndpoint") { try $0.append("org.example.Other") }.readString() == "")
+        #expect(try RawClient(daemon).errorName("RemoteNotifications", "GetEndpoint") { try $0.append("no/such id") } == "org.freedesktop.DBus.Error.InvalidArgs")
+        try chat.listen(for: "EndpointChanged")
         #expect(try send(bus, "SendEndpoint", token: token) { try $0.append("https://push.example/new") } == "")
-        #expect(try eventually { _ = chat.waitForSignals(1, timeout: .milliseconds(50)); return chat.received.contains { $0.member == "PushEndpointChanged" } })
-        #expect(try RawClient(daemon).errorName("RemoteNotifications", "GetPushEndpoint") == "org.bgtaskd.BackgroundTasks1.Error.NotPermitted")
+        #expect(try eventually { _ = chat.waitForSignals(1, timeout: .milliseconds(50)); return chat.received.contains { $0.member == "EndpointChanged" } })
+        // Without a checked-in app, "" names nobody.
+        #expect(try RawClient(daemon).errorName("RemoteNotifications", "GetEndpoint") { try $0.append("") } == "org.bgtaskd.BackgroundTasks1.Error.NotPermitted")
         chat.clearReceived()
         // Opaque bytes travel base64-encoded in a silent push; a JSON push is itself.
         #expect(try send(bus, "SendMessage", token: token, message(Array("hello".utf8))) == "")
