@@ -150,6 +150,9 @@ public final class PluginHost {
         if connection.withCString({ api.pointee.signal_send(handle, signal, $0) }) < 0 { throw ModeError.failed(lastError) }
     }
 
+    /// Hands work from the plugin's own threads to the loop (ABI 1.7).
+    public var poster: PluginPoster { PluginPoster(api: api, handle: handle, hostHasPost: hostHas(\.post)) }
+
     /// Whether the host's table reaches the field at `path` (one a later
     /// minor version of the ABI added).
     func hostHas<T>(_ path: KeyPath<bgt_host_api, T>) -> Bool {

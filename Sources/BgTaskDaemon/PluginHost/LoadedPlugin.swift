@@ -31,6 +31,10 @@ final class LoadedPlugin {
     private var interned: [String: UnsafeMutablePointer<CChar>] = [:]
     private var lastErrorText: UnsafeMutablePointer<CChar>?
     var opportunityTimer: SDBus.Timer?
+    /// Where the plugin's own threads hand work to the loop (ABI 1.7 `post`);
+    /// made before the plugin starts and kept until it is gone, so that other
+    /// threads may read it without a lock. Nil offline.
+    let inbox: Inbox?
     /// The error names the plugin declared (ABI 1.3); nil for an older plugin, which declares none.
     let errorNames: Set<String>?
     /// Undeclared error names already warned about.
@@ -46,6 +50,13 @@ final class LoadedPlugin {
         errorNames = candidate.descriptor.pointee.struct_version >= 3 ? candidate.errorNames : nil
         self.services = services
         self.engine = engine
+        inbox = try? services.loop?.makeInbox()
+    }
+
+    /// Runs `body` on the loop as one batch, unless the plugin has stopped
+    /// by then (ABI 1.7 `post`; called on the loop, from ``inbox``).
+    func runPosted(_ body: () -> Void) {
+        fromLoop(body)
     }
 
     deinit {

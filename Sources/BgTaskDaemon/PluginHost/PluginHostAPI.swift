@@ -281,6 +281,22 @@ enum PluginHostAPI {
         }
         api.last_error = { handle in PluginHostAPI.host(handle).lastError }
 
+        // Work from the plugin's own threads (1.7): the only function called off the loop.
+        api.post = { handle, function, userdata in
+            let host = PluginHostAPI.host(handle)
+            guard let function else { return -EINVAL }
+            guard let inbox = host.inbox else { return -ENOTSUP }
+            // Pointers cross threads as numbers. The plugin owns what userdata
+            // points to; the host outlives its inbox, whose jobs run only while it exists.
+            let address = UInt(bitPattern: userdata)
+            let hostAddress = UInt(bitPattern: Unmanaged.passUnretained(host).toOpaque())
+            inbox.post {
+                guard let pointer = UnsafeRawPointer(bitPattern: hostAddress) else { return }
+                PluginHostAPI.host(OpaquePointer(pointer)).runPosted { function(UnsafeMutableRawPointer(bitPattern: address)) }
+            }
+            return 0
+        }
+
         // Calls to other services (1.1).
         api.method_call_new = { handle, destination, path, interface, member in
             PluginHostAPI.newCall(handle, UInt32(BGT_BUS_USER), destination, path, interface, member)

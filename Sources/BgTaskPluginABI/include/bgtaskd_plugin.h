@@ -5,7 +5,8 @@
  * plugin's configuration keys and error names to the descriptor, version 3;
  * 1.4 adds calls to services on the system bus and signal subscriptions;
  * 1.5 adds waiting_events to the descriptor, version 4; 1.6 adds
- * export_interface_at).
+ * export_interface_at; 1.7 adds post, the one host function other threads
+ * may call).
  *
  * A mode plugin (fetch, remote-notification, location) is a shared library
  * named libbgtaskd-mode-<name>.so that exports one symbol:
@@ -21,7 +22,8 @@
  *
  * Threading: every call in either direction happens on the daemon's one event
  * loop thread. A plugin must not block (no sleeping, no synchronous network)
- * and must not call the host from other threads.
+ * and must not call the host from other threads, with one exception: post
+ * (1.7), which hands work done on a plugin's own threads back to the loop.
  *
  * Memory: strings the host passes in are valid until the callback returns;
  * strings the plugin passes to the host are copied. bgt_message handles are
@@ -41,7 +43,7 @@ extern "C" {
 #endif
 
 #define BGTASKD_PLUGIN_ABI_MAJOR 1
-#define BGTASKD_PLUGIN_ABI_MINOR 6
+#define BGTASKD_PLUGIN_ABI_MINOR 7
 #define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 4
 /* The symbol every plugin exports. */
 #define BGTASKD_PLUGIN_ENTRY_SYMBOL "bgtaskd_plugin_entry"
@@ -347,6 +349,16 @@ typedef struct bgt_host_api {
      * /org/unifiedpush/Connector). Calls reach handle_call as any other;
      * the caller is whoever called, not necessarily an app. Call from start(). */
     int (*export_interface_at)(bgt_host *host, const char *path, const bgt_interface *interface);
+
+    /* 1.7: the one function a plugin may call from any thread. Runs
+     * fn(userdata) on the loop thread, soon, in the order posted, as one
+     * batch (as a signal callback runs: it may write records, send signals
+     * and wake apps). For plugins that do work on threads of their own (an
+     * HTTP client). -ENOTSUP where the host has no loop (offline tools).
+     * Posts still queued when the plugin is stopped are dropped without
+     * calling fn: stop() must end the plugin's threads' posting before it
+     * returns, and the plugin frees what such posts carried. */
+    int (*post)(bgt_host *host, void (*fn)(void *userdata), void *userdata);
 } bgt_host_api;
 
 /* The plugin's functions. */
