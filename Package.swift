@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "bgtaskd-mode-fetch", type: .dynamic, targets: ["BgTaskModeFetch"]),
         .library(name: "bgtaskd-mode-remote-notification", type: .dynamic, targets: ["BgTaskModeRemoteNotifications"]),
         .library(name: "bgtaskd-mode-location", type: .dynamic, targets: ["BgTaskModeLocation"]),
+        .library(name: "bgtaskd-mode-transfer", type: .dynamic, targets: ["BgTaskModeTransfers"]),
         // An example third-party plugin, deliberately not named as a mode: the
         // daemon loads it only once it is installed as libbgtaskd-mode-hello.so.
         .library(name: "HelloMode", type: .dynamic, targets: ["BgTaskModeHello"]),
@@ -26,6 +27,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        // HTTP for background transfers: streaming bodies, ranges, our own retries.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         // sd-bus, sd-event and sd-daemon from Debian's libsystemd-dev.
@@ -60,6 +63,9 @@ let package = Package(
         // The location mode's domain: regions, crossings with hysteresis, significant
         // changes, the spatial index, its records. Pure; linked by the location plugin and the benches.
         .target(name: "BgTaskLocationCore", dependencies: ["BgTaskProtocol"], swiftSettings: swiftSettings),
+        // The transfer mode's domain: transfers and their records, where files may
+        // land, when discretionary work may run, retries. Pure; linked by the transfer plugin.
+        .target(name: "BgTaskTransferCore", dependencies: ["BgTaskProtocol"], swiftSettings: swiftSettings),
         // The versioned C ABI between the daemon and its mode plugins (header only).
         .target(name: "BgTaskPluginABI"),
         // The small Swift layer that makes writing a mode plugin feel like Swift.
@@ -110,6 +116,16 @@ let package = Package(
             name: "BgTaskModeLocation",
             dependencies: ["BgTaskPluginKit", "BgTaskLocationCore", "BgTaskProtocol"],
             path: "Plugins/Location",
+            swiftSettings: swiftSettings
+        ),
+        // The transfer mode (docs/DESIGN.md §5): downloads and uploads that outlive the app.
+        .target(
+            name: "BgTaskModeTransfers",
+            dependencies: [
+                "BgTaskPluginKit", "BgTaskTransferCore", "BgTaskProtocol",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            path: "Plugins/Transfers",
             swiftSettings: swiftSettings
         ),
         // An example third-party mode plugin: the ABI header and PluginKit, nothing else.
@@ -169,6 +185,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BgTaskLocationCoreTests", dependencies: ["BgTaskLocationCore", "BgTaskCore", "BgTaskProtocol"], swiftSettings: swiftSettings),
+        .testTarget(name: "BgTaskTransferCoreTests", dependencies: ["BgTaskTransferCore"], swiftSettings: swiftSettings),
         .testTarget(name: "BgTaskProtocolTests", dependencies: ["BgTaskProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BgTaskFetchCoreTests",

@@ -86,6 +86,10 @@ public final class BackgroundTaskManager: Sendable {
     let notificationDispatcher: NotificationDispatcher
     /// `RegionEvent` and `SignificantLocationChange` signals waiting for, and going to, the location handler.
     let locationDispatcher: LocationDispatcher
+    /// `TransferFinished` signals waiting for, and going to, the transfer handler.
+    let transferDispatcher: TransferDispatcher
+    /// How many results of each transfer wake the app has not completed yet.
+    let transferTokens = Mutex<[String: Int]>([:])
 
     /// The app's handlers, read on the SDK's thread when signals arrive.
     struct Callbacks {
@@ -100,6 +104,7 @@ public final class BackgroundTaskManager: Sendable {
         var onLocationEventCompleted: (@Sendable (String, LocationEvent, BackgroundTasksError?) -> Void)?
         var onReconnect: (@Sendable (LaunchInfo?, BackgroundTasksError?) -> Void)?
         var onRemoteNotificationEndpointChanged: (@Sendable (String?) -> Void)?
+        var onTransferProgress: (@Sendable (String, UInt64, UInt64) -> Void)?
     }
 
     let callbacks = Mutex(Callbacks())
@@ -121,13 +126,14 @@ public final class BackgroundTaskManager: Sendable {
     private init(
         connection: BusConnection, launch: LaunchInfo?, appID: String?,
         fetchDispatcher: FetchDispatcher, notificationDispatcher: NotificationDispatcher,
-        locationDispatcher: LocationDispatcher
+        locationDispatcher: LocationDispatcher, transferDispatcher: TransferDispatcher
     ) {
         self.connection = connection
         self.launch = launch
         self.fetchDispatcher = fetchDispatcher
         self.notificationDispatcher = notificationDispatcher
         self.locationDispatcher = locationDispatcher
+        self.transferDispatcher = transferDispatcher
         uniqueName = connection.uniqueName
         session.withLock { session in
             session.appID = launch == nil ? nil : appID
@@ -192,6 +198,8 @@ public final class BackgroundTaskManager: Sendable {
         subscribeToNotificationSignals(on: connection, dispatcher: notificationDispatcher)
         let locationDispatcher = LocationDispatcher(maxQueued: 1000)
         subscribeToLocationSignals(on: connection, dispatcher: locationDispatcher)
+        let transferDispatcher = TransferDispatcher(maxQueued: 10_000)
+        subscribeToTransferSignals(on: connection, dispatcher: transferDispatcher)
         let appID = appID ?? LaunchEnvironment.appID
         var launch: LaunchInfo?
         if let appID {
@@ -205,7 +213,7 @@ public final class BackgroundTaskManager: Sendable {
         return BackgroundTaskManager(
             connection: connection, launch: launch, appID: appID,
             fetchDispatcher: fetchDispatcher, notificationDispatcher: notificationDispatcher,
-            locationDispatcher: locationDispatcher)
+            locationDispatcher: locationDispatcher, transferDispatcher: transferDispatcher)
     }
 
     /// Binds this connection to an app (`CheckIn`) and returns what the daemon

@@ -59,6 +59,7 @@ final class BusConnection: @unchecked Sendable {
             destination: BgTaskNames.busName, path: BgTaskNames.objectPath, interface: BgTaskNames.remoteNotifications)
         /// The location mode's interface (present when the daemon loaded that plugin).
         static let location = Target(destination: BgTaskNames.busName, path: BgTaskNames.objectPath, interface: BgTaskNames.location)
+        static let transfers = Target(destination: BgTaskNames.busName, path: BgTaskNames.objectPath, interface: BgTaskNames.transfers)
         /// The bus itself.
         static let busDriver = Target(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus")

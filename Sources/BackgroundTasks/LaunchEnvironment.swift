@@ -5,7 +5,7 @@ import Foundation
 ///
 /// A variable that is set but empty counts as unset.
 enum LaunchEnvironment {
-    /// Why the daemon launched the process: `fetch`, `remote-notification` or `location`.
+    /// Why the daemon launched the process: `fetch`, `remote-notification`, `location` or `transfer`.
     static let reasonVariable = "BGTASKD_LAUNCH_REASON"
     /// The app id the daemon launched the process as (its desktop-file id).
     static let appIDVariable = "BGTASKD_APP_ID"

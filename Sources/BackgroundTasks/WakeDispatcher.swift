@@ -100,3 +100,12 @@ final class CompletionLatch: Sendable {
         }
     }
 }
+
+/// One `TransferFinished`: the wake's token and the transfer's result.
+struct TransferSignal: Sendable {
+    var token: String
+    var result: TransferResult
+}
+
+/// `TransferFinished` signals waiting for the transfer handler.
+typealias TransferDispatcher = WakeDispatcher<TransferSignal>

@@ -3,7 +3,7 @@
 struct WakeRecord: Sendable {
     var token: String
     var app: AppID
-    /// The mode the app is woken for (`fetch`, `remote-notification`, `location`).
+    /// The mode the app is woken for (`fetch`, `remote-notification`, `location`, `transfer`).
     var reason: String
     /// The plugin that asked for the wake and gets its outcome.
     var plugin: String

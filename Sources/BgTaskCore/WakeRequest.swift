@@ -1,7 +1,7 @@
 /// A plugin's request to wake an app (see ``BackgroundEngine/requestWake(_:)``).
 public struct WakeRequest: Sendable, Equatable {
     public var app: AppID
-    /// The mode (`fetch`, `remote-notification`, `location`); also the launch reason.
+    /// The mode (`fetch`, `remote-notification`, `location`, `transfer`); also the launch reason.
     public var reason: String
     public var plugin: String
     public var budget: Duration

@@ -12,7 +12,7 @@ public import BgTaskProtocol
 ///
 /// Everything runs on the daemon's loop thread: never block.
 public protocol ModePlugin: AnyObject {
-    /// The mode this plugin implements (`fetch`, `remote-notification`, `location`);
+    /// The mode this plugin implements (`fetch`, `remote-notification`, `location`, `transfer`);
     /// the library must be named `libbgtaskd-mode-<name>.so`.
     static var name: String { get }
     /// The plugin's own version.

@@ -150,6 +150,20 @@ public struct PluginMessage {
             return .strings(strings)
         case "ay":
             return .bytes(try readBytes(maximum: Self.maximumVariantBytes))
+        case "a{ss}":
+            // String maps (HTTP headers): bounded as string arrays are.
+            var entries: [String: PluginValue] = [:]
+            try check(api.pointee.message_enter(handle, CChar(UInt8(ascii: "a")), "{ss}"), "malformed dictionary")
+            while api.pointee.message_enter(handle, CChar(UInt8(ascii: "e")), "ss") > 0 {
+                guard entries.count < Self.maximumArrayStrings else {
+                    throw ModeError.invalidArgs("a string dictionary holds more than \(Self.maximumArrayStrings) entries")
+                }
+                let key = try readString()
+                entries[key] = .string(try readString())
+                try check(api.pointee.message_exit(handle), "malformed dictionary entry")
+            }
+            try check(api.pointee.message_exit(handle), "malformed dictionary")
+            return .dictionary(entries)
         default:
             try check(api.pointee.message_skip(handle, inner), "cannot skip a value of type '\(inner)'")
             return .other(inner)

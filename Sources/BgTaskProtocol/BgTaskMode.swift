@@ -5,6 +5,7 @@ public enum BgTaskMode: String, Sendable, CaseIterable {
     case fetch
     case remoteNotification = "remote-notification"
     case location
+    case transfer
 
     /// The `[Section]` of bgtaskd.conf the mode's plugin owns.
     public var configSection: String {
@@ -12,6 +13,7 @@ public enum BgTaskMode: String, Sendable, CaseIterable {
         case .fetch: "Fetch"
         case .remoteNotification: "RemoteNotifications"
         case .location: "Location"
+        case .transfer: "Transfers"
         }
     }
 

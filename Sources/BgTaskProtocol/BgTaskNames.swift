@@ -11,6 +11,7 @@ public enum BgTaskNames {
     public static let fetch = "org.bgtaskd.BackgroundTasks1.Fetch"
     public static let remoteNotifications = "org.bgtaskd.BackgroundTasks1.RemoteNotifications"
     public static let location = "org.bgtaskd.BackgroundTasks1.Location"
+    public static let transfers = "org.bgtaskd.BackgroundTasks1.Transfers"
     /// Prefix of the daemon's own error names.
     public static let errorPrefix = "org.bgtaskd.BackgroundTasks1.Error."
     /// The API version (the Manager's `Version` property).

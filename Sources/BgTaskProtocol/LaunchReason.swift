@@ -13,7 +13,7 @@
 /// }
 /// ```
 public struct LaunchReason: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    /// The reason as sent on the bus (`user`, `fetch`, `remote-notification`, `location`).
+    /// The reason as sent on the bus (`user`, `fetch`, `remote-notification`, `location`, `transfer`).
     ///
     /// ```swift
     /// print(reason.rawValue)   // "remote-notification"
@@ -56,6 +56,13 @@ public struct LaunchReason: RawRepresentable, Hashable, Sendable, CustomStringCo
     /// if manager.launch?.reason == .location { /* no window */ }
     /// ```
     public static let location = LaunchReason(rawValue: "location")
+
+    /// Launched in the background because transfers it started finished (`transfer` mode).
+    ///
+    /// ```swift
+    /// if manager.launch?.reason == .transfer { /* collect the finished files */ }
+    /// ```
+    public static let transfer = LaunchReason(rawValue: "transfer")
 
     /// The raw value.
     ///

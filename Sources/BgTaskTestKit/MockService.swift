@@ -26,6 +26,9 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
     /// GeoClue2 (`org.freedesktop.GeoClue2`, a template of our own: dbusmock
     /// ships none) with the device at `latitude`, `longitude` (`accuracy` m).
     case geoclue(latitude: Double, longitude: Double, accuracy: Double)
+    /// NetworkManager (dbusmock's template) with its `Connectivity` (4 full)
+    /// and `Metered` (1 yes, 2 no, 3 guess-yes …), which the template lacks and the setup adds.
+    case networkManager(connectivity: UInt32, metered: UInt32)
 
     /// The bus names power-profiles-daemon has had.
     public enum PowerProfilesName: Sendable, Equatable, CaseIterable {
@@ -47,6 +50,7 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
         case .notificationDaemon: "org.freedesktop.Notifications"
         case .logind: "org.freedesktop.login1"
         case .geoclue: "org.freedesktop.GeoClue2"
+        case .networkManager: "org.freedesktop.NetworkManager"
         }
     }
 
@@ -59,6 +63,7 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
         case .notificationDaemon: "/org/freedesktop/Notifications"
         case .logind: "/org/freedesktop/login1"
         case .geoclue: "/org/freedesktop/GeoClue2/Manager"
+        case .networkManager: "/org/freedesktop/NetworkManager"
         }
     }
 
@@ -71,6 +76,7 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
         case .notificationDaemon: "org.freedesktop.Notifications"
         case .logind: "org.freedesktop.login1.Manager"
         case .geoclue: "org.freedesktop.GeoClue2.Manager"
+        case .networkManager: "org.freedesktop.NetworkManager"
         }
     }
 
@@ -82,6 +88,7 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
         case .notificationDaemon: "notification daemon"
         case .logind(let delay): "logind (InhibitDelayMaxUSec \(delay))"
         case .geoclue(let latitude, let longitude, let accuracy): "GeoClue2 at \(latitude),\(longitude) (±\(accuracy) m)"
+        case .networkManager(let connectivity, let metered): "NetworkManager (connectivity \(connectivity), metered \(metered))"
         }
     }
 
@@ -109,6 +116,8 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
                 try Self.geoclueTemplate.write(toFile: template, atomically: true, encoding: .utf8)
             }
             return ["--system", "-t", template, "-p", try Self.json(["Latitude": latitude, "Longitude": longitude, "Accuracy": accuracy])]
+        case .networkManager:
+            return ["--system", "-t", "networkmanager"]
         }
     }
 
@@ -122,6 +131,11 @@ public enum MockService: Sendable, Equatable, CustomStringConvertible {
                 "call", busName, objectPath, "org.freedesktop.DBus.Mock", "AddProperty", "ssv", interface,
                 "InhibitDelayMaxUSec", "t", "\(delay)",
             ]]
+        case .networkManager(let connectivity, let metered):
+            [
+                ["call", busName, objectPath, "org.freedesktop.DBus.Mock", "AddProperty", "ssv", interface, "Metered", "u", "\(metered)"],
+                ["set-property", busName, objectPath, interface, "Connectivity", "u", "\(connectivity)"],
+            ]
         case .powerProfiles, .notificationDaemon, .geoclue:
             []
         }

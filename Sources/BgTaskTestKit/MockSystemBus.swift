@@ -124,6 +124,17 @@ public final class MockSystemBus: @unchecked Sendable {
         }
     }
 
+    /// Sets NetworkManager's `Connectivity` and `Metered` on the running mock,
+    /// each with its own `PropertiesChanged`, as NetworkManager would.
+    public func setNetwork(connectivity: UInt32, metered: UInt32) throws {
+        guard let manager = services.first(where: { if case .networkManager = $0 { true } else { false } }) else {
+            throw TestKitError("no NetworkManager mock is running on this bus")
+        }
+        try busctlChecked(["set-property", manager.busName, manager.objectPath, manager.interface, "Metered", "u", "\(metered)"])
+        try busctlChecked(["set-property", manager.busName, manager.objectPath, manager.interface, "Connectivity", "u", "\(connectivity)"])
+        replace(manager, with: .networkManager(connectivity: connectivity, metered: metered))
+    }
+
     /// Emits logind's `PrepareForSleep(sleeping)` from the running logind mock.
     public func emitPrepareForSleep(_ sleeping: Bool) throws {
         guard let logind = services.first(where: { if case .logind = $0 { true } else { false } }) else {

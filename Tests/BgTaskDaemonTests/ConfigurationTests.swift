@@ -23,18 +23,21 @@ import Testing
         ("Location.SignificantChangeM", "500"),
         ("Location.SignificantChangeMinIntervalSec", "300"),
         ("Location.DwellSec", "20"),
+        ("Transfers.WakeBudgetSec", "30"),
+        ("Transfers.MaxConcurrent", "4"),
+        ("Transfers.MaxPerApp", "5000"),
         ("Scheduler.MaxConcurrentWakes", "2"),
         ("Scheduler.ChunkSec", "10"),
     ]
 
     // MARK: Defaults
 
-    /// The engine's keys, then those the fetch, location and remote-notification plugins declare.
+    /// The engine's keys, then those the fetch, location, remote-notification and transfer plugins declare.
     @Test func keysAreExactlyTheDesignTable() {
         #expect(Set(BundledPluginKeys.configuration().keys.map(\.name)) == Set(Self.designDefaults.map(\.key)))
         #expect(Configuration.engineKeys.allSatisfy { $0.plugin == nil })
         #expect(BundledPluginKeys.keys.map(\.plugin) == ["fetch", "fetch", "fetch"] + Array(repeating: "location", count: 6)
-            + ["remote-notification", "remote-notification", "remote-notification"])
+            + ["remote-notification", "remote-notification", "remote-notification", "transfer", "transfer", "transfer"])
     }
 
     @Test(arguments: designDefaults)

@@ -36,7 +36,8 @@ import Testing
                 + ManagerInterface.Property.allCases.map { "\(ManagerInterface.name).property.\($0.rawValue)" }
                 + members(FetchInterface.name, FetchInterface.Method.self, FetchInterface.Signal.self)
                 + members(RemoteNotificationsInterface.name, RemoteNotificationsInterface.Method.self, RemoteNotificationsInterface.Signal.self)
-                + members(LocationInterface.name, LocationInterface.Method.self, LocationInterface.Signal.self))
+                + members(LocationInterface.name, LocationInterface.Method.self, LocationInterface.Signal.self)
+                + members(TransfersInterface.name, TransfersInterface.Method.self, TransfersInterface.Signal.self))
     }
 
     @Test func membersAreTheXMLs() {
@@ -55,7 +56,7 @@ import Testing
 
     /// Every dictionary key: `` `key` (type`` in the XML's comments.
     @Test func dictionaryKeysAreTheXMLs() throws {
-        let pattern = try NSRegularExpression(pattern: #"`([a-z][a-z_]*)` \((?:s|b|t|d|u|as)[,:)]"#)
+        let pattern = try NSRegularExpression(pattern: #"`([a-z][a-z_]*)` \((?:s|b|t|d|u|as|a\{ss\})[,:)]"#)
         let inXML = Set(pattern.matches(in: Self.xml, range: NSRange(Self.xml.startIndex..., in: Self.xml)).map {
             String(Self.xml[Range($0.range(at: 1), in: Self.xml)!])
         })
@@ -65,7 +66,7 @@ import Testing
                 + RemoteNotificationsInterface.PushKey.allCases.map(\.rawValue)
                 + RemoteNotificationsInterface.ApplicationKey.allCases.map(\.rawValue)
                 + LocationInterface.OptionKey.allCases.map(\.rawValue) + LocationInterface.RegionKey.allCases.map(\.rawValue)
-                + LocationInterface.ApplicationKey.allCases.map(\.rawValue))
+                + LocationInterface.ApplicationKey.allCases.map(\.rawValue) + TransfersInterface.OptionKey.allCases.map(\.rawValue))
         #expect(inXML.subtracting(known).sorted() == [], "documented in the XML, not in the vocabulary")
         #expect(known.subtracting(inXML).sorted() == [], "in the vocabulary, not documented in the XML")
     }
@@ -77,6 +78,8 @@ import Testing
             + [LaunchReason.user.rawValue] + FetchInterface.Policy.allCases.map(\.rawValue)
             + RemoteNotificationsInterface.PushState.allCases.map(\.rawValue) + [FetchInterface.missedResult]
             + LocationInterface.Crossing.allCases.map(\.rawValue) + LocationInterface.RegionState.allCases.map(\.rawValue)
+            + TransfersInterface.Result.allCases.map(\.rawValue) + TransfersInterface.State.allCases.map(\.rawValue)
+            + TransfersInterface.OptionKey.allCases.map(\.rawValue)
         let missing = spellings.filter { !Self.xml.contains("`\($0)`") }
         #expect(missing == [])
     }
@@ -85,7 +88,9 @@ import Testing
     @Test func modesNameTheirPluginsAndSections() {
         #expect(BgTaskMode.allCases.map(\.pluginFile) == [
             "libbgtaskd-mode-fetch.so", "libbgtaskd-mode-remote-notification.so", "libbgtaskd-mode-location.so",
+            "libbgtaskd-mode-transfer.so",
         ])
+        #expect(BgTaskMode(configSection: "Transfers") == .transfer)
         #expect(BgTaskMode(configSection: "RemoteNotifications") == .remoteNotification)
         #expect(BgTaskMode(configSection: "Tasks") == nil)
     }

@@ -32,7 +32,7 @@ import Testing
 
     @Test func pluginIsLoadedAndListed() throws {
         let daemon = try daemon()
-        #expect(try daemon.property("Plugins") == #"a(ssu) 3 "fetch" "1.0.0" 1 "location" "1.0.0" 1 "remote-notification" "1.0.0" 1"#)
+        #expect(try daemon.property("Plugins") == #"a(ssu) 4 "fetch" "1.0.0" 1 "location" "1.0.0" 1 "remote-notification" "1.0.0" 1 "transfer" "1.0.0" 1"#)
         #expect(daemon.waitForLog(containing: "loaded plugin fetch 1.0.0"))
         #expect(daemon.stop() == .status(0))
     }

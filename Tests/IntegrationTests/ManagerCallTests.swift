@@ -24,7 +24,7 @@ import Testing
         #expect(try daemon.property("Version") == "u 1")
         #expect(try daemon.property("Sleeping") == "b false")
         #expect(try daemon.property("Tasks") == "a(ussd) 0")
-        #expect(try daemon.property("Plugins") == #"a(ssu) 3 "fetch" "1.0.0" 1 "location" "1.0.0" 1 "remote-notification" "1.0.0" 1"#)
+        #expect(try daemon.property("Plugins") == #"a(ssu) 4 "fetch" "1.0.0" 1 "location" "1.0.0" 1 "remote-notification" "1.0.0" 1 "transfer" "1.0.0" 1"#)
         let remaining = try daemon.callManager("GetBackgroundTimeRemaining")
         #expect(remaining.standardOutput == "d 1.79769e+308")
         #expect(daemon.stop() == .status(0))

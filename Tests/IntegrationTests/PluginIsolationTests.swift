@@ -52,7 +52,7 @@ import Testing
         try "garbage".write(toFile: fixtures + "/libbgtaskd-mode-junk.so", atomically: true, encoding: .utf8)
         let buildDirectory = URL(fileURLWithPath: BinaryLocator.path(of: "bgtaskd")).deletingLastPathComponent().path
         let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures + ":" + buildDirectory])
-        #expect(try daemon.property("Plugins") == #"a(ssu) 4 "demo" "1.0.0" 1 "fetch" "1.0.0" 1 "location" "1.0.0" 1 "remote-notification" "1.0.0" 1"#)
+        #expect(try daemon.property("Plugins") == #"a(ssu) 5 "demo" "1.0.0" 1 "fetch" "1.0.0" 1 "location" "1.0.0" 1 "remote-notification" "1.0.0" 1 "transfer" "1.0.0" 1"#)
         #expect(daemon.waitForLog(containing: "refusing plugin \(fixtures)/libbgtaskd-mode-newer.so: incompatible ABI 1."))
         #expect(daemon.waitForLog(containing: "refusing plugin \(fixtures)/libbgtaskd-mode-broken.so: init failed: the fixture refuses to start"))
         #expect(daemon.waitForLog(containing: "refusing plugin \(fixtures)/libbgtaskd-mode-junk.so: not a plugin"))

@@ -28,7 +28,7 @@ struct LaunchedProcess: Sendable, Hashable, CustomStringConvertible {
     /// otherwise. A systemd scope's directory is systemd's and is looked up
     /// in `/proc/PID/cgroup` when needed.
     let cgroupPath: String?
-    /// The launch reason (`fetch`, `remote-notification`, `location`).
+    /// The launch reason (`fetch`, `remote-notification`, `location`, `transfer`).
     let reason: String
     let placement: Placement
 

@@ -1,0 +1,206 @@
+import AsyncHTTPClient
+import BgTaskTransferCore
+import Glibc
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// Moves the bytes: one HTTP attempt per ``run(_:report:)``, on the HTTP
+/// client's threads, never the daemon's loop. Reports go through `report`,
+/// which hands them to the loop. Downloads stream into the partial file
+/// beside the destination and continue it with `Range`/`If-Range` when the
+/// server still has the same file; uploads stream the source from disk.
+final class HTTPTransferRunner: Sendable {
+    private let client: HTTPClient
+    /// Attempts in flight, by transfer id: cancelled by ``cancel(_:)`` and ``shutdown()``.
+    private let tasks = Mutex<[String: Task<Void, Never>]>([:])
+    /// Least time between two progress reports of one transfer, in ns.
+    static let progressInterval: UInt64 = 250_000_000
+    /// Bytes read from an upload's source per chunk.
+    static let uploadChunk = 1 << 20
+
+    init() {
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .follow(max: 10, allowCycles: false),
+            // A stalled server is a network failure: retried, resumed.
+            timeout: .init(connect: .seconds(20), read: .seconds(60)),
+            decompression: .disabled)
+        configuration.httpVersion = .automatic
+        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// Cancels every attempt and closes the client's connections.
+    func shutdown() {
+        let running = tasks.withLock { tasks in
+            defer { tasks.removeAll() }
+            return Array(tasks.values)
+        }
+        for task in running { task.cancel() }
+        try? client.syncShutdown()
+    }
+
+    /// Stops the attempt of transfer `id`; it reports `.ended(.cancelled)` (or how it ended first).
+    func cancel(_ id: String) {
+        tasks.withLock { $0[id] }?.cancel()
+    }
+
+    /// Starts one attempt of `job`.
+    func run(_ job: TransferJob, report: @escaping @Sendable (TransferReport) -> Void) {
+        let client = self.client
+        let task = Task.detached {
+            let outcome: TransferOutcome
+            switch job.kind {
+            case .download: outcome = await Self.download(job, client: client, report: report)
+            case .upload: outcome = await Self.upload(job, client: client, report: report)
+            }
+            report(.ended(id: job.id, Task.isCancelled ? .cancelled : outcome))
+        }
+        tasks.withLock { $0[job.id] = task }
+        // Forget it once done (the entry may already be replaced by a newer attempt).
+        Task.detached { [weak self] in
+            await task.value
+            self?.tasks.withLock { tasks in
+                if tasks[job.id] == task { tasks[job.id] = nil }
+            }
+        }
+    }
+
+    // MARK: Downloads
+
+    private static func download(
+        _ job: TransferJob, client: HTTPClient, report: @escaping @Sendable (TransferReport) -> Void
+    ) async -> TransferOutcome {
+        // O_NOFOLLOW: a link planted where the partial file goes is not followed.
+        let fd = open(job.partial, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { return .fatal("cannot open \(job.partial): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return .fatal("\(job.partial) is not a regular file") }
+        // Bytes we have count only against the validator they came with.
+        var have = job.validator == nil ? 0 : UInt64(info.st_size)
+        if have == 0, info.st_size > 0 { _ = ftruncate(fd, 0) }
+
+        var request = HTTPClientRequest(url: job.url)
+        request.method = .GET
+        for (name, value) in job.headers { request.headers.add(name: name, value: value) }
+        if have > 0, let validator = job.validator {
+            request.headers.replaceOrAdd(name: "Range", value: "bytes=\(have)-")
+            request.headers.replaceOrAdd(name: "If-Range", value: validator)
+        }
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(request, timeout: .hours(24 * 365))
+        } catch {
+            return Task.isCancelled ? .cancelled : .network("\(error)")
+        }
+        let status = Int(response.status.code)
+        var restarted = false
+        var total: UInt64 = 0
+        switch status {
+        case 206 where have > 0:
+            guard let range = response.headers.first(name: "Content-Range").flatMap(ContentRange.init), range.start == have else {
+                // Not the bytes asked for: start again from zero on the next attempt.
+                _ = ftruncate(fd, 0)
+                return .network("the server answered a range that does not continue the partial file")
+            }
+            total = range.total ?? 0
+        case 200...299:
+            if have > 0 {
+                restarted = true
+                have = 0
+            }
+            guard ftruncate(fd, 0) == 0 else { return .fatal("cannot truncate \(job.partial): \(String(cString: strerror(errno)))") }
+            total = response.headers.first(name: "Content-Length").flatMap { UInt64($0) } ?? 0
+        case 416:
+            // The partial file is not a prefix of what the server has now.
+            _ = ftruncate(fd, 0)
+            return .network("the server cannot continue from byte \(have) (416): starting again")
+        default:
+            return .status(status, retryAfter: response.headers.first(name: "Retry-After").flatMap { Double($0) })
+        }
+        guard lseek(fd, off_t(have), SEEK_SET) >= 0 else { return .fatal("cannot seek in \(job.partial)") }
+        let validator = Self.validator(of: response.headers)
+        report(.started(id: job.id, status: status, validator: validator, done: have, total: total, resumed: have > 0, restarted: restarted))
+
+        var done = have
+        var lastReport = DispatchTimeLike.now()
+        do {
+            for try await buffer in response.body {
+                if Task.isCancelled { return .cancelled }
+                let written = buffer.withUnsafeReadableBytes { bytes in Self.writeAll(fd, bytes) }
+                guard written else { return .fatal("cannot write \(job.partial): \(String(cString: strerror(errno)))") }
+                done += UInt64(buffer.readableBytes)
+                let now = DispatchTimeLike.now()
+                if now &- lastReport >= progressInterval {
+                    lastReport = now
+                    report(.progress(id: job.id, done: done, total: total))
+                }
+            }
+        } catch {
+            return Task.isCancelled ? .cancelled : .network("the connection broke after \(done) bytes: \(error)")
+        }
+        if total > 0, done != total { return .network("the body ended after \(done) of \(total) bytes") }
+        guard fsync(fd) == 0 else { return .fatal("cannot flush \(job.partial): \(String(cString: strerror(errno)))") }
+        report(.progress(id: job.id, done: done, total: total == 0 ? done : total))
+        return .success(status: status, bytes: done)
+    }
+
+    /// A strong ETag, else Last-Modified: what If-Range may send back.
+    static func validator(of headers: HTTPHeaders) -> String? {
+        if let etag = headers.first(name: "ETag"), !etag.hasPrefix("W/"), !etag.isEmpty { return etag }
+        return headers.first(name: "Last-Modified")
+    }
+
+    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if n < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            offset += n
+        }
+        return true
+    }
+
+    // MARK: Uploads
+
+    private static func upload(
+        _ job: TransferJob, client: HTTPClient, report: @escaping @Sendable (TransferReport) -> Void
+    ) async -> TransferOutcome {
+        let fd = open(job.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return .fatal("cannot open \(job.path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return .fatal("\(job.path) is not a regular file") }
+        let size = UInt64(info.st_size)
+        var request = HTTPClientRequest(url: job.url)
+        request.method = HTTPMethod(rawValue: job.method)
+        for (name, value) in job.headers { request.headers.add(name: name, value: value) }
+        let chunks = FileChunks(fd: fd, size: size, chunk: uploadChunk) { sent in report(.progress(id: job.id, done: sent, total: size)) }
+        request.body = .stream(chunks, length: .known(Int64(size)))
+        report(.started(id: job.id, status: 0, validator: nil, done: 0, total: size, resumed: false, restarted: false))
+        do {
+            let response = try await client.execute(request, timeout: .hours(24 * 365))
+            let status = Int(response.status.code)
+            // The answer's body is not kept: drain a little of it, then let it go.
+            _ = try? await response.body.collect(upTo: 64 * 1024)
+            guard (200...299).contains(status) else {
+                return .status(status, retryAfter: response.headers.first(name: "Retry-After").flatMap { Double($0) })
+            }
+            return .success(status: status, bytes: size)
+        } catch {
+            return Task.isCancelled ? .cancelled : .network("\(error)")
+        }
+    }
+}
+
+/// A monotonic clock in ns for throttling reports (no Foundation on this path).
+enum DispatchTimeLike {
+    static func now() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+    }
+}

@@ -1,0 +1,637 @@
+import BgTaskPluginKit
+import BgTaskProtocol
+import BgTaskTransferCore
+import Foundation
+import Synchronization
+
+// The `transfer` mode: downloads and uploads that outlive the app that asked
+// for them (iOS's background URL sessions).
+//
+// A transfer is stored before StartDownload/StartUpload replies and lives in
+// the daemon, not the app: the bytes move on the HTTP client's threads
+// (HTTPTransferRunner), which post what happened back to the loop. At most
+// Transfers.MaxConcurrent run at once; the rest wait for their turn, for the
+// network and power their options ask (SystemConditions), or for a retry
+// after a failure (TransferBackoff). A download lands atomically: into a
+// partial file beside the destination, flushed, then renamed. A daemon
+// restart, a kill or the machine sleeping cancels attempts, never transfers:
+// the next attempt continues the partial file with Range + If-Range when the
+// server still has the same file (its ETag or Last-Modified), or starts again
+// from zero and says so (`restarted`).
+//
+// A finished transfer wakes its app (launch reason `transfer`) with one
+// token for all of its transfers finished by then: TransferFinished for each,
+// then CompleteEvents(token) forgets them. A wake that expires or fails
+// leaves them waiting for the app's next check-in.
+
+/// The `transfer` mode.
+final class TransfersMode: ModePlugin {
+    static let name = "transfer"
+    static let version = "1.0.0"
+
+    static let wakeBudgetKey = ConfigKey.seconds("Transfers.WakeBudgetSec", default: 30, positive: true, "time to call CompleteEvents")
+    static let maxConcurrentKey = ConfigKey.integer(
+        "Transfers.MaxConcurrent", default: 4, minimum: 1, maximum: 64, "transfers that move bytes at once")
+    static let maxPerAppKey = ConfigKey.integer(
+        "Transfers.MaxPerApp", default: 5000, minimum: 1, maximum: 100_000, "transfers one app may have at once")
+    static let configKeys = [wakeBudgetKey, maxConcurrentKey, maxPerAppKey]
+    static let errorNames: [ModeError.Code] = [.notPermitted, .unknownApplication, .modeNotDeclared, .limitExceeded, .noSuchToken]
+
+    static let collection = "transfers"
+    /// Longest session id and URL taken.
+    static let maximumSessionBytes = 256
+    static let maximumURLBytes = 8192
+
+    private let host: PluginHost
+    private let wakeBudget: Double
+    private let maxConcurrent: Int
+    private let maxPerApp: Int
+    private var runner: HTTPTransferRunner?
+    private var conditions: SystemConditions?
+    /// Reports from the runner's threads go through here; closed by stop().
+    private let gate = ReportGate()
+
+    /// Every transfer not yet completed by its app, by id.
+    private var transfers: [String: TransferRecord] = [:]
+    /// Transfers whose attempt runs now.
+    private var running: Set<String> = []
+    /// Partial files of downloads cancelled while their attempt ran: removed once it has stopped writing.
+    private var discarded: [String: String] = [:]
+    /// Tokens of wakes on their way, with the finished transfers each carries.
+    private var tokens: [String: [String]] = [:]
+    /// Finished transfers whose wake is on its way.
+    private var inFlight: Set<String> = []
+    /// Each checked-in app's connection, for TransferProgress.
+    private var connections: [String: String] = [:]
+    private var sleeping = false
+    private var lastSequence: UInt64 = 0
+    private var armedAt: UInt64?
+    private var undo = UndoLog()
+    private var appInfos = AppInfoCache()
+
+    init(host: PluginHost) throws {
+        self.host = host
+        wakeBudget = host.value(of: Self.wakeBudgetKey)
+        maxConcurrent = host.integer(of: Self.maxConcurrentKey)
+        maxPerApp = host.integer(of: Self.maxPerAppKey)
+    }
+
+    func start() throws {
+        typealias M = TransfersInterface.Method
+        typealias S = TransfersInterface.Signal
+        try host.export(PluginInterface(name: BgTaskNames.transfers, members: [
+            .method(M.startDownload.rawValue, in: [("session_id", "s"), ("url", "s"), ("destination_path", "s"), ("options", "a{sv}")],
+                    out: [("transfer_id", "s")]),
+            .method(M.startUpload.rawValue, in: [("session_id", "s"), ("url", "s"), ("source_path", "s"), ("options", "a{sv}")],
+                    out: [("transfer_id", "s")]),
+            .method(M.cancel.rawValue, in: [("transfer_id", "s")]),
+            .method(M.listTransfers.rawValue, in: [("session_id", "s")], out: [("transfers", "aa{sv}")]),
+            .method(M.completeEvents.rawValue, in: [("token", "s")]),
+            .signal(S.transferProgress.rawValue, [("transfer_id", "s"), ("done", "t"), ("total", "t")]),
+            .signal(S.transferFinished.rawValue, [("token", "s"), ("transfer_id", "s"), ("result", "s"), ("info", "a{sv}")]),
+        ]))
+        let decoder = JSONDecoder()
+        var unreadable = 0
+        for (key, data) in try host.records(collection: Self.collection) {
+            guard var record = try? decoder.decode(TransferRecord.self, from: Data(data)) else {
+                unreadable += 1
+                continue
+            }
+            // An attempt that ran when the daemon stopped is continued by the next one.
+            if record.state == .running { record.state = .waiting }
+            transfers[key] = record
+            lastSequence = max(lastSequence, Self.sequence(of: key))
+        }
+        if unreadable > 0 { host.log(.warning, "\(unreadable) stored transfers cannot be read and are ignored") }
+        if !transfers.isEmpty { host.log(.info, "\(transfers.count) transfers from before the restart go on") }
+        runner = HTTPTransferRunner()
+        let conditions = SystemConditions(host: host)
+        conditions.changed = { [unowned self] in self.schedule() }
+        conditions.start()
+        self.conditions = conditions
+        schedule()
+        for app in Set(transfers.values.filter { $0.state == .finished }.map(\.app)).sorted() { deliver(app) }
+    }
+
+    func stop() {
+        // No report reaches the loop after this: the runner's threads may run on a moment.
+        gate.close()
+        runner?.shutdown()
+        runner = nil
+    }
+
+    // MARK: Batches
+
+    func checkpoint() {
+        undo.clear()
+    }
+
+    func rollBack() {
+        undo.undoAll()
+        // An attempt started by the batch that failed stops again.
+        for id in running where transfers[id]?.state != .running {
+            running.remove(id)
+            runner?.cancel(id)
+        }
+    }
+
+    private func setRecord(_ id: String, _ record: TransferRecord?) {
+        undo.set(\.transfers, of: self, id, to: record)
+    }
+
+    /// Stores `record` (in memory and in the batch's commit).
+    private func save(_ record: TransferRecord) throws(ModeError) {
+        setRecord(record.id, record)
+        let data: Data
+        do { data = try JSONEncoder().encode(record) } catch { throw ModeError.failed("cannot encode transfer \(record.id): \(error)") }
+        try host.put(Array(data), collection: Self.collection, key: record.id)
+    }
+
+    /// Like ``save(_:)`` outside a call: a failure is logged, and the batch rolls back.
+    private func trySave(_ record: TransferRecord) {
+        do { try save(record) } catch { host.log(.warning, "cannot store transfer \(record.id): \(error.message)") }
+    }
+
+    private func forget(_ id: String) throws(ModeError) {
+        setRecord(id, nil)
+        try host.delete(collection: Self.collection, key: id)
+    }
+
+    // MARK: Calls
+
+    func handle(_ call: PluginCall) throws {
+        switch TransfersInterface.Method(rawValue: call.member) {
+        case .startDownload: try start(call, kind: .download)
+        case .startUpload: try start(call, kind: .upload)
+        case .cancel: try cancel(call)
+        case .listTransfers: try list(call)
+        case .completeEvents: try completeEvents(call)
+        case nil: throw ModeError.failed("unknown method \(call.member)")
+        }
+    }
+
+    /// The calling app, which must have checked in and declare the transfer mode.
+    private func declaringApp(_ call: PluginCall) throws(ModeError) -> String {
+        guard let app = call.caller.appID else {
+            throw ModeError(.unknownApplication, "this connection has no app id: call CheckIn first")
+        }
+        guard let info = appInfos.info(of: app, from: host) else {
+            throw ModeError(.unknownApplication, "\(app) has no desktop entry")
+        }
+        guard info.modes.contains(Self.name) else {
+            throw ModeError(.modeNotDeclared, "\(app) does not declare the transfer mode (X-BgTaskd-Modes)")
+        }
+        return app
+    }
+
+    private func start(_ call: PluginCall, kind: TransferRecord.Kind) throws {
+        let arguments = call.arguments
+        let session = try arguments.readString()
+        let url = try arguments.readString()
+        let path = try arguments.readString()
+        let options = try Self.options(try arguments.readTypedOptions(), kind: kind)
+        let app = try declaringApp(call)
+        guard session.utf8.count <= Self.maximumSessionBytes else {
+            throw ModeError.invalidArgs("the session id is longer than \(Self.maximumSessionBytes) bytes")
+        }
+        if let problem = Self.problem(withURL: url) { throw ModeError.invalidArgs(problem) }
+        var resolved = path
+        if let problem = TransferDirectories.problem(with: path, app: app, mustExist: kind == .upload, resolved: &resolved) {
+            throw ModeError.invalidArgs(problem)
+        }
+        let count = transfers.values.lazy.filter { $0.app == app }.count
+        guard count < maxPerApp else {
+            throw ModeError(.limitExceeded, "\(app) has \(maxPerApp) transfers already (Transfers.MaxPerApp)")
+        }
+        let now = host.realtimeMicroseconds
+        let id = nextID()
+        let record = TransferRecord(id: id, app: app, session: session, kind: kind, url: url, path: resolved, options: options, createdAt: now)
+        try save(record)
+        try call.reply { (reply) throws(ModeError) in try reply.append(id) }
+        host.logWhenCommitted(.info, "\(app) \(kind == .download ? "downloads" : "uploads") \(id): \(url.prefix(200)) \(kind == .download ? "to" : "from") \(resolved)")
+        schedule()
+    }
+
+    /// StartDownload's and StartUpload's options, each of its own type.
+    static func options(_ given: [String: (signature: String, value: PluginValue)], kind: TransferRecord.Kind) throws(ModeError) -> TransferOptions {
+        typealias Key = TransfersInterface.OptionKey
+        var options = TransferOptions()
+        for (name, option) in given {
+            func wrongType(_ expected: String) -> ModeError {
+                ModeError.invalidArgs("option '\(name)' must be of type '\(expected)', not '\(option.signature)'")
+            }
+            switch Key(rawValue: name) {
+            case .discretionary:
+                guard option.signature == "b", case .bool(let value) = option.value else { throw wrongType("b") }
+                options.discretionary = value
+            case .allowMetered:
+                guard option.signature == "b", case .bool(let value) = option.value else { throw wrongType("b") }
+                options.allowMetered = value
+            case .resourceTimeout:
+                guard option.signature == "d", case .double(let value) = option.value else { throw wrongType("d") }
+                guard value.isFinite, value > 0 else { throw ModeError.invalidArgs("resource_timeout_s must be a positive number of seconds") }
+                options.resourceTimeout = min(value, TransferOptions.maximumResourceTimeout)
+            case .headers:
+                guard option.signature == "a{ss}", case .dictionary(let entries) = option.value else { throw wrongType("a{ss}") }
+                var headers: [String: String] = [:]
+                for (key, value) in entries { if case .string(let text) = value { headers[key] = text } }
+                if let problem = TransferOptions.problem(withHeaders: headers) { throw ModeError.invalidArgs(problem) }
+                options.headers = headers
+            case .method:
+                guard kind == .upload else { throw ModeError.invalidArgs("option 'method' is for uploads only") }
+                guard option.signature == "s", case .string(let value) = option.value else { throw wrongType("s") }
+                guard value == "PUT" || value == "POST" else { throw ModeError.invalidArgs("method must be PUT or POST, not '\(value.prefix(40))'") }
+                options.method = value
+            case nil:
+                throw ModeError.invalidArgs("unknown option '\(name.prefix(60))' (known: \(Key.allCases.map(\.rawValue).joined(separator: ", ")))")
+            }
+        }
+        return options
+    }
+
+    /// Why `url` cannot be transferred, or nil: http or https, with a host.
+    static func problem(withURL url: String) -> String? {
+        guard url.utf8.count <= maximumURLBytes else { return "the URL is longer than \(maximumURLBytes) bytes" }
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased() else {
+            return "'\(url.prefix(200))' is not a URL"
+        }
+        guard scheme == "http" || scheme == "https" else { return "only http and https URLs are transferred, not \(scheme.prefix(20))" }
+        guard let hostName = components.host, !hostName.isEmpty else { return "'\(url.prefix(200))' names no host" }
+        return nil
+    }
+
+    private func nextID() -> String {
+        let previous = lastSequence
+        undo.record { [unowned self] in self.lastSequence = previous }
+        lastSequence += 1
+        // The sequence keeps ids unique and ordered; the random part keeps them unguessable.
+        return "t\(lastSequence)-\(String(UInt64.random(in: 0...UInt64.max), radix: 16))"
+    }
+
+    private static func sequence(of id: String) -> UInt64 {
+        guard id.hasPrefix("t"), let dash = id.firstIndex(of: "-") else { return 0 }
+        return UInt64(id[id.index(after: id.startIndex)..<dash]) ?? 0
+    }
+
+    /// The transfer `id` as `call`'s caller may touch it: its own app's, or any for a trusted caller.
+    private func owned(_ id: String, by call: PluginCall) throws(ModeError) -> TransferRecord {
+        guard let record = transfers[id], record.app == call.caller.appID || (call.caller.appID == nil && call.caller.isTrusted) else {
+            throw ModeError.invalidArgs("no transfer '\(id.prefix(80))' of this app")
+        }
+        return record
+    }
+
+    private func cancel(_ call: PluginCall) throws {
+        let id = try call.arguments.readString()
+        let record = try owned(id, by: call)
+        try forget(id)
+        try call.reply()
+        if running.remove(id) != nil {
+            if record.kind == .download { discarded[id] = TransferPath.partialFile(for: record.path, id: id) }
+            runner?.cancel(id)
+        } else {
+            removePartial(record)
+        }
+        host.logWhenCommitted(.info, "\(record.app) cancelled transfer \(id)")
+        schedule()
+    }
+
+    private func list(_ call: PluginCall) throws {
+        let session = try call.arguments.readString()
+        let app = call.caller.appID
+        guard app != nil || call.caller.isTrusted else {
+            throw ModeError(.notPermitted, "only a checked-in app, or a trusted caller, may list transfers")
+        }
+        let chosen = transfers.values
+            .filter { (app == nil || $0.app == app) && (session.isEmpty || $0.session == session) }
+            .sorted { Self.sequence(of: $0.id) < Self.sequence(of: $1.id) }
+        try call.reply { (reply) throws(ModeError) in
+            try reply.container("a", "a{sv}") { () throws(ModeError) in
+                for record in chosen { try reply.append(dictionary: describe(record)) }
+            }
+        }
+    }
+
+    private func completeEvents(_ call: PluginCall) throws {
+        let token = try call.arguments.readString()
+        try host.complete(token: token, connection: call.caller.connection)
+        let ids = tokens[token] ?? []
+        undo.set(\.tokens, of: self, token, to: nil)
+        for id in ids {
+            undo.set(\.inFlight, of: self, id, contains: false)
+            if transfers[id] != nil { try forget(id) }
+        }
+        try call.reply()
+        host.logWhenCommitted(.debug, "transfers \(ids.joined(separator: ", ")) completed")
+    }
+
+    /// What ListTransfers and TransferFinished tell of a transfer.
+    private func describe(_ record: TransferRecord) -> [String: PluginValue] {
+        typealias Key = TransfersInterface.Key
+        var entry: [String: PluginValue] = [
+            Key.transferID.rawValue: .string(record.id),
+            Key.sessionID.rawValue: .string(record.session),
+            Key.appID.rawValue: .string(record.app),
+            Key.kind.rawValue: .string(record.kind.rawValue),
+            Key.url.rawValue: .string(record.url),
+            Key.path.rawValue: .string(record.path),
+            Key.state.rawValue: .string(record.state.rawValue),
+            Key.bytesDone.rawValue: .uint(record.bytesDone),
+            Key.bytesTotal.rawValue: .uint(record.bytesTotal),
+            Key.attempts.rawValue: .uint(UInt64(record.attempts)),
+            Key.resumed.rawValue: .bool(record.resumed),
+            Key.restarted.rawValue: .bool(record.restarted),
+            Key.discretionary.rawValue: .bool(record.options.discretionary),
+        ]
+        if let result = record.result { entry[Key.result.rawValue] = .string(result) }
+        if let error = record.error { entry[Key.error.rawValue] = .string(error) }
+        if let status = record.status { entry[Key.status.rawValue] = .uint(UInt64(max(status, 0))) }
+        if record.state == .waiting, let reason = waitingReason(record, now: host.realtimeMicroseconds) {
+            entry[Key.waitingFor.rawValue] = .string(reason)
+        }
+        return entry
+    }
+
+    /// Why a waiting transfer waits now.
+    private func waitingReason(_ record: TransferRecord, now: UInt64) -> String? {
+        if sleeping { return "the machine to wake" }
+        if let blocker = conditions?.current.blocker(for: record.options) { return blocker }
+        if record.notBefore > now { return "a retry" }
+        return "its turn"
+    }
+
+    // MARK: Running
+
+    /// Starts what may run, finishes what timed out, and arms the next opportunity.
+    private func schedule() {
+        guard runner != nil, !sleeping else { return armTimer() }
+        let now = host.realtimeMicroseconds
+        for record in transfers.values where record.state != .finished && now >= record.expiresAt {
+            finish(record, result: .timedOut, error: "not done within \(record.options.resourceTimeout) s (resource_timeout_s)")
+        }
+        if running.count < maxConcurrent {
+            let current = conditions?.current ?? TransferConditions()
+            let ready = transfers.values
+                .filter { $0.state == .waiting && $0.notBefore <= now && current.blocker(for: $0.options) == nil }
+                .sorted { Self.sequence(of: $0.id) < Self.sequence(of: $1.id) }
+            for record in ready.prefix(maxConcurrent - running.count) { begin(record) }
+        }
+        armTimer()
+    }
+
+    /// The next moment something waits for: a retry, or a timeout.
+    private func armTimer() {
+        var next = UInt64.max
+        for record in transfers.values where record.state != .finished {
+            next = min(next, record.expiresAt)
+            if record.state == .waiting, record.notBefore > 0 { next = min(next, record.notBefore) }
+        }
+        let wanted: UInt64? = next == .max ? nil : next
+        guard wanted != armedAt else { return }
+        armedAt = wanted
+        host.scheduleOpportunity(at: wanted ?? 0)
+    }
+
+    private func begin(_ record: TransferRecord) {
+        guard let runner else { return }
+        var record = record
+        record.state = .running
+        setRecord(record.id, record)
+        undo.set(\.running, of: self, record.id, contains: true)
+        let gate = self.gate
+        let poster = host.poster
+        let mode = WeakMode(self)
+        runner.run(TransferJob(record)) { report in
+            gate.pass { _ = poster.post { mode.value?.received(report) } }
+        }
+        host.log(.debug, "transfer \(record.id) attempt \(record.attempts + 1) starts")
+    }
+
+    /// A report of the runner, on the loop.
+    private func received(_ report: TransferReport) {
+        switch report {
+        case .started(let id, let status, let validator, let done, let total, let resumed, let restarted):
+            guard var record = transfers[id], running.contains(id) else { return }
+            record.status = status == 0 ? record.status : status
+            record.validator = validator
+            record.bytesDone = done
+            record.bytesTotal = total
+            if resumed { record.resumed = true }
+            if restarted {
+                record.restarted = true
+                host.log(.notice, "transfer \(id): the server cannot continue it (no Range support, or the file changed): it starts again from zero")
+            }
+            // The validator must be on disk before bytes under it are: a restart resumes against it.
+            trySave(record)
+            progressed(record)
+        case .progress(let id, let done, let total):
+            guard var record = transfers[id], running.contains(id) else { return }
+            record.bytesDone = done
+            record.bytesTotal = total
+            transfers[id] = record
+            progressed(record)
+        case .ended(let id, let outcome):
+            running.remove(id)
+            if let partial = discarded.removeValue(forKey: id) { unlink(partial) }
+            guard let record = transfers[id] else { return schedule() }
+            ended(record, outcome)
+            schedule()
+        }
+    }
+
+    /// Tells the app, when it is connected, how far the transfer got.
+    private func progressed(_ record: TransferRecord) {
+        guard let connection = connections[record.app] else { return }
+        do {
+            try host.emit(TransfersInterface.Signal.transferProgress.rawValue, interface: BgTaskNames.transfers, to: connection) {
+                (signal) throws(ModeError) in
+                try signal.append(record.id)
+                try signal.append(record.bytesDone)
+                try signal.append(record.bytesTotal)
+            }
+        } catch {
+            host.log(.debug, "cannot send TransferProgress to \(record.app): \(error.message)")
+        }
+    }
+
+    private func ended(_ record: TransferRecord, _ outcome: TransferOutcome) {
+        var record = record
+        switch outcome {
+        case .success(let status, let bytes):
+            record.status = status
+            record.bytesDone = bytes
+            if record.bytesTotal == 0 { record.bytesTotal = bytes }
+            if record.kind == .download, let problem = land(record) {
+                return finish(record, result: .failed, error: problem)
+            }
+            finish(record, result: .success, error: nil)
+        case .status(let status, let retryAfter):
+            record.status = status
+            if TransferBackoff.isTransient(status: status) {
+                retry(record, why: "the server answered \(status)", retryAfter: retryAfter)
+            } else {
+                if record.kind == .download { removePartial(record) }
+                finish(record, result: .failed, error: "the server answered \(status)")
+            }
+        case .network(let why):
+            retry(record, why: why, retryAfter: nil)
+        case .fatal(let why):
+            if record.kind == .download { removePartial(record) }
+            finish(record, result: .failed, error: why)
+        case .cancelled:
+            // Sleep or a stop took the attempt, not the transfer.
+            record.state = .waiting
+            setRecord(record.id, record)
+        }
+    }
+
+    private func retry(_ record: TransferRecord, why: String, retryAfter: Double?) {
+        var record = record
+        record.attempts += 1
+        let delay = TransferBackoff.delay(afterAttempt: record.attempts, retryAfter: retryAfter)
+        record.state = .waiting
+        record.error = why
+        record.notBefore = host.realtimeMicroseconds &+ TransferOptions.microseconds(delay)
+        trySave(record)
+        host.log(.info, "transfer \(record.id) failed (\(why.prefix(300))); attempt \(record.attempts + 1) in \(delay) s")
+    }
+
+    /// Moves a finished download's partial file to its destination; why it could not, or nil.
+    private func land(_ record: TransferRecord) -> String? {
+        let partial = TransferPath.partialFile(for: record.path, id: record.id)
+        var resolved = record.path
+        // The directories may have changed since the start: check again, on disk.
+        if let problem = TransferDirectories.problem(with: record.path, app: record.app, mustExist: false, resolved: &resolved) {
+            unlink(partial)
+            return problem
+        }
+        guard rename(partial, resolved) == 0 else {
+            let why = String(cString: strerror(errno))
+            unlink(partial)
+            return "cannot move the download to \(resolved): \(why)"
+        }
+        return nil
+    }
+
+    private func removePartial(_ record: TransferRecord) {
+        guard record.kind == .download else { return }
+        unlink(TransferPath.partialFile(for: record.path, id: record.id))
+    }
+
+    private func finish(_ record: TransferRecord, result: TransfersInterface.Result, error: String?) {
+        var record = record
+        record.state = .finished
+        record.result = result.rawValue
+        record.error = error
+        trySave(record)
+        host.logWhenCommitted(result == .success ? .info : .notice,
+                              "transfer \(record.id) of \(record.app): \(result.rawValue)\(error.map { " (\($0.prefix(300)))" } ?? "")")
+        deliver(record.app)
+    }
+
+    // MARK: Waking the app
+
+    /// Wakes `app` for its finished transfers that no wake carries yet.
+    private func deliver(_ app: String) {
+        let ids = transfers.values.filter { $0.app == app && $0.state == .finished && !inFlight.contains($0.id) }
+            .sorted { Self.sequence(of: $0.id) < Self.sequence(of: $1.id) }.map(\.id)
+        guard !ids.isEmpty else { return }
+        do {
+            let token = try host.wake(app, reason: Self.name, budget: wakeBudget)
+            undo.set(\.tokens, of: self, token, to: ids)
+            for id in ids { undo.set(\.inFlight, of: self, id, contains: true) }
+        } catch {
+            host.log(.warning, "cannot wake \(app) for \(ids.count) finished transfers: \(error.message); they wait for its next check-in")
+        }
+    }
+
+    private func release(_ token: String) {
+        for id in tokens[token] ?? [] { undo.set(\.inFlight, of: self, id, contains: false) }
+        undo.set(\.tokens, of: self, token, to: nil)
+    }
+
+    func handle(_ event: PluginEvent) {
+        switch event {
+        case .tokenReady(_, let token, let connection):
+            for id in tokens[token] ?? [] {
+                guard let record = transfers[id] else { continue }
+                do {
+                    try host.emit(TransfersInterface.Signal.transferFinished.rawValue, interface: BgTaskNames.transfers, to: connection) {
+                        (signal) throws(ModeError) in
+                        try signal.append(token)
+                        try signal.append(record.id)
+                        try signal.append(record.result ?? TransfersInterface.Result.failed.rawValue)
+                        try signal.append(dictionary: describe(record))
+                    }
+                } catch {
+                    host.log(.warning, "cannot send TransferFinished for \(id): \(error.message)")
+                }
+            }
+        case .tokenExpired(let app, let token):
+            guard tokens[token] != nil else { return }
+            release(token)
+            host.logWhenCommitted(.notice, "\(app) did not call CompleteEvents within \(wakeBudget) s: its finished transfers wait for its next check-in")
+        case .launchFailed(let app, let token, let reason):
+            if let token, tokens[token] != nil { release(token) }
+            host.log(.warning, "cannot wake \(app) for finished transfers: \(reason)")
+        case .appCheckedIn(let app, let connection, _):
+            connections[app] = connection
+            deliver(app)
+        case .appWoken(let app, let connection, _):
+            connections[app] = connection
+            deliver(app)
+        case .appGone(let app):
+            connections[app] = nil
+        case .sleepChanged(let asleep, _):
+            sleeping = asleep
+            if asleep {
+                // The network goes with the machine: attempts stop, transfers wait for the wake.
+                for id in running { runner?.cancel(id) }
+                host.log(.info, "the machine sleeps: \(running.count) transfers pause")
+            }
+            schedule()
+        case .wakeOpportunity:
+            armedAt = nil
+            schedule()
+        case .refreshChanged, .appsChanged:
+            appInfos.clear()
+        case .tokenCompleted, .appStateChanged:
+            break
+        }
+    }
+
+    // MARK: Descriptions
+
+    func describe(app: String, into description: inout [String: PluginValue]) {
+        let mine = transfers.values.filter { $0.app == app }
+        guard !mine.isEmpty else { return }
+        description["transfers_waiting"] = .uint(UInt64(mine.filter { $0.state == .waiting }.count))
+        description["transfers_running"] = .uint(UInt64(mine.filter { $0.state == .running }.count))
+        description["transfers_finished"] = .uint(UInt64(mine.filter { $0.state == .finished }.count))
+    }
+
+    func waitingEvents(for app: String) -> Int {
+        transfers.values.filter { $0.app == app && $0.state == .finished && !inFlight.contains($0.id) }.count
+    }
+}
+
+/// The mode, held weakly by closures that cross to the runner's threads and
+/// come back: only ever dereferenced on the loop.
+struct WeakMode: @unchecked Sendable {
+    weak var value: TransfersMode?
+    init(_ value: TransfersMode) { self.value = value }
+}
+
+/// Lets reports through until the plugin stops: once ``close()`` returned,
+/// no report is posted to the loop any more (ABI 1.7's rule for `post`).
+final class ReportGate: Sendable {
+    private let open = Mutex(true)
+
+    func pass(_ body: () -> Void) {
+        open.withLock { isOpen in if isOpen { body() } }
+    }
+
+    func close() {
+        open.withLock { $0 = false }
+    }
+}

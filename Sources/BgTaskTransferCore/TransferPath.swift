@@ -1,0 +1,50 @@
+/// The lexical rules for where a transfer's file may be: an absolute, clean
+/// path inside one of its app's own directories. Whether the directories on
+/// the way are symbolic links is the plugin's to check on disk; this is what
+/// can be said from the text alone.
+public enum TransferPath {
+    /// The longest path taken (PATH_MAX).
+    public static let maximumBytes = 4096
+
+    /// Why `path` cannot name a transfer's file, or nil.
+    public static func problem(with path: String) -> String? {
+        if path.isEmpty { return "the path is empty" }
+        if path.utf8.count > maximumBytes { return "the path is longer than \(maximumBytes) bytes" }
+        if !path.hasPrefix("/") { return "'\(path.prefix(200))' is not an absolute path" }
+        if path.utf8.contains(0) { return "the path holds a NUL byte" }
+        if path.hasSuffix("/") { return "'\(path.prefix(200))' names a directory, not a file" }
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        if parts.contains(where: { $0 == ".." }) { return "'\(path.prefix(200))' climbs with '..'" }
+        if parts.contains(where: { $0 == "." || $0.isEmpty }) { return "'\(path.prefix(200))' is not in canonical form ('.' or '//')" }
+        return nil
+    }
+
+    /// Whether `path` lies strictly inside directory `root` (both canonical).
+    public static func isInside(_ path: String, root: String) -> Bool {
+        let root = root.hasSuffix("/") ? String(root.dropLast()) : root
+        guard !root.isEmpty else { return false }
+        return path.hasPrefix(root + "/") && path.utf8.count > root.utf8.count + 1
+    }
+
+    /// The directories `app` may have transfers land in, given the user's
+    /// base directories: its data and cache directories, the download
+    /// directory, and its sandbox's home (`~/.var/app/APP`).
+    public static func roots(app: String, home: String, dataHome: String?, cacheHome: String?, downloads: String?) -> [String] {
+        let data = nonEmptyAbsolute(dataHome) ?? home + "/.local/share"
+        let cache = nonEmptyAbsolute(cacheHome) ?? home + "/.cache"
+        return [data + "/" + app, cache + "/" + app, nonEmptyAbsolute(downloads) ?? home + "/Downloads", home + "/.var/app/" + app]
+    }
+
+    private static func nonEmptyAbsolute(_ path: String?) -> String? {
+        guard let path, path.hasPrefix("/") else { return nil }
+        return path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+    }
+
+    /// The partial file of transfer `id` beside `destination`: hidden, and named for its transfer.
+    public static func partialFile(for destination: String, id: String) -> String {
+        let slash = destination.lastIndex(of: "/")!
+        let directory = destination[..<slash]
+        let name = destination[destination.index(after: slash)...]
+        return "\(directory)/.\(name).\(id).bgtaskd-part"
+    }
+}

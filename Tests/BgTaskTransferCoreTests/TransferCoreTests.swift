@@ -1,0 +1,101 @@
+import BgTaskTransferCore
+import Testing
+
+/// The transfer mode's pure rules: paths, conditions, backoff, options, records.
+@Suite struct TransferCoreTests {
+    @Test func pathsMustBeAbsoluteCleanFiles() {
+        #expect(TransferPath.problem(with: "/home/u/.cache/app/file.bin") == nil)
+        #expect(TransferPath.problem(with: "") != nil)
+        #expect(TransferPath.problem(with: "file.bin") != nil)
+        #expect(TransferPath.problem(with: "/home/u/../etc/passwd") != nil)
+        #expect(TransferPath.problem(with: "/home/u/./x") != nil)
+        #expect(TransferPath.problem(with: "/home//u/x") != nil)
+        #expect(TransferPath.problem(with: "/home/u/dir/") != nil)
+        #expect(TransferPath.problem(with: "/home/u/a\u{0}b") != nil)
+        #expect(TransferPath.problem(with: "/" + String(repeating: "a", count: 5000)) != nil)
+    }
+
+    @Test func insideMeansStrictlyBelowTheRoot() {
+        #expect(TransferPath.isInside("/h/.cache/app/x", root: "/h/.cache/app"))
+        #expect(TransferPath.isInside("/h/.cache/app/x", root: "/h/.cache/app/"))
+        #expect(!TransferPath.isInside("/h/.cache/app", root: "/h/.cache/app"))
+        #expect(!TransferPath.isInside("/h/.cache/application/x", root: "/h/.cache/app"))
+        #expect(!TransferPath.isInside("/x", root: ""))
+    }
+
+    @Test func rootsFollowTheBaseDirectories() {
+        #expect(TransferPath.roots(app: "A", home: "/h", dataHome: nil, cacheHome: nil, downloads: nil)
+            == ["/h/.local/share/A", "/h/.cache/A", "/h/Downloads", "/h/.var/app/A"])
+        #expect(TransferPath.roots(app: "A", home: "/h", dataHome: "/d/", cacheHome: "relative", downloads: "/dl")
+            == ["/d/A", "/h/.cache/A", "/dl", "/h/.var/app/A"])
+    }
+
+    @Test func thePartialFileIsHiddenBesideTheDestination() {
+        #expect(TransferPath.partialFile(for: "/h/.cache/A/f.bin", id: "t1-ab") == "/h/.cache/A/.f.bin.t1-ab.bgtaskd-part")
+    }
+
+    @Test func conditionsHoldBackOnlyWhatTheyMust() {
+        var plain = TransferOptions()
+        var discretionary = TransferOptions()
+        discretionary.discretionary = true
+        var wifiOnly = TransferOptions()
+        wifiOnly.allowMetered = false
+        // Nothing known: everything runs.
+        let unknown = TransferConditions()
+        #expect(unknown.blocker(for: plain) == nil && unknown.blocker(for: discretionary) == nil)
+        // Guess-yes counts as metered.
+        let metered = TransferConditions(connectivity: 4, metered: 3, onBattery: false)
+        #expect(metered.blocker(for: plain) == nil)
+        #expect(metered.blocker(for: wifiOnly) == "unmetered network")
+        #expect(metered.blocker(for: discretionary) == "unmetered network")
+        let battery = TransferConditions(connectivity: 4, metered: 4, onBattery: true)
+        #expect(battery.blocker(for: discretionary) == "AC power" && battery.blocker(for: wifiOnly) == nil)
+        let saver = TransferConditions(connectivity: 4, metered: 2, onBattery: false, powerSaver: true)
+        #expect(saver.blocker(for: discretionary) == "power-saver mode to end" && saver.blocker(for: plain) == nil)
+        for offline in [UInt32(1), 2, 3] {
+            #expect(TransferConditions(connectivity: offline).blocker(for: plain) == "network")
+        }
+        plain.headers = [:]
+        #expect(TransferConditions(connectivity: 0).blocker(for: plain) == nil)
+    }
+
+    @Test func backoffDoublesToItsCeilingAndHonoursRetryAfter() {
+        #expect(TransferBackoff.delay(afterAttempt: 1) == 1)
+        #expect(TransferBackoff.delay(afterAttempt: 2) == 2)
+        #expect(TransferBackoff.delay(afterAttempt: 9) == 256)
+        #expect(TransferBackoff.delay(afterAttempt: 10) == 300)
+        #expect(TransferBackoff.delay(afterAttempt: Int.max) == 300)
+        #expect(TransferBackoff.delay(afterAttempt: 0) == 1)
+        #expect(TransferBackoff.delay(afterAttempt: 3, retryAfter: 7) == 7)
+        #expect(TransferBackoff.delay(afterAttempt: 3, retryAfter: 1e12) == 3600)
+        #expect(TransferBackoff.delay(afterAttempt: 3, retryAfter: .nan) == 4)
+        #expect(TransferBackoff.isTransient(status: 503) && TransferBackoff.isTransient(status: 429))
+        #expect(!TransferBackoff.isTransient(status: 404) && !TransferBackoff.isTransient(status: 403))
+    }
+
+    @Test func headersAreTokensWithoutLineBreaksAndNotOurs() {
+        #expect(TransferOptions.problem(withHeaders: ["Authorization": "Bearer x", "X-Thing": "1"]) == nil)
+        #expect(TransferOptions.problem(withHeaders: ["Bad Name": "x"]) != nil)
+        #expect(TransferOptions.problem(withHeaders: ["": "x"]) != nil)
+        #expect(TransferOptions.problem(withHeaders: ["X": "a\r\nInjected: y"]) != nil)
+        #expect(TransferOptions.problem(withHeaders: ["range": "bytes=0-"]) != nil)
+        #expect(TransferOptions.problem(withHeaders: ["X": String(repeating: "v", count: 9000)]) != nil)
+        let many = Dictionary(uniqueKeysWithValues: (0..<65).map { ("X-\($0)", "v") })
+        #expect(TransferOptions.problem(withHeaders: many) != nil)
+    }
+
+    @Test func secondsSaturateAndExpiryNeverWraps() {
+        #expect(TransferOptions.microseconds(1.5) == 1_500_000)
+        #expect(TransferOptions.microseconds(1e300) == .max)
+        #expect(TransferOptions.microseconds(.infinity) == 0)
+        #expect(TransferOptions.microseconds(-1) == 0)
+        var options = TransferOptions()
+        options.resourceTimeout = TransferOptions.maximumResourceTimeout
+        let late = TransferRecord(id: "t1", app: "A", session: "", kind: .download, url: "http://x/", path: "/x", options: options,
+                                  createdAt: .max - 10)
+        #expect(late.expiresAt == .max)
+        let normal = TransferRecord(id: "t2", app: "A", session: "", kind: .download, url: "http://x/", path: "/x", options: TransferOptions(),
+                                    createdAt: 1_000_000)
+        #expect(normal.expiresAt == 1_000_000 + 604_800_000_000)
+    }
+}

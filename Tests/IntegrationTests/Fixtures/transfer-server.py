@@ -1,0 +1,462 @@
+#!/usr/bin/python3
+"""An HTTP/1.1 server for the download/upload integration tests and benchmark.
+
+Listens on 127.0.0.1 on an ephemeral port and writes that port (decimal, then
+a newline) to --port-file, atomically, once it is listening. Exits cleanly on
+SIGTERM or SIGINT. Standard library only.
+
+Content is virtual and never held whole in memory: the byte at offset i of
+every blob is BLOCK[i % 65536], where BLOCK[j] = (j * 131 + 7) & 0xFF.
+
+GET|HEAD /blob/<size>[?query]
+    <size> bytes (decimal, optional suffix K, M or G for KiB, MiB, GiB).
+    Headers: Content-Length, ETag "blob-<bytes>-v1" (strong), a fixed
+    Last-Modified, Accept-Ranges: bytes, Content-Type application/octet-stream.
+    Range "bytes=N-", "bytes=N-M" or "bytes=-N" gives 206 with Content-Range;
+    a first byte at or past the end gives 416 with "Content-Range: bytes */size";
+    a malformed or multi-part Range is ignored (200). If-Range that does not
+    match the ETag (strong comparison) or the Last-Modified date makes the
+    Range ignored (200, full body). Query parameters, combinable:
+      norange=1  ignore Range and If-Range, no Accept-Ranges header
+      etag=X     the ETag is "X" instead (simulates the content changing)
+      fail=K     the first K requests for this URL (path and query, any method)
+                 answer 503 with Retry-After: 1 and a short body
+      drop=N     the first GET for this URL that sends a body (after any fail=
+                 answers) writes only the first N bytes of it, then shuts the
+                 socket down; later requests are served in full
+      rate=R     throttle the body to R bytes a second
+      status=C   always answer status C (200..599) with a short text body
+
+PUT|POST /upload/<name>[?fail=K&status=C]
+    Reads the body (Content-Length or chunked; Expect: 100-continue is
+    honoured), answers 201 {"bytes": n, "sha256": hex of the body}, and keeps
+    that as the last upload of <name>. fail= and status= work as for /blob
+    (the body is then discarded, or the connection closed if the client is
+    still waiting for 100 Continue).
+
+GET /uploads/<name>
+    The last upload of <name> as that same JSON, or 404.
+
+GET /stats
+    {"requests": n, "bytes_sent": b, "bytes_received": r, "per_path":
+     {"<path?query>": {"requests": n, "bytes_sent": b, "bytes_received": r,
+                       "ranges": [Range header of each request, or null]}}}
+    bytes_sent counts blob content bytes the kernel accepted (exact for
+    dropped and aborted transfers too); short status/error/JSON bodies are not
+    counted. bytes_received counts upload body bytes. /stats and /stats/reset
+    themselves are not counted.
+
+GET|POST /stats/reset
+    Zeroes the counters AND forgets the per-URL fail=/drop= state and the
+    recorded uploads, so a test starts from a clean server.
+"""
+import argparse
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import socketserver
+import sys
+import threading
+import time
+from email.utils import parsedate_to_datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+BLOCK_SIZE = 65536
+BLOCK = bytes((i * 131 + 7) & 0xFF for i in range(BLOCK_SIZE))
+WRITE_SIZE = 1 << 20
+# 1 MiB + 64 KiB, so a write of up to 1 MiB can start at any offset within a block.
+PATTERN = memoryview(BLOCK * (WRITE_SIZE // BLOCK_SIZE + 1))
+LAST_MODIFIED = 'Mon, 01 Jan 2024 00:00:00 GMT'
+SUFFIXES = {'': 1, 'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}
+UNSATISFIABLE = 'unsatisfiable'
+DIGITS = re.compile(r'[0-9]+')
+
+
+class BadRequest(Exception):
+    pass
+
+
+class State:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self):
+        self.requests = 0
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self.per_path = {}
+        self.dropped = set()
+        self.uploads = {}
+
+    def record(self, url, range_value):
+        """Counts a request; returns its ordinal for this URL (1 for the first)."""
+        with self.lock:
+            self.requests += 1
+            entry = self.per_path.get(url)
+            if entry is None:
+                entry = self.per_path[url] = {'requests': 0, 'bytes_sent': 0, 'bytes_received': 0, 'ranges': []}
+            entry['requests'] += 1
+            entry['ranges'].append(range_value)
+            return entry['requests']
+
+    def take_drop(self, url):
+        with self.lock:
+            if url in self.dropped:
+                return False
+            self.dropped.add(url)
+            return True
+
+    def add(self, url, sent=0, received=0):
+        with self.lock:
+            self.bytes_sent += sent
+            self.bytes_received += received
+            entry = self.per_path.get(url)
+            if entry is not None:
+                entry['bytes_sent'] += sent
+                entry['bytes_received'] += received
+
+    def snapshot(self):
+        with self.lock:
+            return {'requests': self.requests, 'bytes_sent': self.bytes_sent, 'bytes_received': self.bytes_received,
+                    'per_path': {url: dict(entry, ranges=list(entry['ranges']))
+                                 for url, entry in self.per_path.items()}}
+
+
+STATE = State()
+
+
+def parse_size(text):
+    match = re.fullmatch(r'([0-9]+)([KMG]?)', text)
+    if not match:
+        return None
+    return int(match.group(1)) * SUFFIXES[match.group(2)]
+
+
+def parse_range(value, size):
+    """(first, last) inclusive, UNSATISFIABLE, or None to ignore the header."""
+    unit, eq, spec = value.partition('=')
+    if not eq or unit.strip().lower() != 'bytes' or ',' in spec:
+        return None
+    first, dash, last = spec.strip().partition('-')
+    first, last = first.strip(), last.strip()
+    if not dash:
+        return None
+    if first == '':
+        if not DIGITS.fullmatch(last):
+            return None
+        suffix = int(last)
+        if suffix == 0 or size == 0:
+            return UNSATISFIABLE
+        return max(0, size - suffix), size - 1
+    if not DIGITS.fullmatch(first) or (last and not DIGITS.fullmatch(last)):
+        return None
+    start = int(first)
+    end = int(last) if last else size - 1
+    if last and end < start:
+        return None
+    if start >= size:
+        return UNSATISFIABLE
+    return start, min(end, size - 1)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
+    server_version = 'transfer-server/1'
+    verbose = False
+
+    def setup(self):
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format, *args):
+        if self.verbose:
+            super().log_message(format, *args)
+
+    def parse_request(self):
+        self.expect_pending = False
+        return super().parse_request()
+
+    def handle_expect_100(self):
+        # Answer 100 Continue only once the body is really wanted.
+        self.expect_pending = True
+        return True
+
+    def handle_one_request(self):
+        try:
+            super().handle_one_request()
+        except (ConnectionError, TimeoutError, EOFError):
+            self.close_connection = True
+
+    def do_GET(self):
+        self.route()
+
+    do_HEAD = do_PUT = do_POST = do_GET
+
+    # Helpers
+
+    def query_int(self, query, name, low=0, high=None):
+        if name not in query:
+            return None
+        value = query[name]
+        if not DIGITS.fullmatch(value) or int(value) < low or (high is not None and int(value) > high):
+            raise BadRequest(f'bad {name}={value}')
+        return int(value)
+
+    def body_chunks(self):
+        """Yields the request body; raises EOFError if the client goes away, BadRequest if it is malformed."""
+        if 'chunked' in self.headers.get('Transfer-Encoding', '').lower():
+            while True:
+                line = self.rfile.readline(65537)
+                if not line:
+                    raise EOFError
+                size_text = line.split(b';', 1)[0].strip()
+                if not re.fullmatch(rb'[0-9A-Fa-f]+', size_text):
+                    raise BadRequest('bad chunk size')
+                size = int(size_text, 16)
+                if size == 0:
+                    break
+                yield from self.read_exactly(size)
+                if self.rfile.readline(65537) not in (b'\r\n', b'\n'):
+                    raise BadRequest('bad chunk end')
+            while True:  # trailers
+                line = self.rfile.readline(65537)
+                if not line:
+                    raise EOFError
+                if line in (b'\r\n', b'\n'):
+                    return
+        length = self.headers.get('Content-Length')
+        if length is None:
+            return
+        if not DIGITS.fullmatch(length.strip()):
+            raise BadRequest('bad Content-Length')
+        yield from self.read_exactly(int(length))
+
+    def read_exactly(self, remaining):
+        while remaining:
+            data = self.rfile.read(min(remaining, WRITE_SIZE))
+            if not data:
+                raise EOFError
+            remaining -= len(data)
+            yield data
+
+    def has_body(self):
+        return 'Transfer-Encoding' in self.headers or self.headers.get('Content-Length', '0').strip() != '0'
+
+    def discard_body(self):
+        """Gets a body not wanted out of the way, or marks the connection to close if the client awaits 100."""
+        if not self.has_body():
+            return
+        if self.expect_pending:
+            self.close_connection = True
+            return
+        for _ in self.body_chunks():
+            pass
+
+    def end_response_headers(self):
+        if self.close_connection:
+            self.send_header('Connection', 'close')
+        self.end_headers()
+
+    def reply(self, code, body, content_type='text/plain; charset=utf-8', headers=()):
+        if isinstance(body, str):
+            body = body.encode()
+        with_body = code >= 200 and code not in (204, 304)
+        self.send_response(code)
+        if with_body:
+            self.send_header('Content-Type', content_type)
+            self.send_header('Content-Length', str(len(body)))
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_response_headers()
+        if with_body and self.command != 'HEAD':
+            self.wfile.write(body)
+
+    def reply_json(self, code, obj):
+        self.reply(code, json.dumps(obj, indent=1) + '\n', 'application/json')
+
+    # Routes
+
+    def route(self):
+        try:
+            parts = urlsplit(self.path)
+            path, method = parts.path, self.command
+            query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+            if path == '/stats' and method in ('GET', 'HEAD'):
+                self.discard_body()
+                return self.reply_json(200, STATE.snapshot())
+            if path == '/stats/reset' and method in ('GET', 'POST'):
+                self.discard_body()
+                with STATE.lock:
+                    STATE.reset()
+                return self.reply_json(200, {'reset': True})
+            ordinal = STATE.record(self.path, self.headers.get('Range'))
+            if path.startswith('/upload/') and method in ('PUT', 'POST'):
+                return self.upload(unquote(path[len('/upload/'):]), query, ordinal)
+            self.discard_body()
+            if path.startswith('/blob/') and method in ('GET', 'HEAD'):
+                return self.blob(path[len('/blob/'):], query, ordinal)
+            if path.startswith('/uploads/') and method in ('GET', 'HEAD'):
+                with STATE.lock:
+                    info = STATE.uploads.get(unquote(path[len('/uploads/'):]))
+                if info is None:
+                    return self.reply(404, 'no such upload\n')
+                return self.reply_json(200, info)
+            return self.reply(404, 'not found\n')
+        except BadRequest as error:
+            self.close_connection = True
+            self.reply(400, f'{error}\n')
+
+    def blob(self, size_text, query, ordinal):
+        size = parse_size(size_text)
+        if size is None:
+            return self.reply(404, 'bad blob size\n')
+        status = self.query_int(query, 'status', 200, 599)
+        fail = self.query_int(query, 'fail')
+        drop = self.query_int(query, 'drop')
+        rate = self.query_int(query, 'rate', 1)
+        norange = query.get('norange', '0') != '0'
+        if status is not None:
+            return self.reply(status, f'status {status}\n')
+        if fail and ordinal <= fail:
+            return self.reply(503, f'failing request {ordinal} of {fail}\n', headers=[('Retry-After', '1')])
+        etag = '"%s"' % query.get('etag', f'blob-{size}-v1')
+        start, length, code = 0, size, 200
+        headers = [('ETag', etag), ('Last-Modified', LAST_MODIFIED)]
+        if not norange:
+            headers.append(('Accept-Ranges', 'bytes'))
+            range_value = self.headers.get('Range')
+            if range_value is not None and self.if_range_matches(etag):
+                span = parse_range(range_value, size)
+                if span == UNSATISFIABLE:
+                    return self.reply(416, 'range not satisfiable\n',
+                                      headers=headers + [('Content-Range', f'bytes */{size}')])
+                if span is not None:
+                    start, end = span
+                    length, code = end - start + 1, 206
+                    headers.append(('Content-Range', f'bytes {start}-{end}/{size}'))
+        self.send_response(code)
+        self.send_header('Content-Type', 'application/octet-stream')
+        self.send_header('Content-Length', str(length))
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_response_headers()
+        if self.command == 'HEAD' or length == 0:
+            return
+        if drop is not None and STATE.take_drop(self.path):
+            try:
+                self.send_pattern(start, min(drop, length), rate)
+            finally:
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            return
+        self.send_pattern(start, length, rate)
+
+    def if_range_matches(self, etag):
+        value = self.headers.get('If-Range')
+        if value is None:
+            return True
+        value = value.strip()
+        if value.startswith('"') or value.startswith('W/'):
+            return value == etag
+        try:
+            return parsedate_to_datetime(value) == parsedate_to_datetime(LAST_MODIFIED)
+        except (TypeError, ValueError, IndexError):
+            return False
+
+    def send_pattern(self, start, length, rate=None):
+        sock, url = self.connection, self.path
+        chunk = WRITE_SIZE if not rate else max(1, min(BLOCK_SIZE, rate // 10))
+        began = time.monotonic()
+        sent = 0
+        while sent < length:
+            offset = (start + sent) % BLOCK_SIZE
+            view = PATTERN[offset:offset + min(chunk, length - sent)]
+            while view:
+                written = sock.send(view)
+                view = view[written:]
+                sent += written
+                STATE.add(url, sent=written)
+            if rate:
+                delay = began + sent / rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+        return sent
+
+    def upload(self, name, query, ordinal):
+        status = self.query_int(query, 'status', 200, 599)
+        fail = self.query_int(query, 'fail')
+        if status is not None or (fail and ordinal <= fail):
+            self.discard_body()
+            if status is not None:
+                return self.reply(status, f'status {status}\n')
+            return self.reply(503, f'failing request {ordinal} of {fail}\n', headers=[('Retry-After', '1')])
+        if self.expect_pending:
+            self.expect_pending = False
+            self.send_response_only(100)
+            self.end_headers()
+        digest, count = hashlib.sha256(), 0
+        for data in self.body_chunks():
+            digest.update(data)
+            count += len(data)
+            STATE.add(self.path, received=len(data))
+        info = {'bytes': count, 'sha256': digest.hexdigest()}
+        with STATE.lock:
+            STATE.uploads[name] = info
+        self.reply_json(201, info)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+    def server_bind(self):
+        # Skips HTTPServer's getfqdn(), a reverse lookup that can stall.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError, EOFError)):
+            return
+        super().handle_error(request, client_address)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--port-file', required=True, help='where to write the listening port')
+    parser.add_argument('--verbose', action='store_true', help='log each request to stderr')
+    args = parser.parse_args()
+    Handler.verbose = args.verbose
+
+    server = Server(('127.0.0.1', 0), Handler)
+    stopping = threading.Event()
+
+    def stop(signum, frame):
+        if not stopping.is_set():
+            stopping.set()
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+    temporary = f'{args.port_file}.tmp{os.getpid()}'
+    with open(temporary, 'w') as f:
+        f.write(f'{server.server_address[1]}\n')
+    os.replace(temporary, args.port_file)
+
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

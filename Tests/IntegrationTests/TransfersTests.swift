@@ -1,0 +1,319 @@
+import BgTaskTestKit
+import Foundation
+import SDBus
+import Testing
+
+/// The transfer mode against a local HTTP server of the test's own
+/// (`Fixtures/transfer-server.py`): downloads that land atomically and wake
+/// their app, uploads, retries after a 503 and a dropped connection, resume
+/// with Range (and the restart from zero a server without it forces),
+/// resume after the daemon is killed, where files may go, cancelling, and
+/// discretionary transfers waiting for AC power and an unmetered network.
+@Suite struct TransfersTests {
+    static let app = "org.example.Dl"
+    static let interface = "Transfers"
+
+    func daemon(
+        settings: [String] = [], environment: [String: String] = [:], exec: String = "/bin/false"
+    ) throws -> DaemonUnderTest {
+        let daemon = try DaemonUnderTest(settings: settings, desktopEntries: [
+            DesktopEntrySpec(id: Self.app, name: "Dl", modes: ["transfer"], exec: exec),
+            DesktopEntrySpec(id: "org.example.Plain", modes: ["fetch"], exec: "/bin/false"),
+        ], environment: environment)
+        try FileManager.default.createDirectory(atPath: cache(daemon), withIntermediateDirectories: true)
+        return daemon
+    }
+
+    /// The app's cache directory: a place its downloads may land.
+    func cache(_ daemon: DaemonUnderTest) -> String { daemon.home + "/.cache/" + Self.app }
+
+    /// A checked-in connection of the app, listening for the mode's signals.
+    func app(_ daemon: DaemonUnderTest, id: String = TransfersTests.app) throws -> RawClient {
+        let client = try RawClient(daemon)
+        try client.listen(for: "TransferFinished")
+        try client.call("Manager", "CheckIn") { try $0.append(id) }
+        return client
+    }
+
+    func options(_ entries: [String: BusValue]) -> BusValue {
+        .dictionary(key: "s", value: "v", entries.sorted { $0.key < $1.key }.map { .init(key: .string($0.key), value: .variant($0.value)) })
+    }
+
+    @discardableResult
+    func start(
+        _ client: RawClient, _ member: String = "StartDownload", session: String = "s", url: String, path: String,
+        options: [String: BusValue] = [:]
+    ) throws -> String {
+        try client.call(Self.interface, member) {
+            try $0.append(session)
+            try $0.append(url)
+            try $0.append(path)
+            try $0.append(value: self.options(options))
+        }.readString()
+    }
+
+    func startError(_ client: RawClient, url: String, path: String, options: [String: BusValue] = [:]) -> String? {
+        client.errorName(Self.interface, "StartDownload") {
+            try $0.append("s")
+            try $0.append(url)
+            try $0.append(path)
+            try $0.append(value: self.options(options))
+        }
+    }
+
+    /// ListTransfers' dictionaries, unwrapped.
+    func list(_ client: RawClient, session: String = "") throws -> [[String: BusValue]] {
+        let reply = try client.call(Self.interface, "ListTransfers") { try $0.append(session) }
+        guard case .array(_, let entries) = try reply.readValue() else { return [] }
+        return entries.map { entry in
+            guard case .dictionary(_, _, let fields) = entry else { return [:] }
+            var values: [String: BusValue] = [:]
+            for field in fields { if case .string(let key) = field.key { values[key] = field.value.unwrapped } }
+            return values
+        }
+    }
+
+    /// One TransferFinished: token, transfer id, result, info.
+    struct Finished {
+        var token: String
+        var id: String
+        var result: String
+        var info: [String: BusValue]
+    }
+
+    func finished(_ client: RawClient) throws -> [Finished] {
+        try client.received.filter { $0.member == "TransferFinished" }.map { message in
+            try message.rewind()
+            let token = try message.readString()
+            let id = try message.readString()
+            let result = try message.readString()
+            var info: [String: BusValue] = [:]
+            if case .dictionary(_, _, let fields) = try message.readValue() {
+                for field in fields { if case .string(let key) = field.key { info[key] = field.value.unwrapped } }
+            }
+            return Finished(token: token, id: id, result: result, info: info)
+        }
+    }
+
+    /// Waits for the TransferFinished of `id`.
+    func waitForFinished(_ client: RawClient, _ id: String, timeout: Duration = .seconds(60)) throws -> Finished? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let found = try finished(client).first(where: { $0.id == id }) { return found }
+            _ = client.waitForSignals(client.received.count + 1, timeout: .milliseconds(200))
+        }
+        return nil
+    }
+
+    func complete(_ client: RawClient, _ token: String) throws {
+        try client.call(Self.interface, "CompleteEvents") { try $0.append(token) }
+    }
+
+    func partialFiles(in directory: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".bgtaskd-part") }
+    }
+
+    // MARK: Tests
+
+    @Test func aDownloadLandsAtItsDestinationAndWakesItsApp() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let destination = cache(daemon) + "/file.bin"
+        let id = try start(client, url: server.url("/blob/5M"), path: destination)
+        #expect(id.hasPrefix("t"))
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "success")
+        #expect(done.info["bytes_done"] == .uint64(5 << 20) && done.info["status"] == .uint64(200))
+        #expect(done.info["path"] == .string(destination) && done.info["state"] == .string("finished"))
+        #expect(TransferServer.isBlob(destination, size: 5 << 20))
+        #expect(partialFiles(in: cache(daemon)).isEmpty)
+        // Listed until the app completes the wake; then forgotten.
+        #expect(try list(client).map { $0["transfer_id"] } == [.string(id)])
+        try complete(client, done.token)
+        #expect(try list(client).isEmpty)
+        #expect(client.errorName(Self.interface, "CompleteEvents") { try $0.append(done.token) } == "org.bgtaskd.BackgroundTasks1.Error.NoSuchToken")
+        // GetApplications no longer counts it.
+        #expect(try RawClient(daemon).applications().first { $0["app_id"] == .string(Self.app) }?["transfers_finished"] == nil)
+    }
+
+    @Test func anUploadSendsTheFileWithItsMethod() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let source = cache(daemon) + "/photo.jpg"
+        let bytes = (0..<(3 << 20) + 17).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        try Data(bytes).write(to: URL(fileURLWithPath: source))
+        let id = try start(client, "StartUpload", url: server.url("/upload/photo"), path: source, options: ["method": .string("POST")])
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "success" && done.info["status"] == .uint64(201), "\(done.info)")
+        let upload = try server.json("/uploads/photo")
+        #expect(upload["bytes"] as? Int == bytes.count)
+        let expected = try CommandResult.run("/usr/bin/sha256sum", [source]).standardOutput.prefix(64)
+        #expect(upload["sha256"] as? String == String(expected))
+    }
+
+    @Test func badRequestsAreRefusedAndSayWhy() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let url = server.url("/blob/1K")
+        let invalid = "org.freedesktop.DBus.Error.InvalidArgs"
+        // Outside the app's own directories, not absolute, climbing, through a link.
+        #expect(startError(client, url: url, path: "/tmp/elsewhere.bin") == invalid)
+        #expect(startError(client, url: url, path: "relative.bin") == invalid)
+        #expect(startError(client, url: url, path: cache(daemon) + "/../other/x.bin") == invalid)
+        #expect(startError(client, url: url, path: daemon.home + "/.cache/org.example.Plain/x.bin") == invalid)
+        try FileManager.default.createSymbolicLink(atPath: cache(daemon) + "/out", withDestinationPath: "/tmp")
+        #expect(startError(client, url: url, path: cache(daemon) + "/out/x.bin") == invalid)
+        try FileManager.default.createSymbolicLink(atPath: cache(daemon) + "/link.bin", withDestinationPath: "/tmp/bgtaskd-target.bin")
+        #expect(startError(client, url: url, path: cache(daemon) + "/link.bin") == invalid)
+        #expect(startError(client, url: url, path: cache(daemon) + "/missing-dir/x.bin") == invalid)
+        // Bad URLs and options.
+        #expect(startError(client, url: "file:///etc/passwd", path: cache(daemon) + "/x.bin") == invalid)
+        #expect(startError(client, url: "not a url", path: cache(daemon) + "/x.bin") == invalid)
+        #expect(startError(client, url: url, path: cache(daemon) + "/x.bin", options: ["discretionary": .string("yes")]) == invalid)
+        #expect(startError(client, url: url, path: cache(daemon) + "/x.bin", options: ["speed": .bool(true)]) == invalid)
+        #expect(startError(client, url: url, path: cache(daemon) + "/x.bin", options: ["resource_timeout_s": .double(-1)]) == invalid)
+        #expect(startError(client, url: url, path: cache(daemon) + "/x.bin", options: ["resource_timeout_s": .double(.nan)]) == invalid)
+        #expect(startError(client, url: url, path: cache(daemon) + "/x.bin",
+                           options: ["headers": .dictionary(key: "s", value: "s", [.init(key: .string("X-A"), value: .string("a\r\nB: c"))])]) == invalid)
+        #expect(startError(client, url: url, path: cache(daemon) + "/x.bin",
+                           options: ["headers": .dictionary(key: "s", value: "s", [.init(key: .string("Range"), value: .string("bytes=0-"))])]) == invalid)
+        // Who may ask: a checked-in app that declares the mode.
+        #expect(startError(try RawClient(daemon), url: url, path: cache(daemon) + "/x.bin") == "org.bgtaskd.BackgroundTasks1.Error.UnknownApplication")
+        #expect(startError(try app(daemon, id: "org.example.Plain"), url: url, path: cache(daemon) + "/x.bin")
+                == "org.bgtaskd.BackgroundTasks1.Error.ModeNotDeclared")
+        #expect(try list(client).isEmpty)
+        // A huge timeout saturates instead of overflowing, and survives a restart.
+        let id = try start(client, url: url, path: cache(daemon) + "/x.bin", options: ["resource_timeout_s": .double(1e300)])
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "success")
+    }
+
+    @Test func a503AndADroppedConnectionAreRetriedAndTheDownloadResumes() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let flaky = try start(client, url: server.url("/blob/2M?fail=1"), path: cache(daemon) + "/flaky.bin")
+        let dropped = try start(client, url: server.url("/blob/4M?drop=1000000"), path: cache(daemon) + "/dropped.bin")
+        let first = try #require(try waitForFinished(client, flaky), "\(daemon.log)")
+        #expect(first.result == "success" && first.info["attempts"] == .uint64(1), "\(first.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/flaky.bin", size: 2 << 20))
+        let second = try #require(try waitForFinished(client, dropped), "\(daemon.log)")
+        #expect(second.result == "success" && second.info["resumed"] == .bool(true) && second.info["restarted"] == .bool(false), "\(second.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/dropped.bin", size: 4 << 20))
+        // The second request asked only for what was missing.
+        let ranges = try server.ranges(of: "/blob/4M?drop=1000000")
+        #expect(ranges.count == 2 && ranges[0] == nil && ranges[1]?.hasPrefix("bytes=") == true && ranges[1] != "bytes=0-", "\(ranges)")
+    }
+
+    @Test func aServerWithoutRangesMakesTheDownloadStartAgainAndSaySo() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let id = try start(client, url: server.url("/blob/3M?drop=500000&norange=1"), path: cache(daemon) + "/again.bin")
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "success" && done.info["restarted"] == .bool(true), "\(done.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/again.bin", size: 3 << 20))
+        #expect(daemon.log.contains("starts again from zero"))
+    }
+
+    @Test func anErrorStatusFailsTheTransferAndLeavesNoPartialFile() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let id = try start(client, url: server.url("/blob/1M?status=404"), path: cache(daemon) + "/missing.bin")
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "failed" && done.info["status"] == .uint64(404), "\(done.info)")
+        #expect(!FileManager.default.fileExists(atPath: cache(daemon) + "/missing.bin"))
+        #expect(partialFiles(in: cache(daemon)).isEmpty)
+    }
+
+    @Test func aKilledDaemonResumesTheDownloadWhereItStopped() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        var client = try app(daemon)
+        let size = 8 << 20
+        let path = "/blob/8M?rate=4000000"
+        let id = try start(client, url: server.url(path), path: cache(daemon) + "/big.bin")
+        // Wait until about a third is on disk, then crash the daemon.
+        let deadline = ContinuousClock.now + .seconds(30)
+        var have = 0
+        while have < size / 3, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.1)
+            have = partialFiles(in: cache(daemon)).first.flatMap {
+                try? FileManager.default.attributesOfItem(atPath: cache(daemon) + "/" + $0)[.size] as? Int
+            } ?? 0
+        }
+        #expect(have >= size / 3, "\(daemon.log)")
+        try daemon.crashAndRestart()
+        client = try app(daemon)
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "success" && done.info["resumed"] == .bool(true), "\(done.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/big.bin", size: size))
+        // Sent at most once, but for what was in flight when the daemon died (one second's worth here).
+        let sent = try server.bytesSent()
+        #expect(sent <= size + 4_000_000 + (1 << 20), "sent \(sent) for \(size)")
+    }
+
+    @Test func cancelStopsTheTransferAndRemovesItsPartialFile() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let id = try start(client, url: server.url("/blob/50M?rate=1000000"), path: cache(daemon) + "/slow.bin")
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try list(client).first?["state"] != .string("running"), ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(try list(client).first?["state"] == .string("running"))
+        #expect(client.errorName(Self.interface, "Cancel") { try $0.append("t999-0") } == "org.freedesktop.DBus.Error.InvalidArgs")
+        // Another app cannot cancel it.
+        let other = try RawClient(daemon)
+        try other.call("Manager", "CheckIn") { try $0.append("org.example.Plain") }
+        #expect(other.errorName(Self.interface, "Cancel") { try $0.append(id) } == "org.freedesktop.DBus.Error.InvalidArgs")
+        try client.call(Self.interface, "Cancel") { try $0.append(id) }
+        #expect(try list(client).isEmpty)
+        let gone = ContinuousClock.now + .seconds(10)
+        while !partialFiles(in: cache(daemon)).isEmpty, ContinuousClock.now < gone { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(partialFiles(in: cache(daemon)).isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: cache(daemon) + "/slow.bin"))
+    }
+
+    @Test func discretionaryTransfersWaitForACPowerAndAnUnmeteredNetwork() throws {
+        let system = try MockSystemBus(services: [.upower(onBattery: true, percentage: 50), .networkManager(connectivity: 4, metered: 3)])
+        defer { system.stop() }
+        let server = try TransferServer()
+        let daemon = try daemon(environment: system.environment)
+        let client = try app(daemon)
+        let discretionary = try start(client, url: server.url("/blob/1M"), path: cache(daemon) + "/later.bin", options: ["discretionary": .bool(true)])
+        let unmetered = try start(client, url: server.url("/blob/1M?x=2"), path: cache(daemon) + "/wifi.bin", options: ["allow_metered": .bool(false)])
+        let now = try start(client, url: server.url("/blob/1M?x=3"), path: cache(daemon) + "/now.bin")
+        #expect(try waitForFinished(client, now)?.result == "success", "\(daemon.log)")
+        func waiting(_ id: String) throws -> String? {
+            guard case .string(let reason)? = try list(client).first(where: { $0["transfer_id"] == .string(id) })?["waiting_for"] else { return nil }
+            return reason
+        }
+        #expect(try waiting(discretionary) == "unmetered network")
+        #expect(try waiting(unmetered) == "unmetered network")
+        // An unmetered network lets the one through; the discretionary one still waits for AC power.
+        try system.setNetwork(connectivity: 4, metered: 2)
+        #expect(try waitForFinished(client, unmetered)?.result == "success", "\(daemon.log)")
+        #expect(try waiting(discretionary) == "AC power")
+        try system.setOnBattery(false, percentage: 60)
+        #expect(try waitForFinished(client, discretionary)?.result == "success", "\(daemon.log)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/later.bin", size: 1 << 20))
+    }
+
+    @Test func aFinishedTransferLaunchesItsAppWhenItIsNotRunning() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        var client: RawClient? = try app(daemon)
+        let id = try start(client!, url: server.url("/blob/10M?rate=5000000"), path: cache(daemon) + "/late.bin")
+        // The app goes away before the download is done: bgtaskd launches it for the result.
+        client = nil
+        #expect(daemon.waitForLog(containing: "launched \(Self.app) for transfer", timeout: .seconds(30)), "\(daemon.log)")
+        // The result waits for the app's next check-in.
+        let again = try app(daemon)
+        let done = try #require(try waitForFinished(again, id), "\(daemon.log)")
+        #expect(done.result == "success")
+    }
+}
