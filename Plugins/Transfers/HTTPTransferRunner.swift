@@ -77,72 +77,34 @@ final class HTTPTransferRunner: Sendable {
         var info = stat()
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return .fatal("\(job.partial) is not a regular file") }
         // Bytes we have count only against the validator they came with.
-        var have = job.validator == nil ? 0 : UInt64(info.st_size)
+        let have = job.validator == nil ? 0 : UInt64(info.st_size)
         if have == 0, info.st_size > 0 { _ = ftruncate(fd, 0) }
 
-        var request = HTTPClientRequest(url: job.url)
-        request.method = .GET
-        for (name, value) in job.headers { request.headers.add(name: name, value: value) }
+        var headers = HTTPHeaders()
+        for (name, value) in job.headers { headers.add(name: name, value: value) }
         if have > 0, let validator = job.validator {
-            request.headers.replaceOrAdd(name: "Range", value: "bytes=\(have)-")
-            request.headers.replaceOrAdd(name: "If-Range", value: validator)
+            headers.replaceOrAdd(name: "Range", value: "bytes=\(have)-")
+            headers.replaceOrAdd(name: "If-Range", value: validator)
         }
-        let response: HTTPClientResponse
+        let request: HTTPClient.Request
         do {
-            response = try await client.execute(request, timeout: .hours(24 * 365))
+            request = try HTTPClient.Request(url: job.url, method: .GET, headers: headers)
         } catch {
-            return Task.isCancelled ? .cancelled : .network("\(error)")
+            return .fatal("cannot make a request of \(job.url): \(error)")
         }
-        let status = Int(response.status.code)
-        var restarted = false
-        var total: UInt64 = 0
-        switch status {
-        case 206 where have > 0:
-            guard let range = response.headers.first(name: "Content-Range").flatMap(ContentRange.init), range.start == have else {
-                // Not the bytes asked for: start again from zero on the next attempt.
-                _ = ftruncate(fd, 0)
-                return .network("the server answered a range that does not continue the partial file")
-            }
-            total = range.total ?? 0
-        case 200...299:
-            if have > 0 {
-                restarted = true
-                have = 0
-            }
-            guard ftruncate(fd, 0) == 0 else { return .fatal("cannot truncate \(job.partial): \(String(cString: strerror(errno)))") }
-            total = response.headers.first(name: "Content-Length").flatMap { UInt64($0) } ?? 0
-        case 416:
-            // The partial file is not a prefix of what the server has now.
-            _ = ftruncate(fd, 0)
-            return .network("the server cannot continue from byte \(have) (416): starting again")
-        default:
-            return .status(status, retryAfter: response.headers.first(name: "Retry-After").flatMap { Double($0) })
-        }
-        guard lseek(fd, off_t(have), SEEK_SET) >= 0 else { return .fatal("cannot seek in \(job.partial)") }
-        let validator = Self.validator(of: response.headers)
-        report(.started(id: job.id, status: status, validator: validator, done: have, total: total, resumed: have > 0, restarted: restarted))
-
-        var done = have
-        var lastReport = DispatchTimeLike.now()
+        // The body goes to disk from the client's event loop (DownloadDelegate): no hop per chunk.
+        let delegate = DownloadDelegate(job: job, fd: fd, have: have, report: report)
+        let task = client.execute(request: request, delegate: delegate)
         do {
-            for try await buffer in response.body {
-                if Task.isCancelled { return .cancelled }
-                let written = buffer.withUnsafeReadableBytes { bytes in Self.writeAll(fd, bytes) }
-                guard written else { return .fatal("cannot write \(job.partial): \(String(cString: strerror(errno)))") }
-                done += UInt64(buffer.readableBytes)
-                let now = DispatchTimeLike.now()
-                if now &- lastReport >= progressInterval {
-                    lastReport = now
-                    report(.progress(id: job.id, done: done, total: total))
-                }
+            let outcome = try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
             }
+            return outcome
         } catch {
-            return Task.isCancelled ? .cancelled : .network("the connection broke after \(done) bytes: \(error)")
+            return Task.isCancelled ? .cancelled : .network("the connection broke after \(delegate.bytesDone) bytes: \(error)")
         }
-        if total > 0, done != total { return .network("the body ended after \(done) of \(total) bytes") }
-        guard fsync(fd) == 0 else { return .fatal("cannot flush \(job.partial): \(String(cString: strerror(errno)))") }
-        report(.progress(id: job.id, done: done, total: total == 0 ? done : total))
-        return .success(status: status, bytes: done)
     }
 
     /// A strong ETag, else Last-Modified: what If-Range may send back.
@@ -151,7 +113,7 @@ final class HTTPTransferRunner: Sendable {
         return headers.first(name: "Last-Modified")
     }
 
-    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
         var offset = 0
         while offset < bytes.count {
             let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)

@@ -46,7 +46,9 @@ final class TransfersMode: ModePlugin {
     private let wakeBudget: Double
     private let maxConcurrent: Int
     private let maxPerApp: Int
+    /// Made at the first attempt: a daemon with no transfers starts no HTTP client threads.
     private var runner: HTTPTransferRunner?
+    private var isStarted = false
     private var conditions: SystemConditions?
     /// Reports from the runner's threads go through here; closed by stop().
     private let gate = ReportGate()
@@ -104,7 +106,7 @@ final class TransfersMode: ModePlugin {
         }
         if unreadable > 0 { host.log(.warning, "\(unreadable) stored transfers cannot be read and are ignored") }
         if !transfers.isEmpty { host.log(.info, "\(transfers.count) transfers from before the restart go on") }
-        runner = HTTPTransferRunner()
+        isStarted = true
         let conditions = SystemConditions(host: host)
         conditions.changed = { [unowned self] in self.schedule() }
         conditions.start()
@@ -116,6 +118,7 @@ final class TransfersMode: ModePlugin {
     func stop() {
         // No report reaches the loop after this: the runner's threads may run on a moment.
         gate.close()
+        isStarted = false
         runner?.shutdown()
         runner = nil
     }
@@ -364,7 +367,7 @@ final class TransfersMode: ModePlugin {
 
     /// Starts what may run, finishes what timed out, and arms the next opportunity.
     private func schedule() {
-        guard runner != nil, !sleeping else { return armTimer() }
+        guard isStarted, !sleeping else { return armTimer() }
         let now = host.realtimeMicroseconds
         for record in transfers.values where record.state != .finished && now >= record.expiresAt {
             finish(record, result: .timedOut, error: "not done within \(record.options.resourceTimeout) s (resource_timeout_s)")
@@ -393,7 +396,8 @@ final class TransfersMode: ModePlugin {
     }
 
     private func begin(_ record: TransferRecord) {
-        guard let runner else { return }
+        let runner = self.runner ?? HTTPTransferRunner()
+        self.runner = runner
         var record = record
         record.state = .running
         setRecord(record.id, record)

@@ -23,7 +23,7 @@ struct BgTaskCtl: ParsableCommand {
         // ClientCommand (groups: a ParsableCommand listing them).
         subcommands: [
             StatusCommand.self, TasksCommand.self, AppsCommand.self, FetchCommand.self, RefreshCommand.self,
-            PushCommand.self, PushesCommand.self, LocationCommand.self, SleepCommand.self, WakeCommand.self,
+            PushCommand.self, PushesCommand.self, LocationCommand.self, TransfersCommand.self, SleepCommand.self, WakeCommand.self,
         ]
     )
 

@@ -16,5 +16,6 @@ struct BenchCommand: ParsableCommand {
             PairCommand.self, HoldCommand.self, ExpiryCommand.self, IdleCommand.self, FetchLatencyCommand.self,
             PushLatencyCommand.self, PushThroughputCommand.self, SchedulerCommand.self, RegionsCommand.self, TrackCommand.self, LocationLatencyCommand.self, StartupCommand.self,
             SleepDrainCommand.self, SleepFreezeCommand.self, SleepReleaseCommand.self, VictimCommand.self, WorkerCommand.self,
+            TransferCommand.self,
         ])
 }

@@ -202,6 +202,7 @@ import Testing
         #expect(TransferServer.isBlob(cache(daemon) + "/flaky.bin", size: 2 << 20))
         let second = try #require(try waitForFinished(client, dropped), "\(daemon.log)")
         #expect(second.result == "success" && second.info["resumed"] == .bool(true) && second.info["restarted"] == .bool(false), "\(second.info)")
+        #expect(second.info["status"] == .uint64(206), "the last answer was the range: \(second.info)")
         #expect(TransferServer.isBlob(cache(daemon) + "/dropped.bin", size: 4 << 20))
         // The second request asked only for what was missing.
         let ranges = try server.ranges(of: "/blob/4M?drop=1000000")
@@ -298,6 +299,11 @@ import Testing
         try system.setNetwork(connectivity: 4, metered: 2)
         #expect(try waitForFinished(client, unmetered)?.result == "success", "\(daemon.log)")
         #expect(try waiting(discretionary) == "AC power")
+        let table = try daemon.bgtaskctl(["transfers"])
+        #expect(table.succeeded && table.standardOutput.contains("WAITING FOR") && table.standardOutput.contains("AC power")
+                && table.standardOutput.contains(discretionary), "\(table)")
+        let json = try daemon.bgtaskctl(["--json", "transfers", "s"])
+        #expect(json.succeeded && json.standardOutput.contains("\"waiting_for\"") && json.standardOutput.contains("\"discretionary\""), "\(json)")
         try system.setOnBattery(false, percentage: 60)
         #expect(try waitForFinished(client, discretionary)?.result == "success", "\(daemon.log)")
         #expect(TransferServer.isBlob(cache(daemon) + "/later.bin", size: 1 << 20))
@@ -315,5 +321,28 @@ import Testing
         let again = try app(daemon)
         let done = try #require(try waitForFinished(again, id), "\(daemon.log)")
         #expect(done.result == "success")
+    }
+
+    @Test func sleepPausesTransfersAndTheWakeResumesThem() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let path = "/blob/6M?rate=3000000"
+        let id = try start(client, url: server.url(path), path: cache(daemon) + "/night.bin")
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try list(client).first?["bytes_done"].map({ $0 == .uint64(0) }) ?? true, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(try daemon.callManager("SimulateSleep").succeeded)
+        let paused = ContinuousClock.now + .seconds(10)
+        while try list(client).first?["state"] != .string("waiting"), ContinuousClock.now < paused { Thread.sleep(forTimeInterval: 0.05) }
+        let entry = try #require(try list(client).first)
+        #expect(entry["state"] == .string("waiting") && entry["waiting_for"] == .string("the machine to wake"), "\(entry)")
+        #expect(try waitForFinished(client, id, timeout: .seconds(3)) == nil, "nothing moves while asleep")
+        #expect(try daemon.callManager("SimulateWake").succeeded)
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "success" && done.info["resumed"] == .bool(true), "\(done.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/night.bin", size: 6 << 20))
+        #expect(try server.ranges(of: path).count == 2)
     }
 }
