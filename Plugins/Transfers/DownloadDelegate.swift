@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import BgTaskTransferCore
 import Glibc
 import NIOCore
 import NIOHTTP1

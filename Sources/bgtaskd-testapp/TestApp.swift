@@ -137,6 +137,12 @@ struct TestApp: AsyncParsableCommand {
     @Flag(name: .customLong("significant-changes"), help: "Follow significant location changes (StartSignificantLocationChanges) after \"ready\".")
     var significantChanges = false
 
+    @Flag(name: .customLong("transfer-handler"), help: "Install a transfer handler that prints every finished transfer (transfer_finished) and completes it at once; a launched app then gets the results that waited for it.")
+    var transferHandler = false
+
+    @Option(name: .customLong("download"), help: ArgumentHelp("After \"ready\", hand a download of URL to PATH to the daemon (StartDownload, session \"testapp\") and print its id (transfer_started); progress prints transfer_progress. Repeatable.", valueName: "URL=PATH"))
+    var downloads: [String] = []
+
     @Option(name: .customLong("fetch-interval"), help: ArgumentHelp("Call SetMinimumFetchInterval with these seconds (0: minimum, inf: never) and print the registration.", valueName: "SECONDS"))
     var fetchInterval: Double?
 
@@ -217,6 +223,34 @@ struct TestApp: AsyncParsableCommand {
             }
         }
         if let locationHandler { Self.installLocationHandler(locationHandler, on: manager) }
+        if transferHandler {
+            manager.setTransferHandler { result, completion in
+                EventLog.emit("transfer_finished", [
+                    "id": .string(result.transfer.id), "result": .string("\(result.outcome)"), "path": .string(result.transfer.path),
+                    "bytes": .int(Int(clamping: result.transfer.bytesDone)),
+                ])
+                completion()
+            }
+        }
+        if !downloads.isEmpty {
+            manager.onTransferProgress = { id, done, total in
+                EventLog.emit("transfer_progress", ["id": .string(id), "done": .int(Int(clamping: done)), "total": .int(Int(clamping: total))])
+            }
+            for download in downloads {
+                // The last "=": a URL may hold some in its query, a path seldom does.
+                guard let equals = download.lastIndex(of: "=") else {
+                    EventLog.emit("error", ["message": .string("--download wants URL=PATH, not \(download)")])
+                    continue
+                }
+                do {
+                    let id = try await manager.startDownload(
+                        from: String(download[..<equals]), to: String(download[download.index(after: equals)...]), session: "testapp")
+                    EventLog.emit("transfer_started", ["id": .string(id)])
+                } catch {
+                    EventLog.fail(error)
+                }
+            }
+        }
         if let fetchResult {
             if let fetchHandlerDelay {
                 Task {

@@ -98,4 +98,17 @@ import Testing
                                     createdAt: 1_000_000)
         #expect(normal.expiresAt == 1_000_000 + 604_800_000_000)
     }
+
+    @Test func contentRangesReadHugeFilesAndRefuseNonsense() {
+        #expect(ContentRange("bytes 100-199/1000") == ContentRange("bytes 100-199/1000"))
+        let huge = ContentRange("bytes 4294967296-10737418239/10737418240")
+        #expect(huge?.start == 4_294_967_296 && huge?.end == 10_737_418_239 && huge?.total == 10_737_418_240)
+        #expect(ContentRange("bytes 0-9/*")?.total == nil)
+        #expect(ContentRange("bytes 10-9/100") == nil)
+        #expect(ContentRange("bytes 0-100/100") == nil)
+        #expect(ContentRange("items 0-9/10") == nil)
+        #expect(ContentRange("bytes 0-9") == nil)
+        #expect(ContentRange("bytes -5-9/10") == nil)
+        #expect(ContentRange("bytes 0-99999999999999999999/1") == nil)
+    }
 }

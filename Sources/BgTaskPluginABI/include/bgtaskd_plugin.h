@@ -8,7 +8,7 @@
  * export_interface_at; 1.7 adds post, the one host function other threads
  * may call).
  *
- * A mode plugin (fetch, remote-notification, location) is a shared library
+ * A mode plugin (fetch, remote-notification, location, transfer) is a shared library
  * named libbgtaskd-mode-<name>.so that exports one symbol:
  *
  *     const bgt_plugin_descriptor *bgtaskd_plugin_entry(void);
