@@ -66,6 +66,8 @@ final class TransfersMode: ModePlugin {
     /// Each checked-in app's connection, for TransferProgress.
     private var connections: [String: String] = [:]
     private var sleeping = false
+    /// A schedule() is posted and not yet run.
+    private var schedulePosted = false
     private var lastSequence: UInt64 = 0
     private var armedAt: UInt64?
     private var undo = UndoLog()
@@ -108,10 +110,10 @@ final class TransfersMode: ModePlugin {
         if !transfers.isEmpty { host.log(.info, "\(transfers.count) transfers from before the restart go on") }
         isStarted = true
         let conditions = SystemConditions(host: host)
-        conditions.changed = { [unowned self] in self.schedule() }
+        conditions.changed = { [unowned self] in self.requestSchedule() }
         conditions.start()
         self.conditions = conditions
-        schedule()
+        requestSchedule()
         for app in Set(transfers.values.filter { $0.state == .finished }.map(\.app)).sorted() { deliver(app) }
     }
 
@@ -212,7 +214,7 @@ final class TransfersMode: ModePlugin {
         try save(record)
         try call.reply { (reply) throws(ModeError) in try reply.append(id) }
         host.logWhenCommitted(.info, "\(app) \(kind == .download ? "downloads" : "uploads") \(id): \(url.prefix(200)) \(kind == .download ? "to" : "from") \(resolved)")
-        schedule()
+        requestSchedule()
     }
 
     /// StartDownload's and StartUpload's options, each of its own type.
@@ -296,7 +298,7 @@ final class TransfersMode: ModePlugin {
             removePartial(record)
         }
         host.logWhenCommitted(.info, "\(record.app) cancelled transfer \(id)")
-        schedule()
+        requestSchedule()
     }
 
     private func list(_ call: PluginCall) throws {
@@ -364,6 +366,25 @@ final class TransfersMode: ModePlugin {
     }
 
     // MARK: Running
+
+    /// Schedules soon, in a batch of its own: an attempt is an effect outside
+    /// (a request to a server), so it must not start inside a call whose
+    /// writes may yet be rolled back (a full disk), which would send a request
+    /// for a transfer that was never accepted.
+    private func requestSchedule() {
+        guard !schedulePosted else { return }
+        let mode = WeakMode(self)
+        if host.poster.post({ mode.value?.runPostedSchedule() }) {
+            schedulePosted = true
+        } else {
+            schedule()
+        }
+    }
+
+    private func runPostedSchedule() {
+        schedulePosted = false
+        schedule()
+    }
 
     /// Starts what may run, finishes what timed out, and arms the next opportunity.
     private func schedule() {
@@ -437,9 +458,9 @@ final class TransfersMode: ModePlugin {
         case .ended(let id, let outcome):
             running.remove(id)
             if let partial = discarded.removeValue(forKey: id) { unlink(partial) }
-            guard let record = transfers[id] else { return schedule() }
+            guard let record = transfers[id] else { return requestSchedule() }
             ended(record, outcome)
-            schedule()
+            requestSchedule()
         }
     }
 
@@ -593,10 +614,10 @@ final class TransfersMode: ModePlugin {
                 for id in running { runner?.cancel(id) }
                 host.log(.info, "the machine sleeps: \(running.count) transfers pause")
             }
-            schedule()
+            requestSchedule()
         case .wakeOpportunity:
             armedAt = nil
-            schedule()
+            requestSchedule()
         case .refreshChanged, .appsChanged:
             appInfos.clear()
         case .tokenCompleted, .appStateChanged:

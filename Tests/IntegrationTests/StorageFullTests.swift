@@ -134,6 +134,43 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A transfer that cannot be stored is not started: no id, no listing, no bytes fetched.
+    @Test(.enabled(if: StorageFullTests.canMount, "needs root to mount a tmpfs"))
+    func aTransferThatCannotBeStoredIsNeverStarted() throws {
+        let disk = try SmallDisk(size: "1m")
+        let server = try TransferServer()
+        let daemon = try DaemonUnderTest(stateDirectory: disk.path + "/state", desktopEntries: [
+            DesktopEntrySpec(id: TransfersTests.app, modes: ["transfer"], exec: "/bin/false"),
+        ])
+        let cache = daemon.home + "/.cache/" + TransfersTests.app
+        try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+        let client = try TransfersTests().app(daemon)
+        disk.fill()
+        var accepted: [String] = []
+        var failure: BusError?
+        for n in 0..<2000 {
+            do {
+                // Long URLs fill the write-ahead log sooner; a throttled server keeps accepted ones unfinished.
+                let url = server.url("/blob/1M?rate=1000&n=\(n)&pad=" + String(repeating: "x", count: 3000))
+                accepted.append(try TransfersTests().start(client, url: url, path: cache + "/f\(n).bin"))
+            } catch let error as BusError {
+                failure = error
+                break
+            }
+        }
+        #expect(failure?.name == Self.storageFailed && failure?.message.contains("the disk is full") == true, "\(String(describing: failure))")
+        let listed = try TransfersTests().list(client).compactMap { entry -> String? in
+            if case .string(let id)? = entry["transfer_id"] { id } else { nil }
+        }
+        #expect(listed == accepted, "every transfer answered with an id is listed, and no other")
+        let requested = try server.json("/stats")["requests"] as? Int ?? -1
+        #expect(requested <= accepted.count, "no request for a transfer that was refused")
+        disk.makeRoom()
+        let id = try TransfersTests().start(client, url: server.url("/blob/1K"), path: cache + "/after.bin")
+        #expect(try TransfersTests().waitForFinished(client, id)?.result == "success", "\(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test(.enabled(if: StorageFullTests.canMount, "needs root to mount a tmpfs"))
     func startingOnAFullDiskSaysSoWithItsOwnExitStatus() throws {
         let disk = try SmallDisk(size: "256k")
