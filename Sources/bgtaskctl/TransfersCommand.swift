@@ -36,8 +36,17 @@ struct TransfersCommand: ClientCommand {
 
     func run(with client: DaemonClient) throws {
         let uniqueName = try client.daemonUniqueName()
-        let reply = try client.call(TransfersInterface.Method.listTransfers.rawValue, interface: BgTaskNames.transfers, destination: uniqueName) {
-            (call) throws(BusError) in try call.append(session ?? "")
+        let reply: Message
+        do {
+            reply = try client.call(TransfersInterface.Method.listTransfers.rawValue, interface: BgTaskNames.transfers, destination: uniqueName) {
+                (call) throws(BusError) in try call.append(session ?? "")
+            }
+        } catch {
+            var error = error
+            error.hint = error.name == BgTaskError.Code.notPermitted.rawValue
+                ? "only unsandboxed processes of the daemon's user may list every app's transfers"
+                : ClientError.modeHint(for: error.name, mode: .transfer)
+            throw error
         }
         let transfers = try BusRecord.list(from: reply, member: TransfersInterface.Method.listTransfers.rawValue)
         if global.json {

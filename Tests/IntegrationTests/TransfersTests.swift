@@ -345,4 +345,14 @@ import Testing
         #expect(TransferServer.isBlob(cache(daemon) + "/night.bin", size: 6 << 20))
         #expect(try server.ranges(of: path).count == 2)
     }
+
+    @Test func bgtaskctlSaysWhenTheTransferPluginIsMissing() throws {
+        let empty = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-no-plugins-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: empty) }
+        let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", empty])
+        let result = try daemon.bgtaskctl(["transfers"])
+        #expect(!result.succeeded && result.standardError.contains("without its transfer plugin"), "\(result)")
+        #expect(daemon.stop() == .status(0))
+    }
 }
