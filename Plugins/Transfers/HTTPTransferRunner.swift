@@ -71,7 +71,8 @@ final class HTTPTransferRunner: Sendable {
         _ job: TransferJob, client: HTTPClient, report: @escaping @Sendable (TransferReport) -> Void
     ) async -> TransferOutcome {
         // O_NOFOLLOW: a link planted where the partial file goes is not followed.
-        let fd = open(job.partial, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        // 0666 less the umask, as any download tool leaves a file.
+        let fd = open(job.partial, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
         guard fd >= 0 else { return .fatal("cannot open \(job.partial): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var info = stat()

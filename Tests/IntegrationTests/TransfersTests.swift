@@ -128,6 +128,11 @@ import Testing
         #expect(done.info["path"] == .string(destination) && done.info["state"] == .string("finished"))
         #expect(TransferServer.isBlob(destination, size: 5 << 20))
         #expect(partialFiles(in: cache(daemon)).isEmpty)
+        // Created as any download tool creates a file: 0666 less the umask the daemon inherited from us.
+        let mask = umask(0o022)
+        umask(mask)
+        let mode = (try FileManager.default.attributesOfItem(atPath: destination)[.posixPermissions] as? Int) ?? -1
+        #expect(mode == 0o666 & ~Int(mask), "mode \(String(mode, radix: 8))")
         // Listed until the app completes the wake; then forgotten.
         #expect(try list(client).map { $0["transfer_id"] } == [.string(id)])
         try complete(client, done.token)
