@@ -360,4 +360,26 @@ import Testing
         #expect(!result.succeeded && result.standardError.contains("without its transfer plugin"), "\(result)")
         #expect(daemon.stop() == .status(0))
     }
+
+    /// A large file arrives whole: sizes, progress and the bytes themselves.
+    @Test func aLargeDownloadArrivesWhole() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        try client.listen(for: "TransferProgress")
+        let size = 300 << 20
+        let destination = cache(daemon) + "/large.bin"
+        let id = try start(client, url: server.url("/blob/300M"), path: destination)
+        let done = try #require(try waitForFinished(client, id, timeout: .seconds(120)), "\(daemon.log)")
+        #expect(done.result == "success" && done.info["bytes_done"] == .uint64(UInt64(size)) && done.info["bytes_total"] == .uint64(UInt64(size)))
+        #expect(TransferServer.isBlob(destination, size: size))
+        let progress = try client.received.filter { $0.member == "TransferProgress" }.map { message -> (UInt64, UInt64) in
+            try message.rewind()
+            _ = try message.readString()
+            return (try message.readUInt64(), try message.readUInt64())
+        }
+        #expect(progress.last.map { $0 == (UInt64(size), UInt64(size)) } == true, "the last progress is the whole file: \(progress.suffix(3))")
+        #expect(zip(progress, progress.dropFirst()).allSatisfy { $0.0 <= $1.0 }, "progress never goes back")
+        try FileManager.default.removeItem(atPath: destination)
+    }
 }
