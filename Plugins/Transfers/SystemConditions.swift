@@ -8,8 +8,8 @@ import BgTaskTransferCore
 final class SystemConditions {
     private let host: PluginHost
     private(set) var current = TransferConditions()
-    /// Called on the loop when ``current`` changed.
-    var changed: (() -> Void)?
+    /// Called on the loop when ``current`` changed, with what it was before.
+    var changed: ((_ before: TransferConditions) -> Void)?
 
     private struct Source {
         var service: String
@@ -109,8 +109,9 @@ final class SystemConditions {
 
     private func update(_ next: TransferConditions) {
         guard next != current else { return }
+        let before = current
         current = next
         host.log(.info, "conditions for transfers: connectivity \(next.connectivity.map(String.init) ?? "unknown"), metered \(next.metered.map(String.init) ?? "unknown"), on battery \(next.onBattery.map(String.init) ?? "unknown"), power saver \(next.powerSaver)")
-        changed?()
+        changed?(before)
     }
 }

@@ -110,7 +110,7 @@ final class TransfersMode: ModePlugin {
         if !transfers.isEmpty { host.log(.info, "\(transfers.count) transfers from before the restart go on") }
         isStarted = true
         let conditions = SystemConditions(host: host)
-        conditions.changed = { [unowned self] in self.requestSchedule() }
+        conditions.changed = { [unowned self] before in self.conditionsChanged(from: before) }
         conditions.start()
         self.conditions = conditions
         requestSchedule()
@@ -366,6 +366,21 @@ final class TransfersMode: ModePlugin {
     }
 
     // MARK: Running
+
+    /// The network came back: what waits for a retry after failing without
+    /// it tries again now, not when its backoff (up to 5 minutes) ends.
+    private func conditionsChanged(from before: TransferConditions) {
+        if before.isOffline, conditions?.current.isOffline == false {
+            let now = host.realtimeMicroseconds
+            for (id, record) in transfers where record.state == .waiting && record.notBefore > now {
+                var retried = record
+                retried.notBefore = 0
+                transfers[id] = retried
+            }
+            host.log(.info, "the network is back: transfers waiting to retry try again now")
+        }
+        requestSchedule()
+    }
 
     /// Schedules soon, in a batch of its own: an attempt is an effect outside
     /// (a request to a server), so it must not start inside a call whose

@@ -382,4 +382,23 @@ import Testing
         #expect(zip(progress, progress.dropFirst()).allSatisfy { $0.0 <= $1.0 }, "progress never goes back")
         try FileManager.default.removeItem(atPath: destination)
     }
+
+    /// A transfer told to come back in an hour tries again as soon as the network comes back.
+    @Test func theNetworkComingBackEndsTheWaitForARetry() throws {
+        let system = try MockSystemBus(services: [.networkManager(connectivity: 4, metered: 2)])
+        defer { system.stop() }
+        let server = try TransferServer()
+        let daemon = try daemon(environment: system.environment)
+        let client = try app(daemon)
+        let id = try start(client, url: server.url("/blob/1M?fail=1&retry_after=3600"), path: cache(daemon) + "/back.bin")
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try list(client).first?["waiting_for"] != .string("a retry"), ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        let waiting = try #require(try list(client).first)
+        #expect(waiting["waiting_for"] == .string("a retry") && waiting["attempts"] == .uint64(1), "\(waiting)")
+        try system.setNetwork(connectivity: 1, metered: 2)
+        #expect(try waitForFinished(client, id, timeout: .seconds(2)) == nil)
+        try system.setNetwork(connectivity: 4, metered: 2)
+        let done = try #require(try waitForFinished(client, id, timeout: .seconds(15)), "\(daemon.log)")
+        #expect(done.result == "success")
+    }
 }

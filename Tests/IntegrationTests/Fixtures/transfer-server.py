@@ -20,7 +20,7 @@ GET|HEAD /blob/<size>[?query]
       norange=1  ignore Range and If-Range, no Accept-Ranges header
       etag=X     the ETag is "X" instead (simulates the content changing)
       fail=K     the first K requests for this URL (path and query, any method)
-                 answer 503 with Retry-After: 1 and a short body
+                 answer 503 with Retry-After: 1 (or retry_after=S seconds) and a short body
       drop=N     the first GET for this URL that sends a body (after any fail=
                  answers) writes only the first N bytes of it, then shuts the
                  socket down; later requests are served in full
@@ -323,7 +323,8 @@ class Handler(BaseHTTPRequestHandler):
         if status is not None:
             return self.reply(status, f'status {status}\n')
         if fail and ordinal <= fail:
-            return self.reply(503, f'failing request {ordinal} of {fail}\n', headers=[('Retry-After', '1')])
+            retry_after = self.query_int(query, 'retry_after') or 1
+            return self.reply(503, f'failing request {ordinal} of {fail}\n', headers=[('Retry-After', str(retry_after))])
         etag = '"%s"' % query.get('etag', f'blob-{size}-v1')
         start, length, code = 0, size, 200
         headers = [('ETag', etag), ('Last-Modified', LAST_MODIFIED)]
