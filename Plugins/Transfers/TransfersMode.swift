@@ -406,6 +406,13 @@ final class TransfersMode: ModePlugin {
         guard isStarted, !sleeping else { return armTimer() }
         let now = host.realtimeMicroseconds
         for record in transfers.values where record.state != .finished && now >= record.expiresAt {
+            // A running attempt stops, and its bytes go: the transfer is over.
+            if running.remove(record.id) != nil {
+                if record.kind == .download { discarded[record.id] = TransferPath.partialFile(for: record.path, id: record.id) }
+                runner?.cancel(record.id)
+            } else {
+                removePartial(record)
+            }
             finish(record, result: .timedOut, error: "not done within \(record.options.resourceTimeout) s (resource_timeout_s)")
         }
         if running.count < maxConcurrent {
@@ -473,7 +480,8 @@ final class TransfersMode: ModePlugin {
         case .ended(let id, let outcome):
             running.remove(id)
             if let partial = discarded.removeValue(forKey: id) { unlink(partial) }
-            guard let record = transfers[id] else { return requestSchedule() }
+            // Gone (cancelled) or already over (timed out): what the attempt did no longer counts.
+            guard let record = transfers[id], record.state != .finished else { return requestSchedule() }
             ended(record, outcome)
             requestSchedule()
         }

@@ -401,4 +401,21 @@ import Testing
         let done = try #require(try waitForFinished(client, id, timeout: .seconds(15)), "\(daemon.log)")
         #expect(done.result == "success")
     }
+
+    /// resource_timeout_s ends a transfer that is still running: timedOut, its bytes gone, and it stays so.
+    @Test func aTransferPastItsResourceTimeoutEndsTimedOut() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let id = try start(client, url: server.url("/blob/8M?rate=2000000"), path: cache(daemon) + "/slow.bin",
+                           options: ["resource_timeout_s": .double(1.5)])
+        let done = try #require(try waitForFinished(client, id, timeout: .seconds(20)), "\(daemon.log)")
+        #expect(done.result == "timedOut" && done.info["state"] == .string("finished"), "\(done.info)")
+        // Had the attempt gone on, it would have finished after 4 s and landed the file.
+        Thread.sleep(forTimeInterval: 4.5)
+        #expect(!FileManager.default.fileExists(atPath: cache(daemon) + "/slow.bin"))
+        #expect(partialFiles(in: cache(daemon)).isEmpty)
+        let listed = try list(client)
+        #expect(listed.first?["result"] == .string("timedOut"), "\(listed)")
+    }
 }
