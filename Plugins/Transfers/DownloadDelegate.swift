@@ -17,7 +17,8 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     private let fd: Int32
     private var have: UInt64
     private let report: @Sendable (TransferReport) -> Void
-    private var verdict: TransferOutcome?
+    /// Set when the head or a write decided how the attempt ends; read once the request is over.
+    private(set) var verdict: TransferOutcome?
     private var done: UInt64 = 0
     private var total: UInt64 = 0
     private var lastReport: UInt64 = 0

@@ -53,7 +53,12 @@ final class HTTPTransferRunner: Sendable {
             case .download: outcome = await Self.download(job, client: client, report: report)
             case .upload: outcome = await Self.upload(job, client: client, report: report)
             }
-            report(.ended(id: job.id, Task.isCancelled ? .cancelled : outcome))
+            // A download done and flushed stays done, even if a stop came at the last moment.
+            if case .success = outcome {
+                report(.ended(id: job.id, outcome))
+            } else {
+                report(.ended(id: job.id, Task.isCancelled ? .cancelled : outcome))
+            }
         }
         tasks.withLock { $0[job.id] = task }
         // Forget it once done (the entry may already be replaced by a newer attempt).
@@ -72,7 +77,8 @@ final class HTTPTransferRunner: Sendable {
     ) async -> TransferOutcome {
         // O_NOFOLLOW: a link planted where the partial file goes is not followed.
         // 0666 less the umask, as any download tool leaves a file.
-        let fd = open(job.partial, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
+        // O_NONBLOCK: a FIFO planted there must not hang the opening thread (it fails the type check below).
+        let fd = open(job.partial, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o666)
         guard fd >= 0 else { return .fatal("cannot open \(job.partial): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var info = stat()
@@ -104,6 +110,8 @@ final class HTTPTransferRunner: Sendable {
             }
             return outcome
         } catch {
+            // The delegate's own verdict (a write that failed) says more than the cancellation it caused.
+            if let verdict = delegate.verdict { return verdict }
             return Task.isCancelled ? .cancelled : .network("the connection broke after \(delegate.bytesDone) bytes: \(error)")
         }
     }
@@ -132,7 +140,7 @@ final class HTTPTransferRunner: Sendable {
     private static func upload(
         _ job: TransferJob, client: HTTPClient, report: @escaping @Sendable (TransferReport) -> Void
     ) async -> TransferOutcome {
-        let fd = open(job.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        let fd = open(job.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else { return .fatal("cannot open \(job.path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var info = stat()

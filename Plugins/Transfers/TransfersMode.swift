@@ -55,10 +55,18 @@ final class TransfersMode: ModePlugin {
 
     /// Every transfer not yet completed by its app, by id.
     private var transfers: [String: TransferRecord] = [:]
-    /// Transfers whose attempt runs now.
-    private var running: Set<String> = []
+    /// The attempt in flight of each transfer that has one, by number. What
+    /// runs outside is a fact, not a batch's change: never undone.
+    private var running: [String: UInt64] = [:]
+    /// Attempts stopped (Cancel, a timeout, sleep, a rolled-back batch) whose
+    /// `.ended` has not come yet: their transfer starts no new attempt until
+    /// then, so two attempts never write one partial file.
+    private var draining: [String: UInt64] = [:]
+    private var lastAttempt: UInt64 = 0
     /// Partial files of downloads cancelled while their attempt ran: removed once it has stopped writing.
     private var discarded: [String: String] = [:]
+    /// Whether the host runs work posted from other threads (ABI 1.7): without it no report would come back.
+    private var canPost = true
     /// Tokens of wakes on their way, with the finished transfers each carries.
     private var tokens: [String: [String]] = [:]
     /// Finished transfers whose wake is on its way.
@@ -109,6 +117,9 @@ final class TransfersMode: ModePlugin {
         if unreadable > 0 { host.log(.warning, "\(unreadable) stored transfers cannot be read and are ignored") }
         if !transfers.isEmpty { host.log(.info, "\(transfers.count) transfers from before the restart go on") }
         isStarted = true
+        // A no-op post says whether reports can come back at all (ABI 1.7).
+        canPost = host.poster.post {}
+        if !canPost { host.log(.error, "this bgtaskd cannot run work posted from other threads (plugin ABI 1.7): transfers cannot run") }
         let conditions = SystemConditions(host: host)
         conditions.changed = { [unowned self] before in self.conditionsChanged(from: before) }
         conditions.start()
@@ -133,11 +144,23 @@ final class TransfersMode: ModePlugin {
 
     func rollBack() {
         undo.undoAll()
-        // An attempt started by the batch that failed stops again.
-        for id in running where transfers[id]?.state != .running {
-            running.remove(id)
-            runner?.cancel(id)
+        // An attempt started by the batch that failed stops again; a transfer
+        // whose attempt ended in it waits for a new one.
+        for (id, _) in running where transfers[id]?.state != .running { stopAttempt(id) }
+        for (id, record) in transfers where record.state == .running && running[id] == nil {
+            var waiting = record
+            waiting.state = .waiting
+            transfers[id] = waiting
         }
+    }
+
+    /// Stops the attempt in flight of `id`, if any; it drains until its `.ended`.
+    @discardableResult
+    private func stopAttempt(_ id: String) -> Bool {
+        guard let attempt = running.removeValue(forKey: id) else { return false }
+        draining[id] = attempt
+        runner?.cancel(id)
+        return true
     }
 
     private func setRecord(_ id: String, _ record: TransferRecord?) {
@@ -196,10 +219,16 @@ final class TransfersMode: ModePlugin {
         let path = try arguments.readString()
         let options = try Self.options(try arguments.readTypedOptions(), kind: kind)
         let app = try declaringApp(call)
+        guard canPost else { throw ModeError.failed("this bgtaskd cannot run transfers (its plugin host lacks ABI 1.7's post)") }
         guard session.utf8.count <= Self.maximumSessionBytes else {
             throw ModeError.invalidArgs("the session id is longer than \(Self.maximumSessionBytes) bytes")
         }
         if let problem = Self.problem(withURL: url) { throw ModeError.invalidArgs(problem) }
+        // The partial file's name is the destination's and the id's: it must fit NAME_MAX too.
+        let name = path.split(separator: "/").last.map(String.init) ?? ""
+        guard name.utf8.count <= TransferPath.maximumNameBytes else {
+            throw ModeError.invalidArgs("the file name '\(name.prefix(60))…' is longer than \(TransferPath.maximumNameBytes) bytes")
+        }
         var resolved = path
         if let problem = TransferDirectories.problem(with: path, app: app, mustExist: kind == .upload, resolved: &resolved) {
             throw ModeError.invalidArgs(problem)
@@ -291,9 +320,8 @@ final class TransfersMode: ModePlugin {
         let record = try owned(id, by: call)
         try forget(id)
         try call.reply()
-        if running.remove(id) != nil {
+        if stopAttempt(id) {
             if record.kind == .download { discarded[id] = TransferPath.partialFile(for: record.path, id: id) }
-            runner?.cancel(id)
         } else {
             removePartial(record)
         }
@@ -405,20 +433,23 @@ final class TransfersMode: ModePlugin {
     private func schedule() {
         guard isStarted, !sleeping else { return armTimer() }
         let now = host.realtimeMicroseconds
+        var expiredApps: Set<String> = []
         for record in transfers.values where record.state != .finished && now >= record.expiresAt {
             // A running attempt stops, and its bytes go: the transfer is over.
-            if running.remove(record.id) != nil {
+            if stopAttempt(record.id) {
                 if record.kind == .download { discarded[record.id] = TransferPath.partialFile(for: record.path, id: record.id) }
-                runner?.cancel(record.id)
-            } else {
+            } else if draining[record.id] == nil {
                 removePartial(record)
             }
-            finish(record, result: .timedOut, error: "not done within \(record.options.resourceTimeout) s (resource_timeout_s)")
+            finish(record, result: .timedOut, error: "not done within \(record.options.resourceTimeout) s (resource_timeout_s)", deliver: false)
+            expiredApps.insert(record.app)
         }
-        if running.count < maxConcurrent {
+        // One wake per app for all that timed out together.
+        for app in expiredApps.sorted() { deliver(app) }
+        if running.count < maxConcurrent, canPost {
             let current = conditions?.current ?? TransferConditions()
             let ready = transfers.values
-                .filter { $0.state == .waiting && $0.notBefore <= now && current.blocker(for: $0.options) == nil }
+                .filter { $0.state == .waiting && $0.notBefore <= now && draining[$0.id] == nil && current.blocker(for: $0.options) == nil }
                 .sorted { Self.sequence(of: $0.id) < Self.sequence(of: $1.id) }
             for record in ready.prefix(maxConcurrent - running.count) { begin(record) }
         }
@@ -428,9 +459,12 @@ final class TransfersMode: ModePlugin {
     /// The next moment something waits for: a retry, or a timeout.
     private func armTimer() {
         var next = UInt64.max
+        let now = host.realtimeMicroseconds
         for record in transfers.values where record.state != .finished {
             next = min(next, record.expiresAt)
-            if record.state == .waiting, record.notBefore > 0 { next = min(next, record.notBefore) }
+            // Only a retry still ahead: one whose time has come waits for a slot or
+            // a condition, which an attempt's end or a change brings, not a timer.
+            if record.state == .waiting, record.notBefore > now { next = min(next, record.notBefore) }
         }
         let wanted: UInt64? = next == .max ? nil : next
         guard wanted != armedAt else { return }
@@ -443,22 +477,26 @@ final class TransfersMode: ModePlugin {
         self.runner = runner
         var record = record
         record.state = .running
+        record.notBefore = 0
         setRecord(record.id, record)
-        undo.set(\.running, of: self, record.id, contains: true)
+        lastAttempt += 1
+        let attempt = lastAttempt
+        running[record.id] = attempt
         let gate = self.gate
         let poster = host.poster
         let mode = WeakMode(self)
         runner.run(TransferJob(record)) { report in
-            gate.pass { _ = poster.post { mode.value?.received(report) } }
+            gate.pass { _ = poster.post { mode.value?.received(report, attempt: attempt) } }
         }
         host.log(.debug, "transfer \(record.id) attempt \(record.attempts + 1) starts")
     }
 
-    /// A report of the runner, on the loop.
-    private func received(_ report: TransferReport) {
+    /// A report of attempt `attempt` of the runner, on the loop. Reports of
+    /// an attempt that was stopped are not about the transfer any more.
+    private func received(_ report: TransferReport, attempt: UInt64) {
         switch report {
         case .started(let id, let status, let validator, let done, let total, let resumed, let restarted):
-            guard var record = transfers[id], running.contains(id) else { return }
+            guard var record = transfers[id], running[id] == attempt else { return }
             record.status = status == 0 ? record.status : status
             record.validator = validator
             record.bytesDone = done
@@ -472,15 +510,24 @@ final class TransfersMode: ModePlugin {
             trySave(record)
             progressed(record)
         case .progress(let id, let done, let total):
-            guard var record = transfers[id], running.contains(id) else { return }
+            guard var record = transfers[id], running[id] == attempt else { return }
             record.bytesDone = done
             record.bytesTotal = total
             transfers[id] = record
             progressed(record)
         case .ended(let id, let outcome):
-            running.remove(id)
-            if let partial = discarded.removeValue(forKey: id) { unlink(partial) }
-            // Gone (cancelled) or already over (timed out): what the attempt did no longer counts.
+            if draining[id] == attempt {
+                // A stopped attempt has stopped writing: its partial file may go, and its transfer go on.
+                draining[id] = nil
+                if let partial = discarded.removeValue(forKey: id) { unlink(partial) }
+                if var record = transfers[id], record.state == .running {
+                    record.state = .waiting
+                    transfers[id] = record
+                }
+                return requestSchedule()
+            }
+            guard running[id] == attempt else { return }
+            running[id] = nil
             guard let record = transfers[id], record.state != .finished else { return requestSchedule() }
             ended(record, outcome)
             requestSchedule()
@@ -566,7 +613,7 @@ final class TransfersMode: ModePlugin {
         unlink(TransferPath.partialFile(for: record.path, id: record.id))
     }
 
-    private func finish(_ record: TransferRecord, result: TransfersInterface.Result, error: String?) {
+    private func finish(_ record: TransferRecord, result: TransfersInterface.Result, error: String?, deliver wake: Bool = true) {
         var record = record
         record.state = .finished
         record.result = result.rawValue
@@ -574,7 +621,7 @@ final class TransfersMode: ModePlugin {
         trySave(record)
         host.logWhenCommitted(result == .success ? .info : .notice,
                               "transfer \(record.id) of \(record.app): \(result.rawValue)\(error.map { " (\($0.prefix(300)))" } ?? "")")
-        deliver(record.app)
+        if wake { deliver(record.app) }
     }
 
     // MARK: Waking the app
@@ -601,15 +648,19 @@ final class TransfersMode: ModePlugin {
     func handle(_ event: PluginEvent) {
         switch event {
         case .tokenReady(_, let token, let connection):
-            for id in tokens[token] ?? [] {
+            let carried = (tokens[token] ?? []).filter { transfers[$0] != nil }
+            for id in carried {
                 guard let record = transfers[id] else { continue }
+                var info = describe(record)
+                // The app completes the wake once it has handled this many results.
+                info[TransfersInterface.Key.tokenTransfers.rawValue] = .uint(UInt64(carried.count))
                 do {
                     try host.emit(TransfersInterface.Signal.transferFinished.rawValue, interface: BgTaskNames.transfers, to: connection) {
                         (signal) throws(ModeError) in
                         try signal.append(token)
                         try signal.append(record.id)
                         try signal.append(record.result ?? TransfersInterface.Result.failed.rawValue)
-                        try signal.append(dictionary: describe(record))
+                        try signal.append(dictionary: info)
                     }
                 } catch {
                     host.log(.warning, "cannot send TransferFinished for \(id): \(error.message)")
@@ -634,8 +685,9 @@ final class TransfersMode: ModePlugin {
             sleeping = asleep
             if asleep {
                 // The network goes with the machine: attempts stop, transfers wait for the wake.
-                for id in running { runner?.cancel(id) }
-                host.log(.info, "the machine sleeps: \(running.count) transfers pause")
+                let paused = running.count
+                for id in Array(running.keys) { stopAttempt(id) }
+                host.log(.info, "the machine sleeps: \(paused) transfers pause")
             }
             requestSchedule()
         case .wakeOpportunity:

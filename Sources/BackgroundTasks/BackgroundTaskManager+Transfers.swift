@@ -141,7 +141,7 @@ extension BackgroundTaskManager {
     ) {
         transferDispatcher.setDeliver { [weak self] signal in
             guard let self else { return }
-            self.handingOverTransferResult(token: signal.token)
+            self.handingOverTransferResult(token: signal.token, carried: signal.tokenTransfers)
             let latch = CompletionLatch()
             handler(signal.result) { [weak self] in
                 guard latch.claim() else { return }
@@ -196,15 +196,32 @@ extension BackgroundTaskManager {
             let token = try signal.readString()
             _ = try signal.readString()
             let outcome = TransferResult.Outcome(wire: try signal.readString())
-            let info = TransferInfo(try signal.readValue() ?? .dictionary(key: "s", value: "v", []))
-            dispatcher.received(TransferSignal(token: token, result: TransferResult(outcome: outcome, transfer: info)))
+            let value = try signal.readValue() ?? .dictionary(key: "s", value: "v", [])
+            var count = 1
+            if case .dictionary(_, _, let entries) = value,
+               let entry = entries.first(where: { $0.key == .string(TransfersInterface.Key.tokenTransfers.rawValue) }),
+               case .uint32(let carried) = entry.value.unwrapped
+            {
+                count = max(1, Int(carried))
+            } else if case .dictionary(_, _, let entries) = value,
+                      let entry = entries.first(where: { $0.key == .string(TransfersInterface.Key.tokenTransfers.rawValue) }),
+                      case .uint64(let carried) = entry.value.unwrapped
+            {
+                count = max(1, Int(clamping: carried))
+            }
+            dispatcher.received(TransferSignal(
+                token: token, result: TransferResult(outcome: outcome, transfer: TransferInfo(value)), tokenTransfers: count))
         }
         connection.observeServiceOwner { _ in dispatcher.discardQueued() }
     }
 
-    /// Counts a result handed to the handler (SDK thread, from the dispatcher's deliver).
-    func handingOverTransferResult(token: String) {
-        transferTokens.withLock { $0[token, default: 0] += 1 }
+    /// Notes, at the first result of `token`, how many results it carries
+    /// (SDK thread, from the dispatcher's deliver): the wake is completed once
+    /// the app has completed that many, not when the first of them is.
+    func handingOverTransferResult(token: String, carried: Int) {
+        transferTokens.withLock { counts in
+            if counts[token] == nil { counts[token] = carried }
+        }
     }
 
     /// One result of `token` was completed: the last one completes the wake.

@@ -105,6 +105,8 @@ final class CompletionLatch: Sendable {
 struct TransferSignal: Sendable {
     var token: String
     var result: TransferResult
+    /// How many results the token carries (1 from a daemon that does not say).
+    var tokenTransfers: Int
 }
 
 /// `TransferFinished` signals waiting for the transfer handler.

@@ -72,5 +72,7 @@ public enum TransfersInterface {
         /// b: the server could not resume, so the download started again from zero.
         case restarted
         case discretionary
+        /// u, in TransferFinished's `info` only: how many TransferFinished its token carries.
+        case tokenTransfers = "token_transfers"
     }
 }

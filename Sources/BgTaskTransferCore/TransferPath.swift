@@ -5,6 +5,9 @@
 public enum TransferPath {
     /// The longest path taken (PATH_MAX).
     public static let maximumBytes = 4096
+    /// The longest file name taken: NAME_MAX less what the partial file's name
+    /// adds (a dot, the transfer id, `.bgtaskd-part`).
+    public static let maximumNameBytes = 200
 
     /// Why `path` cannot name a transfer's file, or nil.
     public static func problem(with path: String) -> String? {

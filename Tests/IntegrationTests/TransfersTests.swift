@@ -418,4 +418,30 @@ import Testing
         let listed = try list(client)
         #expect(listed.first?["result"] == .string("timedOut"), "\(listed)")
     }
+
+    /// Results that waited for the app come together on its check-in, under
+    /// one token that says how many it carries.
+    @Test func resultsThatWaitedComeUnderOneTokenThatCountsThem() throws {
+        let server = try TransferServer()
+        let daemon = try daemon(settings: ["Transfers.WakeBudgetSec=1"])
+        var client: RawClient? = try app(daemon)
+        let first = try start(client!, url: server.url("/blob/1M?rate=2000000&n=1"), path: cache(daemon) + "/one.bin")
+        let second = try start(client!, url: server.url("/blob/1M?rate=2000000&n=2"), path: cache(daemon) + "/two.bin")
+        client = nil
+        // The app is not running and cannot be launched (/bin/false): the results wait.
+        let admin = try RawClient(daemon)
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try list(admin).filter({ $0["state"] == .string("finished") }).count < 2, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        Thread.sleep(forTimeInterval: 3)
+        let again = try app(daemon)
+        #expect(again.waitForSignals(2, timeout: .seconds(10)), "\(daemon.log)")
+        let results = try finished(again)
+        #expect(Set(results.map(\.id)) == [first, second], "\(results.map(\.id))")
+        #expect(Set(results.map(\.token)).count == 1 && results.allSatisfy { $0.info["token_transfers"] == .uint64(2) },
+                "\(results.map { ($0.token, $0.info["token_transfers"] as Any) })")
+        try complete(again, results[0].token)
+        #expect(try list(again).isEmpty)
+    }
 }
