@@ -77,8 +77,13 @@ final class HTTPTransferRunner: Sendable {
     ) async -> TransferOutcome {
         // O_NOFOLLOW: a link planted where the partial file goes is not followed.
         // 0666 less the umask, as any download tool leaves a file.
+        // Relative to the directory checked on disk now, not to a path a link may have redirected since the start.
+        guard let (directory, _) = TransferDirectories.openParent(of: job.path, app: job.app) else {
+            return .fatal("\(job.path) is no longer inside \(job.app)'s own directories")
+        }
+        defer { close(directory) }
         // O_NONBLOCK: a FIFO planted there must not hang the opening thread (it fails the type check below).
-        let fd = open(job.partial, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o666)
+        let fd = openat(directory, job.partialName, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o666)
         guard fd >= 0 else { return .fatal("cannot open \(job.partial): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var info = stat()
@@ -140,7 +145,11 @@ final class HTTPTransferRunner: Sendable {
     private static func upload(
         _ job: TransferJob, client: HTTPClient, report: @escaping @Sendable (TransferReport) -> Void
     ) async -> TransferOutcome {
-        let fd = open(job.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard let (directory, name) = TransferDirectories.openParent(of: job.path, app: job.app) else {
+            return .fatal("\(job.path) is no longer inside \(job.app)'s own directories")
+        }
+        defer { close(directory) }
+        let fd = openat(directory, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else { return .fatal("cannot open \(job.path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var info = stat()

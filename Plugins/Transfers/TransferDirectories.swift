@@ -42,6 +42,38 @@ enum TransferDirectories {
         return nil
     }
 
+    /// Opens the directory `path` lies in and checks, on the directory
+    /// actually opened, that the file is inside one of `app`'s roots; returns
+    /// the directory's descriptor and the file's name, to open and rename
+    /// relative to it. Whatever replaces a directory on the way with a link
+    /// after this cannot move the file elsewhere: the descriptor stays on
+    /// the directory that was checked.
+    static func openParent(of path: String, app: String) -> (fd: Int32, name: String)? {
+        guard TransferPath.problem(with: path) == nil, let slash = path.lastIndex(of: "/") else { return nil }
+        let parent = slash == path.startIndex ? "/" : String(path[..<slash])
+        let name = String(path[path.index(after: slash)...])
+        let fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        // What the descriptor really is, whatever the path said on the way.
+        guard let opened = readLink("/proc/self/fd/\(fd)"), opened.hasPrefix("/") else {
+            close(fd)
+            return nil
+        }
+        let candidate = (opened == "/" ? "" : opened) + "/" + name
+        guard roots(of: app).compactMap(realPath).contains(where: { TransferPath.isInside(candidate, root: $0) }) else {
+            close(fd)
+            return nil
+        }
+        return (fd, name)
+    }
+
+    private static func readLink(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink(path, &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return buffer.withUnsafeBufferPointer { String(decoding: UnsafeRawBufferPointer($0).prefix(count), as: UTF8.self) }
+    }
+
     private static func realPath(_ path: String) -> String? {
         guard let resolved = realpath(path, nil) else { return nil }
         defer { free(resolved) }

@@ -3,12 +3,16 @@ import BgTaskTransferCore
 /// What one attempt of a transfer needs, copied off the loop for the HTTP client's threads.
 struct TransferJob: Sendable {
     var id: String
+    /// Whose directories the file must stay in.
+    var app: String
     var kind: TransferRecord.Kind
     var url: String
     /// The destination (download) or the source (upload).
     var path: String
     /// The download's partial file, beside its destination.
     var partial: String
+    /// Its name alone, opened relative to the checked directory.
+    var partialName: String
     var headers: [String: String]
     var method: String
     /// The validator the partial file was downloaded under: resume only against it.
@@ -16,10 +20,12 @@ struct TransferJob: Sendable {
 
     init(_ record: TransferRecord) {
         id = record.id
+        app = record.app
         kind = record.kind
         url = record.url
         path = record.path
         partial = TransferPath.partialFile(for: record.path, id: record.id)
+        partialName = String(partial[partial.index(after: partial.lastIndex(of: "/")!)...])
         headers = record.options.headers
         method = record.options.method
         validator = record.validator

@@ -594,16 +594,22 @@ final class TransfersMode: ModePlugin {
     /// Moves a finished download's partial file to its destination; why it could not, or nil.
     private func land(_ record: TransferRecord) -> String? {
         let partial = TransferPath.partialFile(for: record.path, id: record.id)
-        var resolved = record.path
-        // The directories may have changed since the start: check again, on disk.
-        if let problem = TransferDirectories.problem(with: record.path, app: record.app, mustExist: false, resolved: &resolved) {
+        let partialName = String(partial[partial.index(after: partial.lastIndex(of: "/")!)...])
+        // The directory is opened and checked again, on disk, and the rename made relative to it.
+        guard let (directory, name) = TransferDirectories.openParent(of: record.path, app: record.app) else {
             unlink(partial)
-            return problem
+            return "\(record.path) is no longer inside \(record.app)'s own directories"
         }
-        guard rename(partial, resolved) == 0 else {
+        defer { close(directory) }
+        var info = stat()
+        if fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+            unlinkat(directory, partialName, 0)
+            return "\(record.path) is a directory now"
+        }
+        guard renameat(directory, partialName, directory, name) == 0 else {
             let why = String(cString: strerror(errno))
-            unlink(partial)
-            return "cannot move the download to \(resolved): \(why)"
+            unlinkat(directory, partialName, 0)
+            return "cannot move the download to \(record.path): \(why)"
         }
         return nil
     }

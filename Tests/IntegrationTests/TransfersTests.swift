@@ -444,4 +444,34 @@ import Testing
         try complete(again, results[0].token)
         #expect(try list(again).isEmpty)
     }
+
+    /// A directory swapped for a link after the start cannot lead a transfer
+    /// out: the upload does not send the file the link points at, and the
+    /// download writes nothing there.
+    @Test func aDirectorySwappedForALinkAfterTheStartLeadsNowhere() throws {
+        let system = try MockSystemBus(services: [.upower(onBattery: true, percentage: 50)])
+        defer { system.stop() }
+        let server = try TransferServer()
+        let daemon = try daemon(environment: system.environment)
+        let client = try app(daemon)
+        let outside = daemon.home + "/outside"
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        try Data("secret".utf8).write(to: URL(fileURLWithPath: outside + "/x"))
+        let inside = cache(daemon) + "/d"
+        try FileManager.default.createDirectory(atPath: inside, withIntermediateDirectories: true)
+        try Data("harmless".utf8).write(to: URL(fileURLWithPath: inside + "/x"))
+        // Discretionary: they wait for AC power, which gives time to swap the directory.
+        let upload = try start(client, "StartUpload", url: server.url("/upload/x"), path: inside + "/x", options: ["discretionary": .bool(true)])
+        let download = try start(client, url: server.url("/blob/1M"), path: inside + "/y", options: ["discretionary": .bool(true)])
+        try FileManager.default.moveItem(atPath: inside, toPath: cache(daemon) + "/d-moved")
+        try FileManager.default.createSymbolicLink(atPath: inside, withDestinationPath: outside)
+        try system.setOnBattery(false, percentage: 60)
+        let sent = try #require(try waitForFinished(client, upload), "\(daemon.log)")
+        #expect(sent.result == "failed" && (sent.info["error"].map { "\($0)" } ?? "").contains("no longer inside"), "\(sent.info)")
+        let fetched = try #require(try waitForFinished(client, download), "\(daemon.log)")
+        #expect(fetched.result == "failed", "\(fetched.info)")
+        #expect(try server.json("/stats")["bytes_received"] as? Int == 0, "nothing was uploaded")
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: outside)
+        #expect(leftovers == ["x"], "nothing was written outside: \(leftovers)")
+    }
 }
