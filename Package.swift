@@ -211,6 +211,8 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["BgTaskTestKit", "BgTaskCore", "BackgroundTasks", "BgTaskProtocol", "SDBus"],
+            // Scripts the tests run by path (a mock distributor, an HTTP server), not resources.
+            exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -36,6 +36,15 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     }
 
     func didReceiveHead(task: HTTPClient.Task<Response>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        decide(head)
+        // A body that will be dropped is not worth reading (a whole file sent instead of a range).
+        if verdict != nil { task.cancel() }
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    /// Sets ``verdict`` when the answer cannot continue the partial file;
+    /// otherwise positions the file and reports the start.
+    private func decide(_ head: HTTPResponseHead) {
         let status = Int(head.status.code)
         self.status = status
         var restarted = false
@@ -45,7 +54,7 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
                 // Not the bytes asked for: the next attempt starts from zero.
                 _ = ftruncate(fd, 0)
                 verdict = .network("the server answered a range that does not continue the partial file")
-                return task.eventLoop.makeSucceededVoidFuture()
+                return
             }
             total = range.total ?? 0
         case 200...299:
@@ -55,26 +64,25 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
             }
             guard ftruncate(fd, 0) == 0 else {
                 verdict = .fatal("cannot truncate \(job.partial): \(String(cString: strerror(errno)))")
-                return task.eventLoop.makeSucceededVoidFuture()
+                return
             }
             total = head.headers.first(name: "Content-Length").flatMap { UInt64($0) } ?? 0
         case 416:
             _ = ftruncate(fd, 0)
             verdict = .network("the server cannot continue from byte \(have) (416): starting again")
-            return task.eventLoop.makeSucceededVoidFuture()
+            return
         default:
             verdict = .status(status, retryAfter: head.headers.first(name: "Retry-After").flatMap { Double($0) })
-            return task.eventLoop.makeSucceededVoidFuture()
+            return
         }
         guard lseek(fd, off_t(have), SEEK_SET) >= 0 else {
             verdict = .fatal("cannot seek in \(job.partial)")
-            return task.eventLoop.makeSucceededVoidFuture()
+            return
         }
         done = have
         flushedTo = have
         report(.started(id: job.id, status: status, validator: HTTPTransferRunner.validator(of: head.headers), done: have, total: total,
                         resumed: have > 0, restarted: restarted))
-        return task.eventLoop.makeSucceededVoidFuture()
     }
 
     func didReceiveBodyPart(task: HTTPClient.Task<Response>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
