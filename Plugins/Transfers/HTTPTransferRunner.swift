@@ -78,8 +78,10 @@ final class HTTPTransferRunner: Sendable {
         // O_NOFOLLOW: a link planted where the partial file goes is not followed.
         // 0666 less the umask, as any download tool leaves a file.
         // Relative to the directory checked on disk now, not to a path a link may have redirected since the start.
-        guard let (directory, _) = TransferDirectories.openParent(of: job.path, app: job.app) else {
-            return .fatal("\(job.path) is no longer inside \(job.app)'s own directories")
+        let directory: Int32
+        switch TransferDirectories.openParent(of: job.path, app: job.app) {
+        case .success(let parent): directory = parent.fd
+        case .failure(let problem): return .fatal("\(job.path) is no longer inside \(job.app)'s own directories: \(problem)")
         }
         defer { close(directory) }
         // O_NONBLOCK: a FIFO planted there must not hang the opening thread (it fails the type check below).
@@ -145,11 +147,13 @@ final class HTTPTransferRunner: Sendable {
     private static func upload(
         _ job: TransferJob, client: HTTPClient, report: @escaping @Sendable (TransferReport) -> Void
     ) async -> TransferOutcome {
-        guard let (directory, name) = TransferDirectories.openParent(of: job.path, app: job.app) else {
-            return .fatal("\(job.path) is no longer inside \(job.app)'s own directories")
+        let parent: TransferDirectories.Parent
+        switch TransferDirectories.openParent(of: job.path, app: job.app) {
+        case .success(let opened): parent = opened
+        case .failure(let problem): return .fatal("\(job.path) is no longer inside \(job.app)'s own directories: \(problem)")
         }
-        defer { close(directory) }
-        let fd = openat(directory, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        defer { close(parent.fd) }
+        let fd = openat(parent.fd, parent.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else { return .fatal("cannot open \(job.path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var info = stat()

@@ -3,9 +3,10 @@ import Glibc
 
 /// Where on disk an app's transfers may land or come from, checked against
 /// the real paths: its own data and cache directories, the download
-/// directory and its sandbox home. The parent directory is resolved with
-/// realpath, so a symbolic link on the way cannot lead elsewhere; the file
-/// itself may not be a link or anything but a regular file.
+/// directory and its sandbox home. The parent directory is opened and what
+/// was opened is checked, so a symbolic link on the way cannot lead
+/// elsewhere, then or later; the file itself may not be a link or anything
+/// but a regular file.
 enum TransferDirectories {
     /// The roots of `app`, from the daemon's environment.
     static func roots(of app: String) -> [String] {
@@ -15,56 +16,67 @@ enum TransferDirectories {
             downloads: downloadDirectory(home: home))
     }
 
-    /// Why `path` may not be the file of a transfer of `app`, or nil. Returns
-    /// the path as it will be used (its parent resolved) through `resolved`.
-    static func problem(with path: String, app: String, mustExist: Bool, resolved: inout String) -> String? {
-        if let problem = TransferPath.problem(with: path) { return problem }
+    /// The directory a transfer's file lies in, opened and checked: its
+    /// descriptor, the file's name in it, and the file's real path.
+    struct Parent {
+        var fd: Int32
+        var name: String
+        var path: String
+    }
+
+    /// Opens the directory `path` lies in and checks, on the directory
+    /// actually opened (`/proc/self/fd`), that the file is inside one of
+    /// `app`'s roots; the caller opens, renames and unlinks relative to the
+    /// descriptor and closes it. Whatever replaces a directory on the way
+    /// with a link after this cannot move the file elsewhere: the descriptor
+    /// stays on the directory that was checked. Fails with why, for people.
+    static func openParent(of path: String, app: String) -> Result<Parent, TransferPathProblem> {
+        if let problem = TransferPath.problem(with: path) { return .failure(TransferPathProblem(problem)) }
         let slash = path.lastIndex(of: "/")!
         let parent = slash == path.startIndex ? "/" : String(path[..<slash])
         let name = String(path[path.index(after: slash)...])
-        guard let realParent = realPath(parent) else {
-            return "the directory \(parent.prefix(200)) does not exist"
+        let fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return .failure(TransferPathProblem("the directory \(parent.prefix(200)) does not exist")) }
+        guard let opened = readLink("/proc/self/fd/\(fd)"), opened.hasPrefix("/") else {
+            close(fd)
+            return .failure(TransferPathProblem("cannot tell where \(parent.prefix(200)) is"))
         }
-        let candidate = (realParent == "/" ? "" : realParent) + "/" + name
-        let roots = roots(of: app).compactMap(realPath)
-        guard roots.contains(where: { TransferPath.isInside(candidate, root: $0) }) else {
-            return "\(path.prefix(200)) is outside \(app)'s own directories (its data, cache and download directories)"
+        let real = (opened == "/" ? "" : opened) + "/" + name
+        guard roots(of: app).compactMap(realPath).contains(where: { TransferPath.isInside(real, root: $0) }) else {
+            close(fd)
+            return .failure(TransferPathProblem("\(path.prefix(200)) is outside \(app)'s own directories (its data, cache and download directories)"))
         }
+        return .success(Parent(fd: fd, name: name, path: real))
+    }
+
+    /// Why `path` may not be the file of a transfer of `app`, or nil: the
+    /// directory check of ``openParent(of:app:)``, and the file itself, if
+    /// there, a regular file (not a link). Returns the file's real path through `resolved`.
+    static func problem(with path: String, app: String, mustExist: Bool, resolved: inout String) -> String? {
+        let parent: Parent
+        switch openParent(of: path, app: app) {
+        case .success(let opened): parent = opened
+        case .failure(let problem): return problem.description
+        }
+        defer { close(parent.fd) }
         var info = stat()
-        if lstat(candidate, &info) == 0 {
+        if fstatat(parent.fd, parent.name, &info, AT_SYMLINK_NOFOLLOW) == 0 {
             let type = info.st_mode & S_IFMT
             if type == S_IFLNK { return "\(path.prefix(200)) is a symbolic link" }
             if type != S_IFREG { return "\(path.prefix(200)) is not a regular file" }
         } else if mustExist {
             return "\(path.prefix(200)) does not exist"
         }
-        resolved = candidate
+        resolved = parent.path
         return nil
     }
 
-    /// Opens the directory `path` lies in and checks, on the directory
-    /// actually opened, that the file is inside one of `app`'s roots; returns
-    /// the directory's descriptor and the file's name, to open and rename
-    /// relative to it. Whatever replaces a directory on the way with a link
-    /// after this cannot move the file elsewhere: the descriptor stays on
-    /// the directory that was checked.
-    static func openParent(of path: String, app: String) -> (fd: Int32, name: String)? {
-        guard TransferPath.problem(with: path) == nil, let slash = path.lastIndex(of: "/") else { return nil }
-        let parent = slash == path.startIndex ? "/" : String(path[..<slash])
-        let name = String(path[path.index(after: slash)...])
-        let fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        // What the descriptor really is, whatever the path said on the way.
-        guard let opened = readLink("/proc/self/fd/\(fd)"), opened.hasPrefix("/") else {
-            close(fd)
-            return nil
-        }
-        let candidate = (opened == "/" ? "" : opened) + "/" + name
-        guard roots(of: app).compactMap(realPath).contains(where: { TransferPath.isInside(candidate, root: $0) }) else {
-            close(fd)
-            return nil
-        }
-        return (fd, name)
+    /// Removes a partial file, relative to its checked directory; nothing
+    /// when the directory is not the app's any more.
+    static func removePartial(of path: String, id: String, app: String) {
+        guard case .success(let parent) = openParent(of: path, app: app) else { return }
+        defer { close(parent.fd) }
+        unlinkat(parent.fd, TransferPath.partialName(for: parent.name, id: id), 0)
     }
 
     private static func readLink(_ path: String) -> String? {
@@ -114,4 +126,10 @@ extension String {
         while let last = text.last, set.contains(last) { text = text.dropLast() }
         return String(text)
     }
+}
+
+/// Why a path cannot be used, for people.
+struct TransferPathProblem: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }

@@ -25,7 +25,7 @@ struct TransferJob: Sendable {
         url = record.url
         path = record.path
         partial = TransferPath.partialFile(for: record.path, id: record.id)
-        partialName = String(partial[partial.index(after: partial.lastIndex(of: "/")!)...])
+        partialName = TransferPath.partialName(for: String(record.path[record.path.index(after: record.path.lastIndex(of: "/")!)...]), id: record.id)
         headers = record.options.headers
         method = record.options.method
         validator = record.validator

@@ -63,8 +63,8 @@ final class TransfersMode: ModePlugin {
     /// then, so two attempts never write one partial file.
     private var draining: [String: UInt64] = [:]
     private var lastAttempt: UInt64 = 0
-    /// Partial files of downloads cancelled while their attempt ran: removed once it has stopped writing.
-    private var discarded: [String: String] = [:]
+    /// Downloads cancelled while their attempt ran: their partial files go once it has stopped writing.
+    private var discarded: [String: TransferRecord] = [:]
     /// Whether the host runs work posted from other threads (ABI 1.7): without it no report would come back.
     private var canPost = true
     /// Tokens of wakes on their way, with the finished transfers each carries.
@@ -321,7 +321,7 @@ final class TransfersMode: ModePlugin {
         try forget(id)
         try call.reply()
         if stopAttempt(id) {
-            if record.kind == .download { discarded[id] = TransferPath.partialFile(for: record.path, id: id) }
+            discarded[id] = record
         } else {
             removePartial(record)
         }
@@ -437,7 +437,7 @@ final class TransfersMode: ModePlugin {
         for record in transfers.values where record.state != .finished && now >= record.expiresAt {
             // A running attempt stops, and its bytes go: the transfer is over.
             if stopAttempt(record.id) {
-                if record.kind == .download { discarded[record.id] = TransferPath.partialFile(for: record.path, id: record.id) }
+                discarded[record.id] = record
             } else if draining[record.id] == nil {
                 removePartial(record)
             }
@@ -519,7 +519,7 @@ final class TransfersMode: ModePlugin {
             if draining[id] == attempt {
                 // A stopped attempt has stopped writing: its partial file may go, and its transfer go on.
                 draining[id] = nil
-                if let partial = discarded.removeValue(forKey: id) { unlink(partial) }
+                if let record = discarded.removeValue(forKey: id) { removePartial(record) }
                 if var record = transfers[id], record.state == .running {
                     record.state = .waiting
                     transfers[id] = record
@@ -593,22 +593,22 @@ final class TransfersMode: ModePlugin {
 
     /// Moves a finished download's partial file to its destination; why it could not, or nil.
     private func land(_ record: TransferRecord) -> String? {
-        let partial = TransferPath.partialFile(for: record.path, id: record.id)
-        let partialName = String(partial[partial.index(after: partial.lastIndex(of: "/")!)...])
         // The directory is opened and checked again, on disk, and the rename made relative to it.
-        guard let (directory, name) = TransferDirectories.openParent(of: record.path, app: record.app) else {
-            unlink(partial)
-            return "\(record.path) is no longer inside \(record.app)'s own directories"
+        let parent: TransferDirectories.Parent
+        switch TransferDirectories.openParent(of: record.path, app: record.app) {
+        case .success(let opened): parent = opened
+        case .failure(let problem): return "\(record.path) is no longer inside \(record.app)'s own directories: \(problem)"
         }
-        defer { close(directory) }
+        defer { close(parent.fd) }
+        let partialName = TransferPath.partialName(for: parent.name, id: record.id)
         var info = stat()
-        if fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
-            unlinkat(directory, partialName, 0)
+        if fstatat(parent.fd, parent.name, &info, AT_SYMLINK_NOFOLLOW) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+            unlinkat(parent.fd, partialName, 0)
             return "\(record.path) is a directory now"
         }
-        guard renameat(directory, partialName, directory, name) == 0 else {
+        guard renameat(parent.fd, partialName, parent.fd, parent.name) == 0 else {
             let why = String(cString: strerror(errno))
-            unlinkat(directory, partialName, 0)
+            unlinkat(parent.fd, partialName, 0)
             return "cannot move the download to \(record.path): \(why)"
         }
         return nil
@@ -616,7 +616,7 @@ final class TransfersMode: ModePlugin {
 
     private func removePartial(_ record: TransferRecord) {
         guard record.kind == .download else { return }
-        unlink(TransferPath.partialFile(for: record.path, id: record.id))
+        TransferDirectories.removePartial(of: record.path, id: record.id, app: record.app)
     }
 
     private func finish(_ record: TransferRecord, result: TransfersInterface.Result, error: String?, deliver wake: Bool = true) {
@@ -718,26 +718,5 @@ final class TransfersMode: ModePlugin {
 
     func waitingEvents(for app: String) -> Int {
         transfers.values.filter { $0.app == app && $0.state == .finished && !inFlight.contains($0.id) }.count
-    }
-}
-
-/// The mode, held weakly by closures that cross to the runner's threads and
-/// come back: only ever dereferenced on the loop.
-struct WeakMode: @unchecked Sendable {
-    weak var value: TransfersMode?
-    init(_ value: TransfersMode) { self.value = value }
-}
-
-/// Lets reports through until the plugin stops: once ``close()`` returned,
-/// no report is posted to the loop any more (ABI 1.7's rule for `post`).
-final class ReportGate: Sendable {
-    private let open = Mutex(true)
-
-    func pass(_ body: () -> Void) {
-        open.withLock { isOpen in if isOpen { body() } }
-    }
-
-    func close() {
-        open.withLock { $0 = false }
     }
 }

@@ -196,21 +196,10 @@ extension BackgroundTaskManager {
             let token = try signal.readString()
             _ = try signal.readString()
             let outcome = TransferResult.Outcome(wire: try signal.readString())
-            let value = try signal.readValue() ?? .dictionary(key: "s", value: "v", [])
-            var count = 1
-            if case .dictionary(_, _, let entries) = value,
-               let entry = entries.first(where: { $0.key == .string(TransfersInterface.Key.tokenTransfers.rawValue) }),
-               case .uint32(let carried) = entry.value.unwrapped
-            {
-                count = max(1, Int(carried))
-            } else if case .dictionary(_, _, let entries) = value,
-                      let entry = entries.first(where: { $0.key == .string(TransfersInterface.Key.tokenTransfers.rawValue) }),
-                      case .uint64(let carried) = entry.value.unwrapped
-            {
-                count = max(1, Int(clamping: carried))
-            }
+            let info = TransferInfo(try signal.readValue() ?? .dictionary(key: "s", value: "v", []))
+            let count = max(1, Int(clamping: info.resultsInWake ?? 1))
             dispatcher.received(TransferSignal(
-                token: token, result: TransferResult(outcome: outcome, transfer: TransferInfo(value)), tokenTransfers: count))
+                token: token, result: TransferResult(outcome: outcome, transfer: info), tokenTransfers: count))
         }
         connection.observeServiceOwner { _ in dispatcher.discardQueued() }
     }

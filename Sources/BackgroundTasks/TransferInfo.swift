@@ -43,6 +43,8 @@ public struct TransferInfo: Sendable, Equatable {
     /// What a waiting transfer waits for (`its turn`, `a retry`, `network`,
     /// `unmetered network`, `AC power` …).
     public var waitingFor: String?
+    /// In a result: how many results its wake carries (when the daemon says).
+    var resultsInWake: UInt64?
 
     /// Reads one `a{sv}` of the daemon's; unknown keys are skipped, so a
     /// newer daemon's dictionaries still read.
@@ -76,5 +78,6 @@ public struct TransferInfo: Sendable, Equatable {
         status = number(.status).map { Int(clamping: $0) }
         error = string(.error)
         waitingFor = string(.waitingFor)
+        resultsInWake = number(.tokenTransfers)
     }
 }

@@ -46,8 +46,11 @@ public enum TransferPath {
     /// The partial file of transfer `id` beside `destination`: hidden, and named for its transfer.
     public static func partialFile(for destination: String, id: String) -> String {
         let slash = destination.lastIndex(of: "/")!
-        let directory = destination[..<slash]
-        let name = destination[destination.index(after: slash)...]
-        return "\(directory)/.\(name).\(id).bgtaskd-part"
+        return "\(destination[...slash])\(partialName(for: String(destination[destination.index(after: slash)...]), id: id))"
+    }
+
+    /// The partial file's name for a destination named `name`.
+    public static func partialName(for name: String, id: String) -> String {
+        ".\(name).\(id).bgtaskd-part"
     }
 }
