@@ -397,12 +397,14 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
 
     /// Seconds between fetches where an open comes with chance `chance` in a
     /// slot and news at `newsPerSecond`: where one more fetch saves `worth`.
-    func spacing(chance: Double, newsPerSecond: Double, interval: Double) -> Double {
+    /// `price` multiplies the worth (a rarely used app's fetches cost more).
+    func spacing(chance: Double, newsPerSecond: Double, interval: Double, price: Double = 1) -> Double {
         let opensPerSecond = chance / Double(Self.slotSeconds)
         let top = max(spans.ceiling, interval)
         guard opensPerSecond > 0, newsPerSecond > 0 else { return top }
-        let rare = cbrt(3 * spans.worth / (opensPerSecond * newsPerSecond))
-        let certain = (2 * spans.worth / opensPerSecond).squareRoot()
+        let worth = spans.worth * max(price, 1)
+        let rare = cbrt(3 * worth / (opensPerSecond * newsPerSecond))
+        let certain = (2 * worth / opensPerSecond).squareRoot()
         return min(max(rare, certain, interval), top)
     }
 
@@ -430,6 +432,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
 
         let chances = state.habit.openChances(openModel, activity: activity.shares())
         let news = state.content.rate / 3600
+        let price = chances.isRarelyUsed ? openModel.rarePrice : 1
         let slot = Self.slotSeconds
         // Walk the slots from when it was last up to date, accruing need.
         var t = local(upToDate(state))
@@ -443,7 +446,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         let limit = start + Int(min(max(spans.ceiling, interval), 7 * 86_400)) + slot
         while dueAt == nil, t < limit {
             let end = (UsageHabit.slotStart(t) + slot)
-            let spacing = spacing(chance: chances.at(local: t), newsPerSecond: news, interval: interval)
+            let spacing = spacing(chance: chances.at(local: t), newsPerSecond: news, interval: interval, price: price)
             let gain = Double(end - t) / spacing
             if earlyAt == nil, need + gain >= rideAlong {
                 earlyAt = t + Int(((rideAlong - need) * spacing).rounded(.up))
@@ -480,6 +483,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         }
         reasons.append(.spacedBy(seconds: spacingThere > 0 ? spacingThere : max(spans.ceiling, interval)))
         reasons.append(.newsEvery(seconds: 1 / max(news, 1e-12)))
+        if chances.isRarelyUsed && price > 1 { reasons.append(.rarelyUsed(daysShare: chances.usedShare ?? 0)) }
         if dueTime == floorTime && floorTime > now { reasons.append(.intervalFloor(seconds: interval)) }
         return Plan(due: dueTime, early: earlyTime, reasons: reasons + limits)
     }

@@ -1,9 +1,9 @@
 public import BgTaskProtocol
-// Storage format of an AppLearning, version 3, little-endian:
+// Storage format of an AppLearning, version 4, little-endian:
 //
-//   u8  version (3; 2 adds a line "u8 has anchor, u64 anchor" at the end,
-//       the beat of a timer earlier planners followed, read and dropped;
-//       1 is the same as 3)
+//   u8  version (4; 3 and 1 end before the days-used line; 2 is 3 with a
+//       line "u8 has anchor, u64 anchor" at the end, the beat of a timer
+//       earlier planners followed, read and dropped)
 //   f64 habit decay
 //   two histograms (weekdays, then weekends), each:
 //       u16 slot count, then f64 mass per slot
@@ -11,6 +11,7 @@ public import BgTaskProtocol
 //       u16 counted count, then u16 slot per counted slot (ascending)
 //   f64 content found   f64 content hours   u8 has updatedAt   u64 updatedAt
 //   u32 noData streak   u8 has upToDateAt   u64 upToDateAt
+//   u8 has days used   f64 seen   f64 used   i64 day   u8 used that day
 //
 // What the planner learned is written after every fetch and read for every
 // app at start-up; JSONDecoder took about 300 µs for the two 96-slot
@@ -20,7 +21,7 @@ public import BgTaskProtocol
 import Foundation
 
 extension AppLearning {
-    static let storageVersion: UInt8 = 3
+    static let storageVersion: UInt8 = 4
 
     /// What was learned, in its storage format.
     public func storageBytes() -> [UInt8] {
@@ -44,6 +45,12 @@ extension AppLearning {
         bytes.append(integer: UInt32(clamping: noDataStreak))
         bytes.append(upToDateAt == nil ? 0 : 1)
         bytes.append(integer: upToDateAt ?? 0)
+        let used = habit.daysUsed
+        bytes.append(used == nil ? 0 : 1)
+        bytes.append(double: used?.seen ?? 0)
+        bytes.append(double: used?.used ?? 0)
+        bytes.append(integer: Int64(used?.day ?? 0))
+        bytes.append(used?.usedThatDay == true ? 1 : 0)
         return bytes
     }
 
@@ -90,6 +97,24 @@ extension AppLearning {
         if version == 2 {
             _ = try reader.byte()
             _ = try reader.integer(UInt64.self)
+        }
+        if version >= 4 {
+            let hasDaysUsed = try reader.byte() != 0
+            let seen = Double(bitPattern: try reader.integer(UInt64.self))
+            let used = Double(bitPattern: try reader.integer(UInt64.self))
+            let day = Int(try reader.integer(Int64.self))
+            let usedThatDay = try reader.byte() != 0
+            if hasDaysUsed {
+                // Stored by us, but a damaged record must not make a share outside 0–1.
+                guard seen.isFinite, used.isFinite, seen >= 0, used >= 0, used <= seen + 1 else {
+                    throw BgTaskError(.failed, "learning record with impossible days-used counts (\(used) of \(seen))")
+                }
+                var counts = UsageHabit.DaysUsed(day: day)
+                counts.seen = seen
+                counts.used = used
+                counts.usedThatDay = usedThatDay
+                habit.daysUsed = counts
+            }
         }
         self.init(habit: habit, content: content, noDataStreak: streak, upToDateAt: hasUpToDate ? upToDate : nil)
     }

@@ -79,6 +79,9 @@ public enum FetchPlanReason: Sendable, Equatable, CustomStringConvertible {
     case newsEvery(seconds: Double)
     /// Unanswered wakes: fetched less often.
     case offences(count: Int)
+    /// Opened on only this share of days (0–1), too few to earn the
+    /// background time of an app in use: fetched less often.
+    case rarelyUsed(daysShare: Double)
     /// The interval is a floor: not before this many seconds after the last fetch.
     case intervalFloor(seconds: Double)
     /// Fetched together with other apps due at about the same time.
@@ -101,6 +104,7 @@ public enum FetchPlanReason: Sendable, Equatable, CustomStringConvertible {
         case .spacedBy(let seconds): "a fetch every \(Self.duration(seconds)) there"
         case .newsEvery(let seconds): "news about every \(Self.duration(seconds))"
         case .offences(let count): "\(count) unanswered wake\(count == 1 ? "" : "s")"
+        case .rarelyUsed(let share): "opened on \(Self.percent(share)) of days: fetched less often"
         case .intervalFloor(let seconds): "not within \(Self.duration(seconds)) of the last fetch"
         case .coalesced(let count): "woken together with \(count) other app\(count == 1 ? "" : "s")"
         case .inForeground: "in the foreground"
@@ -113,6 +117,12 @@ public enum FetchPlanReason: Sendable, Equatable, CustomStringConvertible {
         let minutes = (secondsIntoDay / 60) % (24 * 60)
         let h = minutes / 60, m = minutes % 60
         return (h < 10 ? "0" : "") + "\(h):" + (m < 10 ? "0" : "") + "\(m)"
+    }
+
+    /// A share as a whole percentage ("21 %").
+    static func percent(_ share: Double) -> String {
+        guard share.isFinite else { return "\(share)" }
+        return "\(Int((min(max(share, 0), 1) * 100).rounded())) %"
     }
 
     static func duration(_ seconds: Double) -> String {

@@ -14,6 +14,18 @@ public struct OpenChances: Sendable {
         public var priorDays = 0.25
         /// The share of each open spread over the whole day.
         public var spread = 0.15
+        /// An app opened on fewer than this share of the days seen
+        /// (``UsageHabit/usedShare``) is rarely used: as iOS does, it gets
+        /// less background time than its opens alone would earn it. A
+        /// little above 30 %: the share of the last week or so wanders by
+        /// about a tenth around an app's true one.
+        public var rareShare = 0.35
+        /// Days that must have been seen before an app is judged rarely used.
+        public var rareAfterDays = 2.0
+        /// How many times dearer a fetch is for a rarely used app (the
+        /// staleness it must save multiplied by this; its spacing grows by
+        /// the cube root, ∛12 ≈ 2.3, where its news is rare).
+        public var rarePrice = 12.0
 
         public init() {}
     }
@@ -41,7 +53,17 @@ public struct OpenChances: Sendable {
         self.base = (base(own: weekdayMass, other: weekendMass), base(own: weekendMass, other: weekdayMass))
         days = (habit.weekday.days + borrow * habit.weekend.days + model.priorDays,
                 habit.weekend.days + borrow * habit.weekday.days + model.priorDays)
+        rareShare = model.rareShare
+        usedShare = habit.usedShare.flatMap { $0.days >= model.rareAfterDays ? $0.share : nil }
     }
+
+    /// The share of days the app was opened on, when enough days were seen
+    /// to judge it rarely used (``Model/rareAfterDays``).
+    public let usedShare: Double?
+
+    /// Whether the app is rarely used (``Model/rareShare``).
+    public var isRarelyUsed: Bool { usedShare.map { $0 < rareShare } ?? false }
+    private let rareShare: Double
 
     /// The chance of an open in the slot holding `seconds` (local), on a day of its kind.
     public func at(local seconds: Int) -> Double {

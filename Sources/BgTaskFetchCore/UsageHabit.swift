@@ -27,8 +27,36 @@ public struct UsageHabit: Sendable, Equatable, Codable {
     var weekday = Histogram()
     var weekend = Histogram()
 
+    /// On how many of the days seen the app was opened at all, remembered
+    /// longer than the histograms (``usageDecay``): whether it is rarely
+    /// used is a slower question than when in the day it is used. Nil until
+    /// the first day is seen (and in what earlier builds stored).
+    public struct DaysUsed: Sendable, Equatable, Codable {
+        /// Decayed count of days seen, the current one included.
+        public var seen: Double = 0
+        /// Decayed count of those days with an open.
+        public var used: Double = 0
+        /// The day (index since the epoch, local) the counts are up to.
+        public var day: Int
+        /// Whether that day had an open (counted in `used` already).
+        public var usedThatDay = false
+
+        public init(day: Int) { self.day = day }
+    }
+    var daysUsed: DaysUsed?
+
+    /// Weight a day keeps per later day in ``DaysUsed`` (a half-life of about a week).
+    public static let usageDecay = 0.9
+
     public init(decay: Double = 0.63) {
         self.decay = decay
+    }
+
+    /// The share of the days seen on which the app was opened, and the
+    /// (decayed) number of days that share rests on; nil before any day.
+    public var usedShare: (share: Double, days: Double)? {
+        guard let daysUsed, daysUsed.seen > 0 else { return nil }
+        return (min(daysUsed.used / daysUsed.seen, 1), daysUsed.seen)
     }
 
     /// The last day (days since the epoch, local) the habit was brought up to.
@@ -46,6 +74,32 @@ public struct UsageHabit: Sendable, Equatable, Codable {
     public mutating func advance(to day: Int) {
         Self.advance(&weekday, to: day, decay: decay, counts: { !Self.isWeekend($0) })
         Self.advance(&weekend, to: day, decay: decay, counts: { Self.isWeekend($0) })
+        advanceDaysUsed(to: day)
+    }
+
+    private mutating func advanceDaysUsed(to day: Int) {
+        guard var counts = daysUsed else {
+            var first = DaysUsed(day: day)
+            first.seen = 1
+            daysUsed = first
+            return
+        }
+        guard day > counts.day else { return }
+        // Beyond a year everything before weighs nothing anyway.
+        let factor = pow(Self.usageDecay, Double(min(day - counts.day, 366)))
+        counts.seen = counts.seen * factor + (1 - factor) / (1 - Self.usageDecay)
+        counts.used *= factor
+        counts.day = day
+        counts.usedThatDay = false
+        daysUsed = counts
+    }
+
+    /// Counts the first open of the current day in ``DaysUsed``.
+    private mutating func countDayUsed() {
+        guard var counts = daysUsed, !counts.usedThatDay else { return }
+        counts.used += 1
+        counts.usedThatDay = true
+        daysUsed = counts
     }
 
     private static func advance(_ h: inout Histogram, to day: Int, decay: Double, counts: (Int) -> Bool) {
@@ -72,6 +126,7 @@ public struct UsageHabit: Sendable, Equatable, Codable {
     public mutating func recordOpen(atLocal seconds: Int) {
         let day = Self.day(seconds)
         advance(to: day)
+        countDayUsed()
         let slot = Self.slot(seconds)
         if Self.isWeekend(day) {
             if weekend.counted.insert(slot).inserted { weekend.mass[slot] += 1 }

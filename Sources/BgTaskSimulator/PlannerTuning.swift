@@ -16,6 +16,9 @@ public struct PlannerTuning: Sendable {
         "prior-opens": "opens a day assumed before any are seen",
         "prior-days": "days the prior weighs",
         "spread": "share of each open spread over the whole day (0-1)",
+        "rare-share": "share of days opened below which an app is rarely used (0-1)",
+        "rare-after": "days seen before an app may be judged rarely used",
+        "rare-price": "how many times dearer a rarely used app's fetches are (at least 1)",
     ]
 
     public init() {}
@@ -42,6 +45,9 @@ public struct PlannerTuning: Sendable {
             case "prior-opens": planner.openModel.priorOpensPerDay = value
             case "prior-days": planner.openModel.priorDays = value
             case "spread": planner.openModel.spread = min(value, 1)
+            case "rare-share": planner.openModel.rareShare = min(value, 1)
+            case "rare-after": planner.openModel.rareAfterDays = value
+            case "rare-price": planner.openModel.rarePrice = max(value, 1)
             default: break
             }
         }

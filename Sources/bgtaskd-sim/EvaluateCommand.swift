@@ -106,6 +106,10 @@ struct EvaluateCommand: ParsableCommand {
         print("fetch_wakes ÷ timer's at the floor                            \(summary(figures.fetchAtFloor).padding(toLength: 30, withPad: " ", startingAt: 0)) ≤ 0.50")
         print("mean staleness ÷ timer's at the floor                         \(summary(figures.meanAtFloor).padding(toLength: 30, withPad: " ", startingAt: 0)) ≤ 1.20")
         print("gap to the oracle closed at equal fetch_wakes                 \(best(figures.gapClosed).padding(toLength: 30, withPad: " ", startingAt: 0)) ≥ 0.33")
+        if let rare = byClass[.rare], rare.naive > 0 {
+            let ratio = String(format: "%.2f (all seeds together)", Double(rare.adaptive) / Double(rare.naive))
+            print("rarely used apps' fetches ÷ timer's at the floor              \(ratio.padding(toLength: 30, withPad: " ", startingAt: 0)) ≤ 0.25")
+        }
         if figures.beyondCurve > 0 { print("  (\(figures.beyondCurve) seeds cost less than the rarest timer: left out above)") }
         print(String(format: "one simulation (adaptive)                                     median %.2f s, slowest %.2f s     < 5 s",
                      figures.seconds.sorted()[figures.seconds.count / 2], figures.seconds.max() ?? 0))

@@ -276,6 +276,66 @@ import Testing
         #expect(planned % 60_000_000 == 0, "on the minute grid")
     }
 
+    /// An app opened on a quarter of days costs far fewer fetches than the
+    /// same app opened every day, and says why; one seen too briefly to judge
+    /// is not held to it.
+    @Test func aRarelyUsedAppIsFetchedLessAndSaysWhy() throws {
+        let news: (String, UInt64) -> FetchResult = { _, _ in .newData }
+        var daily = planner("org.example.Daily")
+        openDaily(&daily, "org.example.Daily", days: 0..<12, at: 18, result: news)
+        var rare = planner("org.example.Rare")
+        for day in stride(from: 0, to: 12, by: 4) {
+            openDaily(&rare, "org.example.Rare", days: day..<(day + 1), at: 18, result: news)
+        }
+        // Days 12 and 13: what each costs, and the plan's reasons.
+        let rareWakes = run(&rare, until: Self.at(day: 14, 0), result: news).filter { $0.0 >= Self.at(day: 12, 0) }
+        let dailyWakes = run(&daily, until: Self.at(day: 14, 0), result: news).filter { $0.0 >= Self.at(day: 12, 0) }
+        let share = try #require(rare.apps["org.example.Rare"]?.habit.usedShare)
+        #expect(share.share < 0.35 && share.share > 0.1, "opened on a quarter of days: \(share)")
+        #expect(rareWakes.count < dailyWakes.count && rareWakes.count <= 48, "\(rareWakes.count) fetches of the rare app, \(dailyWakes.count) of the daily one")
+        let plan = try #require(rare.plan(for: "org.example.Rare", at: Self.at(day: 14, 0)))
+        #expect(plan.reasons.contains { if case .rarelyUsed = $0 { true } else { false } }, "\(plan.explanation)")
+        #expect(plan.explanation.contains("of days: fetched less often"), "\(plan.explanation)")
+        let dailyPlan = try #require(daily.plan(for: "org.example.Daily", at: Self.at(day: 14, 0)))
+        #expect(!dailyPlan.explanation.contains("of days"), "\(dailyPlan.explanation)")
+
+        // Without the price (rarePrice 1) the same rare app is fetched more.
+        var unpriced = AdaptivePlanner(floor: Self.floor)
+        unpriced.openModel.rarePrice = 1
+        unpriced.register("org.example.Rare", interval: .minimum, at: Self.at(day: 0, 0))
+        for day in stride(from: 0, to: 12, by: 4) {
+            openDaily(&unpriced, "org.example.Rare", days: day..<(day + 1), at: 18, result: news)
+        }
+        let unpricedWakes = run(&unpriced, until: Self.at(day: 14, 0), result: news).filter { $0.0 >= Self.at(day: 12, 0) }
+        #expect(rareWakes.count * 3 <= unpricedWakes.count * 2, "\(rareWakes.count) priced against \(unpricedWakes.count) unpriced")
+
+        // A day and a half seen without an open is too little to judge.
+        var young = planner("org.example.Young")
+        run(&young, until: Self.at(day: 1, 12))
+        let youngPlan = try #require(young.plan(for: "org.example.Young", at: Self.at(day: 1, 12)))
+        #expect(!youngPlan.explanation.contains("of days"), "\(youngPlan.explanation)")
+    }
+
+    @Test func theShareOfDaysUsedRemembersAboutAWeek() throws {
+        var habit = UsageHabit()
+        #expect(habit.usedShare == nil, "nothing seen yet")
+        habit.advance(to: 100)
+        #expect(habit.usedShare?.share == 0 && habit.usedShare?.days == 1)
+        habit.recordOpen(atLocal: 100 * 86_400 + 3600)
+        habit.recordOpen(atLocal: 100 * 86_400 + 7200)
+        #expect(habit.usedShare?.share == 1, "two opens on one day are one day used")
+        // Every day for three weeks: close to 1; then three weeks of nothing: close to 0.
+        for day in 101..<122 { habit.recordOpen(atLocal: day * 86_400 + 3600) }
+        #expect(try #require(habit.usedShare).share > 0.99)
+        habit.advance(to: 143)
+        let faded = try #require(habit.usedShare)
+        #expect(faded.share < 0.15 && faded.days > 8, "\(faded)")
+        // A jump of years neither traps nor leaves a share outside 0–1.
+        habit.advance(to: 1_000_000)
+        let later = try #require(habit.usedShare)
+        #expect(later.share >= 0 && later.share < 1e-9 && later.days.isFinite, "\(later)")
+    }
+
     @Test func neverIsNever() {
         var planner = AdaptivePlanner(floor: Self.floor)
         planner.register("org.example.News", interval: .never, at: Self.at(day: 0, 0))

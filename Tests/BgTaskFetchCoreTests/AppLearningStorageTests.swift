@@ -28,13 +28,20 @@ import Testing
     }
 
     @Test func earlierVersionsStillLoad() throws {
-        // Version 1 was version 3; version 2 added the beat of a timer (9 bytes at the end), now dropped.
-        var v1 = Self.sample().storageBytes()
+        // Versions 1 and 3 end before the days-used line of 4 (26 bytes); 2
+        // added the beat of a timer (9 bytes at the end), now dropped.
+        var sample = Self.sample()
+        #expect(sample.habit.usedShare != nil, "the sample has a share of days to lose")
+        sample.habit.daysUsed = nil
+        let v3 = Array(Self.sample().storageBytes().dropLast(26))
+        var v1 = v3
         v1[0] = 1
-        #expect(try AppLearning(storageBytes: v1) == Self.sample())
-        var v2 = Self.sample().storageBytes() + [1, 1, 0, 0, 0, 0, 0, 0, 0]
+        for (version, bytes) in [(1, v1), (3, { var b = v3; b[0] = 3; return b }())] {
+            #expect(try AppLearning(storageBytes: bytes) == sample, "version \(version)")
+        }
+        var v2 = v3 + [1, 1, 0, 0, 0, 0, 0, 0, 0]
         v2[0] = 2
-        #expect(try AppLearning(storageBytes: v2) == Self.sample())
+        #expect(try AppLearning(storageBytes: v2) == sample)
         var truncated = v2.dropLast(1).map { $0 }
         truncated[0] = 2
         #expect(throws: BgTaskError.self) { try AppLearning(storageBytes: truncated) }
@@ -53,5 +60,13 @@ import Testing
         var otherVersion = bytes
         otherVersion[0] = 9
         #expect(throws: BgTaskError.self) { try AppLearning(storageBytes: otherVersion) }
+        // Days used that no habit could have counted (more used than seen, NaN) are refused.
+        let seenAt = bytes.count - 25
+        for (seen, used) in [(2.0, 5.0), (Double.nan, 1.0), (-1.0, 0.0)] {
+            var damaged = bytes
+            damaged.replaceSubrange(seenAt..<seenAt + 8, with: withUnsafeBytes(of: seen.bitPattern.littleEndian, Array.init))
+            damaged.replaceSubrange(seenAt + 8..<seenAt + 16, with: withUnsafeBytes(of: used.bitPattern.littleEndian, Array.init))
+            #expect(throws: BgTaskError.self, "\(used) of \(seen) days") { try AppLearning(storageBytes: damaged) }
+        }
     }
 }
