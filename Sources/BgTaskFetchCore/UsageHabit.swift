@@ -85,8 +85,7 @@ public struct UsageHabit: Sendable, Equatable, Codable {
             return
         }
         guard day > counts.day else { return }
-        // Beyond a year everything before weighs nothing anyway.
-        let factor = pow(Self.usageDecay, Double(min(day - counts.day, 366)))
+        let factor = pow(Self.usageDecay, Double(Self.daysBetween(counts.day, day)))
         counts.seen = counts.seen * factor + (1 - factor) / (1 - Self.usageDecay)
         counts.used *= factor
         counts.day = day
@@ -110,9 +109,11 @@ public struct UsageHabit: Sendable, Equatable, Codable {
         }
         guard day > last else { return }
         // Fold the days in between: each of this histogram's kind decays what is there and adds a day.
+        // (A day from a damaged record can be anywhere: the gap saturates; beyond a year it is all the same.)
+        let gap = Self.daysBetween(last, day)
         var steps = 0
-        for d in (last + 1)...min(day, last + 60) where counts(d) { steps += 1 }
-        if day - last > 60 { steps += (day - last - 60) * (counts(day) ? 5 : 2) / 7 }
+        for d in (day - min(gap, 60) + 1)...day where counts(d) { steps += 1 }
+        if gap > 60 { steps += (gap - 60) * (counts(day) ? 5 : 2) / 7 }
         if steps > 0 {
             let factor = pow(decay, Double(steps))
             for i in h.mass.indices { h.mass[i] *= factor }
@@ -152,6 +153,14 @@ public struct UsageHabit: Sendable, Equatable, Codable {
     /// Days of the kind of `seconds`'s day (weekday or weekend) observed, decayed.
     public func observedDays(likeLocal seconds: Int) -> Double {
         Self.isWeekend(Self.day(seconds)) ? weekend.days : weekday.days
+    }
+
+    /// Days from `earlier` to `later` (> `earlier`), at most 366: beyond a
+    /// year whatever came before weighs nothing anyway, and a day read from
+    /// a damaged record cannot overflow the subtraction.
+    static func daysBetween(_ earlier: Int, _ later: Int) -> Int {
+        let (gap, overflow) = later.subtractingReportingOverflow(earlier)
+        return overflow ? 366 : min(gap, 366)
     }
 
     /// How much a day of the other kind counts.

@@ -81,4 +81,29 @@ struct PlannerSpanTests {
             #expect(planner.plan(for: "org.example.A", at: next)?.next != nil)
         }
     }
+
+    /// Days read back from a damaged record at either end of Int's range
+    /// are folded in without overflowing, and the app still plans.
+    @Test(arguments: [Int.min, Int.min + 1, -1_000_000_000, Int.max - 1, Int.max])
+    func daysFromADamagedRecordDoNotTrap(_ day: Int) throws {
+        var habit = UsageHabit()
+        habit.recordOpen(atLocal: 8 * 3600)
+        habit.weekday.lastDay = day
+        habit.weekend.lastDay = day
+        var used = UsageHabit.DaysUsed(day: day)
+        used.seen = 3
+        used.used = 1
+        habit.daysUsed = used
+        let learned = AppLearning(habit: habit, content: ContentRate(), noDataStreak: 0, upToDateAt: nil)
+        let now: UInt64 = 86_400_000_000 * 30
+        var planner = AdaptivePlanner(floor: 900)
+        planner.restore("org.example.A", record: FetchRecord(interval: .minimum, registeredAt: 0), learned: learned, at: now)
+        planner.opened("org.example.A", at: now + 1)
+        planner.closed("org.example.A", at: now + 2)
+        let plan = try #require(planner.plan(for: "org.example.A", at: now + 2))
+        #expect(plan.next != nil)
+        let share = try #require(planner.apps["org.example.A"]?.habit.usedShare)
+        #expect(share.share >= 0 && share.share <= 1, "\(share)")
+        #expect(try AppLearning(storageBytes: learned.storageBytes()) == learned, "and it round-trips as it is")
+    }
 }
