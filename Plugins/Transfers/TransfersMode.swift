@@ -302,6 +302,12 @@ final class TransfersMode: ModePlugin {
         return "t\(lastSequence)-\(String(UInt64.random(in: 0...UInt64.max), radix: 16))"
     }
 
+    /// `records` in the order they were started: by the sequence in their
+    /// ids, read once per record (not once per comparison).
+    private static func oldestFirst<S: Sequence<TransferRecord>>(_ records: S) -> [TransferRecord] {
+        records.map { (sequence(of: $0.id), $0) }.sorted { $0.0 < $1.0 }.map(\.1)
+    }
+
     private static func sequence(of id: String) -> UInt64 {
         guard id.hasPrefix("t"), let dash = id.firstIndex(of: "-") else { return 0 }
         return UInt64(id[id.index(after: id.startIndex)..<dash]) ?? 0
@@ -335,9 +341,8 @@ final class TransfersMode: ModePlugin {
         guard app != nil || call.caller.isTrusted else {
             throw ModeError(.notPermitted, "only a checked-in app, or a trusted caller, may list transfers")
         }
-        let chosen = transfers.values
-            .filter { (app == nil || $0.app == app) && (session.isEmpty || $0.session == session) }
-            .sorted { Self.sequence(of: $0.id) < Self.sequence(of: $1.id) }
+        let chosen = Self.oldestFirst(transfers.values.lazy
+            .filter { (app == nil || $0.app == app) && (session.isEmpty || $0.session == session) })
         try call.reply { (reply) throws(ModeError) in
             try reply.container("a", "a{sv}") { () throws(ModeError) in
                 for record in chosen { try reply.append(dictionary: describe(record)) }
@@ -448,9 +453,8 @@ final class TransfersMode: ModePlugin {
         for app in expiredApps.sorted() { deliver(app) }
         if running.count < maxConcurrent, canPost {
             let current = conditions?.current ?? TransferConditions()
-            let ready = transfers.values
-                .filter { $0.state == .waiting && $0.notBefore <= now && draining[$0.id] == nil && current.blocker(for: $0.options) == nil }
-                .sorted { Self.sequence(of: $0.id) < Self.sequence(of: $1.id) }
+            let ready = Self.oldestFirst(transfers.values.lazy
+                .filter { $0.state == .waiting && $0.notBefore <= now && self.draining[$0.id] == nil && current.blocker(for: $0.options) == nil })
             for record in ready.prefix(maxConcurrent - running.count) { begin(record) }
         }
         armTimer()
@@ -634,8 +638,8 @@ final class TransfersMode: ModePlugin {
 
     /// Wakes `app` for its finished transfers that no wake carries yet.
     private func deliver(_ app: String) {
-        let ids = transfers.values.filter { $0.app == app && $0.state == .finished && !inFlight.contains($0.id) }
-            .sorted { Self.sequence(of: $0.id) < Self.sequence(of: $1.id) }.map(\.id)
+        let ids = Self.oldestFirst(transfers.values.lazy.filter { $0.app == app && $0.state == .finished && !self.inFlight.contains($0.id) })
+            .map(\.id)
         guard !ids.isEmpty else { return }
         do {
             let token = try host.wake(app, reason: Self.name, budget: wakeBudget)

@@ -38,6 +38,21 @@ final class TransferClient {
         return try bus.call(call).readString()
     }
 
+    /// `ListTransfers("bench")`; returns how many it listed.
+    func list() throws(BusError) -> Int {
+        let call = try transfersCall(.listTransfers)
+        try call.append("bench")
+        let reply = try bus.call(call)
+        try reply.enterContainer("a", "a{sv}")
+        var count = 0
+        while try reply.peekType() != nil {
+            try reply.skip("a{sv}")
+            count += 1
+        }
+        try reply.exitContainer()
+        return count
+    }
+
     func cancel(_ id: String) throws(BusError) {
         let call = try transfersCall(.cancel)
         try call.append(id)

@@ -116,13 +116,23 @@ struct TransferCommand: ParsableCommand {
         // Memory with transfers queued.
         let idle = ProcStatus(pid: daemon.pid).residentMiB ?? 0
         var ids: [String] = []
+        // Each StartDownload's reply time: does a call slow down as the queue grows?
+        var startTimes: [Double] = []
         for index in 0..<queued {
+            let start = MonotonicTime.nanoseconds()
             ids.append(try client.download("\(base)/blob/1G?rate=1000&queued=\(index)", to: cache + "/queued-\(index).bin"))
+            startTimes.append(MonotonicTime.microseconds(since: start))
         }
         MonotonicTime.sleep(seconds: 2)
         let status = ProcStatus(pid: daemon.pid)
         let resident = status.residentMiB ?? .infinity
         say("transfer: \(queued) queued: RSS \(format(resident, 1)) MiB (\(format(idle, 1)) MiB before), peak \(format(status.peakResidentMiB ?? 0, 1)) MiB")
+        let window = min(100, startTimes.count)
+        say("transfer: StartDownload reply, first \(window): \(LatencyStats(Array(startTimes.prefix(window))).summaryInMilliseconds); "
+            + "last \(window): \(LatencyStats(Array(startTimes.suffix(window))).summaryInMilliseconds)")
+        let listStart = MonotonicTime.nanoseconds()
+        let listed = try client.list()
+        say("transfer: ListTransfers of \(listed) transfers took \(milliseconds(MonotonicTime.microseconds(since: listStart))) ms")
         Figure.atMost("transfer-queued-rss", "daemon RSS with \(queued) transfers queued", value: resident, limit: 64, unit: "MiB", decimals: 1).report()
         for id in ids { try client.cancel(id) }
 
