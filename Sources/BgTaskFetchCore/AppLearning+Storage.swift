@@ -80,6 +80,10 @@ extension AppLearning {
             histogram.days = Double(bitPattern: try reader.integer(UInt64.self))
             let hasLastDay = try reader.byte() != 0
             let lastDay = Int(try reader.integer(Int64.self))
+            // A day far from any clock would freeze what is learned (nothing after it is ever folded in).
+            guard !hasLastDay || UsageHabit.plausibleDays.contains(lastDay) else {
+                throw BgTaskError(.failed, "learning record with day \(lastDay), far from any clock")
+            }
             histogram.lastDay = hasLastDay ? lastDay : nil
             let counted = Int(try reader.integer(UInt16.self))
             for _ in 0..<counted { histogram.counted.insert(Int(try reader.integer(UInt16.self))) }
@@ -105,9 +109,13 @@ extension AppLearning {
             let day = Int(try reader.integer(Int64.self))
             let usedThatDay = try reader.byte() != 0
             if hasDaysUsed {
-                // Stored by us, but a damaged record must not make a share outside 0–1.
-                guard seen.isFinite, used.isFinite, seen >= 0, used >= 0, used <= seen + 1 else {
-                    throw BgTaskError(.failed, "learning record with impossible days-used counts (\(used) of \(seen))")
+                // Stored by us, but a damaged record must hold counts a habit could
+                // have reached (decayed, `seen` never passes 1 / (1 − decay)), and a
+                // day some clock could show: else the share is wrong, or frozen, for years.
+                let most = 1 / (1 - UsageHabit.usageDecay) + 1e-6
+                guard seen.isFinite, used.isFinite, seen >= 0, used >= 0, seen <= most, used <= seen + 1e-6,
+                      UsageHabit.plausibleDays.contains(day) else {
+                    throw BgTaskError(.failed, "learning record with impossible days-used counts (\(used) of \(seen) days, day \(day))")
                 }
                 var counts = UsageHabit.DaysUsed(day: day)
                 counts.seen = seen

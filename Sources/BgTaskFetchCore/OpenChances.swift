@@ -20,7 +20,10 @@ public struct OpenChances: Sendable {
         /// little above 30 %: the share of the last week or so wanders by
         /// about a tenth around an app's true one.
         public var rareShare = 0.35
-        /// Days that must have been seen before an app is judged rarely used.
+        /// Days that must have been seen before an app is judged rarely
+        /// used, counted decayed as ``UsageHabit/usedShare`` counts them
+        /// (1, 1.9, 2.71… on an app's first, second, third day): 2 means
+        /// from its third day on.
         public var rareAfterDays = 2.0
         /// How many times dearer a fetch is for a rarely used app (the
         /// staleness it must save multiplied by this; its spacing grows by

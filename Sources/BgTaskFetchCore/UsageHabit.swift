@@ -163,6 +163,10 @@ public struct UsageHabit: Sendable, Equatable, Codable {
         return overflow ? 366 : min(gap, 366)
     }
 
+    /// Days (since the epoch, local) a stored record may name: about 27,000
+    /// years either side of 1970. Beyond, the record is damaged.
+    public static let plausibleDays = -10_000_000...10_000_000
+
     /// How much a day of the other kind counts.
     public static let borrowWeight = 0.3
 

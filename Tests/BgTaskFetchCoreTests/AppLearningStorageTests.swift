@@ -62,11 +62,19 @@ import Testing
         #expect(throws: BgTaskError.self) { try AppLearning(storageBytes: otherVersion) }
         // Days used that no habit could have counted (more used than seen, NaN) are refused.
         let seenAt = bytes.count - 25
-        for (seen, used) in [(2.0, 5.0), (Double.nan, 1.0), (-1.0, 0.0)] {
+        for (seen, used) in [(2.0, 5.0), (Double.nan, 1.0), (-1.0, 0.0), (1e300, 0.0), (11.0, 1.0)] {
             var damaged = bytes
             damaged.replaceSubrange(seenAt..<seenAt + 8, with: withUnsafeBytes(of: seen.bitPattern.littleEndian, Array.init))
             damaged.replaceSubrange(seenAt + 8..<seenAt + 16, with: withUnsafeBytes(of: used.bitPattern.littleEndian, Array.init))
             #expect(throws: BgTaskError.self, "\(used) of \(seen) days") { try AppLearning(storageBytes: damaged) }
+        }
+        // A day no clock shows, in the days-used line or a histogram, would freeze what is learned.
+        for at in [bytes.count - 9, 1 + 8 + 2 + 96 * 8 + 8 + 1] {
+            for day in [Int64.max, Int64.min, 10_000_001] {
+                var damaged = bytes
+                damaged.replaceSubrange(at..<at + 8, with: withUnsafeBytes(of: day.littleEndian, Array.init))
+                #expect(throws: BgTaskError.self, "day \(day) at byte \(at)") { try AppLearning(storageBytes: damaged) }
+            }
         }
     }
 }
