@@ -56,8 +56,8 @@ public struct OpenChances: Sendable {
         self.base = (base(own: weekdayMass, other: weekendMass), base(own: weekendMass, other: weekdayMass))
         days = (habit.weekday.days + borrow * habit.weekend.days + model.priorDays,
                 habit.weekend.days + borrow * habit.weekday.days + model.priorDays)
-        rareShare = model.rareShare
         usedShare = habit.usedShare.flatMap { $0.days >= model.rareAfterDays ? $0.share : nil }
+        isRarelyUsed = usedShare.map { $0 < model.rareShare } ?? false
     }
 
     /// The share of days the app was opened on, when enough days were seen
@@ -65,8 +65,7 @@ public struct OpenChances: Sendable {
     public let usedShare: Double?
 
     /// Whether the app is rarely used (``Model/rareShare``).
-    public var isRarelyUsed: Bool { usedShare.map { $0 < rareShare } ?? false }
-    private let rareShare: Double
+    public let isRarelyUsed: Bool
 
     /// The chance of an open in the slot holding `seconds` (local), on a day of its kind.
     public func at(local seconds: Int) -> Double {

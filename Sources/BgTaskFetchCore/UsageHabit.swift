@@ -31,17 +31,17 @@ public struct UsageHabit: Sendable, Equatable, Codable {
     /// longer than the histograms (``usageDecay``): whether it is rarely
     /// used is a slower question than when in the day it is used. Nil until
     /// the first day is seen (and in what earlier builds stored).
-    public struct DaysUsed: Sendable, Equatable, Codable {
+    struct DaysUsed: Sendable, Equatable, Codable {
         /// Decayed count of days seen, the current one included.
-        public var seen: Double = 0
+        var seen: Double = 0
         /// Decayed count of those days with an open.
-        public var used: Double = 0
+        var used: Double = 0
         /// The day (index since the epoch, local) the counts are up to.
-        public var day: Int
+        var day: Int
         /// Whether that day had an open (counted in `used` already).
-        public var usedThatDay = false
+        var usedThatDay = false
 
-        public init(day: Int) { self.day = day }
+        init(day: Int) { self.day = day }
     }
     var daysUsed: DaysUsed?
 
