@@ -100,7 +100,7 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
             _ = posix_fadvise(fd, off_t(flushedTo), off_t(done - flushedTo), POSIX_FADV_DONTNEED)
             flushedTo = done
         }
-        let now = DispatchTimeLike.now()
+        let now = NIODeadline.now().uptimeNanoseconds
         if now &- lastReport >= HTTPTransferRunner.progressInterval {
             lastReport = now
             report(.progress(id: job.id, done: done, total: total))

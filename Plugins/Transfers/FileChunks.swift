@@ -27,7 +27,7 @@ struct FileChunks: AsyncSequence, Sendable {
             // A file that shrank under us cannot fill the length promised: fail the attempt.
             guard read > 0 else { throw FileShrank() }
             self.offset += UInt64(read)
-            let now = DispatchTimeLike.now()
+            let now = NIODeadline.now().uptimeNanoseconds
             if now &- lastReport >= HTTPTransferRunner.progressInterval {
                 lastReport = now
                 source.sent(self.offset)

@@ -179,12 +179,3 @@ final class HTTPTransferRunner: Sendable {
         }
     }
 }
-
-/// A monotonic clock in ns for throttling reports (no Foundation on this path).
-enum DispatchTimeLike {
-    static func now() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
-    }
-}

@@ -42,7 +42,7 @@ enum TransferDirectories {
             return .failure(TransferPathProblem("cannot tell where \(parent.prefix(200)) is"))
         }
         let real = (opened == "/" ? "" : opened) + "/" + name
-        guard roots(of: app).compactMap(realPath).contains(where: { TransferPath.isInside(real, root: $0) }) else {
+        guard roots(of: app).lazy.compactMap(realPath).contains(where: { TransferPath.isInside(real, root: $0) }) else {
             close(fd)
             return .failure(TransferPathProblem("\(path.prefix(200)) is outside \(app)'s own directories (its data, cache and download directories)"))
         }

@@ -53,12 +53,6 @@ final class LoadedPlugin {
         inbox = try? services.loop?.makeInbox()
     }
 
-    /// Runs `body` on the loop as one batch, unless the plugin has stopped
-    /// by then (ABI 1.7 `post`; called on the loop, from ``inbox``).
-    func runPosted(_ body: () -> Void) {
-        fromLoop(body)
-    }
-
     deinit {
         for pointer in interned.values { free(pointer) }
         free(lastErrorText)
@@ -188,7 +182,9 @@ final class LoadedPlugin {
     }
 
     /// Runs a callback into the plugin from the loop (a signal it subscribed
-    /// to) as one batch, with the events it sets off, as a call is.
+    /// to, or work it posted from its own threads, ABI 1.7 `post`) as one
+    /// batch, with the events it sets off, as a call is; nothing once the
+    /// plugin has stopped.
     func fromLoop(_ body: () -> Void) {
         guard context != nil else { return }
         batch {

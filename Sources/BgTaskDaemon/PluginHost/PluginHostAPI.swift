@@ -289,10 +289,9 @@ enum PluginHostAPI {
             // Pointers cross threads as numbers. The plugin owns what userdata
             // points to; the host outlives its inbox, whose jobs run only while it exists.
             let address = UInt(bitPattern: userdata)
-            let hostAddress = UInt(bitPattern: Unmanaged.passUnretained(host).toOpaque())
+            let hostAddress = UInt(bitPattern: handle)
             inbox.post {
-                guard let pointer = UnsafeRawPointer(bitPattern: hostAddress) else { return }
-                PluginHostAPI.host(OpaquePointer(pointer)).runPosted { function(UnsafeMutableRawPointer(bitPattern: address)) }
+                PluginHostAPI.host(OpaquePointer(bitPattern: hostAddress)).fromLoop { function(UnsafeMutableRawPointer(bitPattern: address)) }
             }
             return 0
         }
