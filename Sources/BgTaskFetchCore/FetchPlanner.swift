@@ -119,10 +119,12 @@ public enum FetchPlanReason: Sendable, Equatable, CustomStringConvertible {
         return (h < 10 ? "0" : "") + "\(h):" + (m < 10 ? "0" : "") + "\(m)"
     }
 
-    /// A share as a whole percentage ("21 %").
+    /// A share as a whole percentage ("21 %"), rounded down: a share just
+    /// under a threshold never reads as the threshold itself.
     static func percent(_ share: Double) -> String {
         guard share.isFinite else { return "\(share)" }
-        return "\(Int((min(max(share, 0), 1) * 100).rounded())) %"
+        // (The tiny addend keeps 0.29, stored as 0.28999…, at 29 %.)
+        return "\(Int((min(max(share, 0), 1) * 100 + 1e-9).rounded(.down))) %"
     }
 
     static func duration(_ seconds: Double) -> String {

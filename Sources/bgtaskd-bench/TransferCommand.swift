@@ -48,9 +48,7 @@ struct TransferCommand: ParsableCommand {
         let home = scratch + "/home"
         let cache = home + "/.cache/" + Self.app
         try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(atPath: home + "/data/applications", withIntermediateDirectories: true)
-        try "[Desktop Entry]\nType=Application\nName=Bench\nExec=/bin/false\nX-BgTaskd-Modes=transfer;\n"
-            .write(toFile: home + "/data/applications/\(Self.app).desktop", atomically: true, encoding: .utf8)
+        _ = try DesktopEntries.write(id: Self.app, modes: ["transfer"], dataHome: home + "/data")
 
         let bus = try ServiceProcess(
             path: "/usr/bin/dbus-daemon", arguments: ["--session", "--nofork", "--address=unix:path=\(scratch)/bus"],
@@ -107,9 +105,9 @@ struct TransferCommand: ParsableCommand {
             ours.append(Double(size) / seconds)
             say("transfer: round \(round): bgtaskd \(format(ours.last! / 1e6, 0)) MB/s, curl \(format(theirs.last! / 1e6, 0)) MB/s, curl then fsync \(format(theirsDurable.last! / 1e6, 0)) MB/s")
         }
-        let ratio = median(ours) / median(theirs)
+        let ratio = LatencyStats.median(ours) / LatencyStats.median(theirs)
         Figure.atLeast("transfer-throughput", "\(sizeMib) MiB download ÷ curl's, median of \(rounds)", value: ratio * 100, limit: 80, unit: "%", decimals: 0).report()
-        let durableRatio = median(ours) / median(theirsDurable)
+        let durableRatio = LatencyStats.median(ours) / LatencyStats.median(theirsDurable)
         Figure.atLeast("transfer-throughput-durable", "\(sizeMib) MiB download ÷ curl's then fsync, median of \(rounds)",
                        value: durableRatio * 100, limit: 80, unit: "%", decimals: 0).report()
 
@@ -155,7 +153,7 @@ struct TransferCommand: ParsableCommand {
             throw ValidationError("the killed download did not finish after the restart")
         }
         let sent = try bytesSent(base, path, scratch: scratch)
-        let repeated = max(0, sent - killSize)
+        let repeated = sent - killSize
         say("transfer: the server sent \(sent) bytes for \(killSize): \(repeated) again")
         Figure.atMost("transfer-resume", "bytes downloaded again after a kill -9 at 50 %", value: Double(repeated) / Double(1 << 20), limit: 1,
                       unit: "MiB", decimals: 2).report()
@@ -193,12 +191,10 @@ struct TransferCommand: ParsableCommand {
         while curl.poll() == nil { MonotonicTime.sleep(seconds: 0.002) }
         let data = try Data(contentsOf: URL(fileURLWithPath: file))
         let stats = try JSONSerialization.jsonObject(with: data) as? [String: Any]
-        let entry = (stats?["per_path"] as? [String: Any])?[path] as? [String: Any]
-        return entry?["bytes_sent"] as? Int ?? -1
-    }
-
-    private func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+        // No count is no figure: a missing one must not read as nothing sent again.
+        guard let entry = (stats?["per_path"] as? [String: Any])?[path] as? [String: Any], let sent = entry["bytes_sent"] as? Int else {
+            throw ValidationError("the server's /stats has no byte count for \(path)")
+        }
+        return sent
     }
 }

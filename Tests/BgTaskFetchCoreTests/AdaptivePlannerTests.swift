@@ -316,6 +316,13 @@ import Testing
         #expect(!youngPlan.explanation.contains("of days"), "\(youngPlan.explanation)")
     }
 
+    /// A share just under the 35 % threshold does not read as 35 %.
+    @Test func theRarelyUsedShareReadsRoundedDown() {
+        #expect(FetchPlanReason.rarelyUsed(daysShare: 0.346).description == "opened on 34 % of days: fetched less often")
+        #expect(FetchPlanReason.rarelyUsed(daysShare: 0.2).description.hasPrefix("opened on 20 % "))
+        #expect(FetchPlanReason.rarelyUsed(daysShare: 0.29).description.hasPrefix("opened on 29 % "))
+    }
+
     @Test func theShareOfDaysUsedRemembersAboutAWeek() throws {
         var habit = UsageHabit()
         #expect(habit.usedShare == nil, "nothing seen yet")

@@ -55,7 +55,6 @@ import Testing
         for offline in [UInt32(1), 2, 3] {
             #expect(TransferConditions(connectivity: offline).blocker(for: plain) == "network")
         }
-        plain.headers = [:]
         #expect(TransferConditions(connectivity: 0).blocker(for: plain) == nil)
     }
 
@@ -100,7 +99,8 @@ import Testing
     }
 
     @Test func contentRangesReadHugeFilesAndRefuseNonsense() {
-        #expect(ContentRange("bytes 100-199/1000") == ContentRange("bytes 100-199/1000"))
+        let plain = ContentRange("bytes 100-199/1000")
+        #expect(plain?.start == 100 && plain?.end == 199 && plain?.total == 1000)
         let huge = ContentRange("bytes 4294967296-10737418239/10737418240")
         #expect(huge?.start == 4_294_967_296 && huge?.end == 10_737_418_239 && huge?.total == 10_737_418_240)
         #expect(ContentRange("bytes 0-9/*")?.total == nil)

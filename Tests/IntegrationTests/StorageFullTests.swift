@@ -163,8 +163,12 @@ import Testing
             if case .string(let id)? = entry["transfer_id"] { id } else { nil }
         }
         #expect(listed == accepted, "every transfer answered with an id is listed, and no other")
-        let requested = try server.json("/stats")["requests"] as? Int ?? -1
-        #expect(requested <= accepted.count, "no request for a transfer that was refused")
+        let stats = try server.json("/stats")
+        let requested = stats["requests"] as? Int ?? -1
+        #expect(requested >= 0 && requested <= accepted.count, "no request for a transfer that was refused")
+        // The refused one is number accepted.count: the server never saw its URL (whether or not a slot was free).
+        let paths = (stats["per_path"] as? [String: Any])?.keys.map { $0 } ?? []
+        #expect(!paths.contains { $0.contains("&n=\(accepted.count)&") }, "\(paths.count) paths asked for")
         disk.makeRoom()
         let id = try TransfersTests().start(client, url: server.url("/blob/1K"), path: cache + "/after.bin")
         #expect(try TransfersTests().waitForFinished(client, id)?.result == "success", "\(daemon.log.suffix(2000))")
