@@ -1,10 +1,11 @@
 import BgTaskPluginKit
 import BgTaskTransferCore
 
-/// Watches what decides when transfers may run, on the system bus:
-/// NetworkManager's `Connectivity` and `Metered`, UPower's `OnBattery`,
-/// power-profiles-daemon's `ActiveProfile`. A service that is absent leaves
-/// its part unknown, which holds nothing back; one that appears later is read then.
+/// What decides when transfers may run: NetworkManager's `Connectivity` and
+/// `Metered`, watched here on the system bus, and the power (on battery,
+/// power saver) as the daemon follows it (``PluginHost/power``), read again
+/// at each ``powerChanged()``. A service that is absent leaves its part
+/// unknown, which holds nothing back; one that appears later is read then.
 final class SystemConditions {
     private let host: PluginHost
     private(set) var current = TransferConditions()
@@ -21,13 +22,6 @@ final class SystemConditions {
     private static let sources = [
         Source(service: "org.freedesktop.NetworkManager", path: "/org/freedesktop/NetworkManager",
                interface: "org.freedesktop.NetworkManager", properties: ["Connectivity", "Metered"]),
-        Source(service: "org.freedesktop.UPower", path: "/org/freedesktop/UPower",
-               interface: "org.freedesktop.UPower", properties: ["OnBattery"]),
-        Source(service: "org.freedesktop.UPower.PowerProfiles", path: "/org/freedesktop/UPower/PowerProfiles",
-               interface: "org.freedesktop.UPower.PowerProfiles", properties: ["ActiveProfile"]),
-        // power-profiles-daemon before 0.20 has only its old name.
-        Source(service: "net.hadess.PowerProfiles", path: "/net/hadess/PowerProfiles",
-               interface: "net.hadess.PowerProfiles", properties: ["ActiveProfile"]),
     ]
 
     init(host: PluginHost) {
@@ -35,6 +29,7 @@ final class SystemConditions {
     }
 
     func start() {
+        powerChanged()
         for source in Self.sources {
             do {
                 _ = try host.subscribe(on: .system, sender: source.service, path: source.path,
@@ -57,11 +52,21 @@ final class SystemConditions {
                 }
             } catch {
                 // No system bus: nothing there to wait for, and nothing more to try.
-                host.log(.info, "cannot watch the network and power (\(error.message)): transfers do not wait for them")
+                host.log(.info, "cannot watch the network (\(error.message)): transfers do not wait for it")
                 return
             }
             read(source)
         }
+    }
+
+    /// Takes the daemon's power state again (it may have changed: the host
+    /// said `refreshChanged`).
+    func powerChanged() {
+        let power = host.power
+        var next = current
+        next.onBattery = power?.onBattery
+        next.powerSaver = power?.powerSaver ?? false
+        update(next)
     }
 
     private func read(_ source: Source) {
@@ -87,8 +92,6 @@ final class SystemConditions {
             switch property {
             case "Connectivity": next.connectivity = nil
             case "Metered": next.metered = nil
-            case "OnBattery": next.onBattery = nil
-            case "ActiveProfile": next.powerSaver = false
             default: break
             }
         }
@@ -100,8 +103,6 @@ final class SystemConditions {
         switch (property, value) {
         case ("Connectivity", .uint(let number)): next.connectivity = UInt32(truncatingIfNeeded: number)
         case ("Metered", .uint(let number)): next.metered = UInt32(truncatingIfNeeded: number)
-        case ("OnBattery", .bool(let flag)): next.onBattery = flag
-        case ("ActiveProfile", .string(let profile)): next.powerSaver = profile == "power-saver"
         default: return
         }
         update(next)

@@ -703,7 +703,11 @@ final class TransfersMode: ModePlugin {
         case .wakeOpportunity:
             armedAt = nil
             requestSchedule()
-        case .refreshChanged, .appsChanged:
+        case .refreshChanged:
+            appInfos.clear()
+            // Or the power state changed.
+            conditions?.powerChanged()
+        case .appsChanged:
             appInfos.clear()
         case .tokenCompleted, .appStateChanged:
             break

@@ -285,6 +285,19 @@ public final class PluginHost {
             icon: info.struct_size >= UInt32(MemoryLayout<bgt_app_info>.size) ? info.icon.map { String(cString: $0) } : nil)
     }
 
+    /// The machine's power as the daemon follows it; nil from a host before
+    /// ABI 1.8, which does not tell (a plugin then watches the services itself
+    /// or assumes nothing).
+    public var power: PowerInfo? {
+        guard hostHas(\.power_state) else { return nil }
+        var state = bgt_power_state()
+        state.struct_size = UInt32(MemoryLayout<bgt_power_state>.size)
+        guard api.pointee.power_state(handle, &state) >= 0 else { return nil }
+        return PowerInfo(
+            onBattery: state.on_battery < 0 ? nil : state.on_battery != 0, powerSaver: state.power_saver != 0,
+            batteryPercent: state.battery_percent.isNaN ? nil : state.battery_percent)
+    }
+
     /// Every app whose desktop entry declares `mode`.
     public func apps(declaring mode: String) -> [String] {
         final class Box { var apps: [String] = [] }

@@ -314,6 +314,33 @@ import Testing
         #expect(TransferServer.isBlob(cache(daemon) + "/later.bin", size: 1 << 20))
     }
 
+    /// The power comes from the daemon's own watch of power-profiles-daemon
+    /// (plugin ABI 1.8): with both of its names on the bus, the newer one
+    /// leaving does not end power saving while the older still reports it.
+    @Test func discretionaryTransfersWaitForPowerSavingToEndUnderEitherName() throws {
+        let system = try MockSystemBus(services: [
+            .upower(onBattery: false, percentage: 80), .powerProfiles(profile: "power-saver"),
+            .powerProfiles(profile: "power-saver", name: .current), .networkManager(connectivity: 4, metered: 2),
+        ])
+        defer { system.stop() }
+        let server = try TransferServer()
+        let daemon = try daemon(environment: system.environment)
+        let client = try app(daemon)
+        let later = try start(client, url: server.url("/blob/1M"), path: cache(daemon) + "/later.bin", options: ["discretionary": .bool(true)])
+        func waiting() throws -> String? {
+            guard case .string(let reason)? = try list(client).first(where: { $0["transfer_id"] == .string(later) })?["waiting_for"]
+            else { return nil }
+            return reason
+        }
+        #expect(try waiting() == "power-saver mode to end", "\(daemon.log)")
+        system.stopService(.powerProfiles(profile: "power-saver", name: .current))
+        Thread.sleep(forTimeInterval: 1)
+        #expect(try waiting() == "power-saver mode to end", "the legacy name still says power-saver: \(daemon.log)")
+        try system.setPowerProfile("balanced")
+        #expect(try waitForFinished(client, later)?.result == "success", "\(daemon.log)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/later.bin", size: 1 << 20))
+    }
+
     @Test func aFinishedTransferLaunchesItsAppWhenItIsNotRunning() throws {
         let server = try TransferServer()
         let daemon = try daemon()

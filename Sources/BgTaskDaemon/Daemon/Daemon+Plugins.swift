@@ -23,6 +23,7 @@ extension Daemon {
         registry.onChange = { [unowned self] in self.desktopEntriesChanged() }
         power.onChange = { [unowned self] state in
             self.logger.info("power state changed: \(state)")
+            self.pluginServices.power = state
             self.broadcast(QueuedPluginEvent(type: BGT_EVENT_REFRESH_CHANGED, realtimeMicroseconds: realtimeMicroseconds))
         }
         power.start()

@@ -296,6 +296,22 @@ enum PluginHostAPI {
             return 0
         }
 
+        // The power state the daemon follows (1.8).
+        api.power_state = { handle, state in
+            let host = PluginHostAPI.host(handle)
+            guard let state else { return host.fail(EINVAL, "no power state to fill") }
+            let power = host.services.power
+            let size = min(Int(state.pointee.struct_size), MemoryLayout<bgt_power_state>.size)
+            var filled = bgt_power_state()
+            filled.struct_size = UInt32(size)
+            filled.on_battery = power.onBattery.map { $0 ? 1 : 0 } ?? -1
+            filled.power_saver = power.powerSaver ? 1 : 0
+            filled.battery_percent = power.batteryPercent ?? .nan
+            // Only as much as the plugin's struct holds.
+            withUnsafeBytes(of: &filled) { UnsafeMutableRawPointer(state).copyMemory(from: $0.baseAddress!, byteCount: size) }
+            return 0
+        }
+
         // Calls to other services (1.1).
         api.method_call_new = { handle, destination, path, interface, member in
             PluginHostAPI.newCall(handle, UInt32(BGT_BUS_USER), destination, path, interface, member)

@@ -64,6 +64,11 @@ final class PluginServices {
 
     func configValue(_ key: String) -> String? { configuration.value(of: key) }
 
+    /// The machine's power as the daemon follows it (``PowerMonitor``), for
+    /// `power_state`; set by the daemon before it tells plugins of a change.
+    /// Offline it stays unknown.
+    var power = PowerState.unknown
+
     func apps(declaring mode: String) -> [AppID] {
         registry?.entries(declaring: mode).map(\.id) ?? []
     }

@@ -1,12 +1,12 @@
 /*
- * bgtaskd mode plugin ABI, version 1.6 (1.1 adds method calls to other
+ * bgtaskd mode plugin ABI, version 1.8 (1.1 adds method calls to other
  * services, the icon in bgt_app_info and BGT_EVENT_APP_WOKEN; 1.2 adds
  * batch_begin and batch_rollback to the descriptor, version 2; 1.3 adds the
  * plugin's configuration keys and error names to the descriptor, version 3;
  * 1.4 adds calls to services on the system bus and signal subscriptions;
  * 1.5 adds waiting_events to the descriptor, version 4; 1.6 adds
  * export_interface_at; 1.7 adds post, the one host function other threads
- * may call).
+ * may call; 1.8 adds power_state, the machine's power as the daemon follows it).
  *
  * A mode plugin (fetch, remote-notification, location, transfer) is a shared library
  * named libbgtaskd-mode-<name>.so that exports one symbol:
@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define BGTASKD_PLUGIN_ABI_MAJOR 1
-#define BGTASKD_PLUGIN_ABI_MINOR 7
+#define BGTASKD_PLUGIN_ABI_MINOR 8
 #define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 4
 /* The symbol every plugin exports. */
 #define BGTASKD_PLUGIN_ENTRY_SYMBOL "bgtaskd_plugin_entry"
@@ -142,6 +142,17 @@ enum {
      * the backlog is drained in turns, and a WAKE_OPPORTUNITY follows. */
     BGT_EVENT_SLEEP_CHANGED = 12,
 };
+
+/* 1.8: the machine's power as the daemon follows it on the system bus (UPower,
+ * power-profiles-daemon), so that a plugin need not watch those services
+ * itself. A change comes as BGT_EVENT_REFRESH_CHANGED. */
+typedef struct bgt_power_state {
+    uint32_t struct_size;       /* set by the caller: sizeof(bgt_power_state) */
+    int8_t on_battery;          /* 1 on battery, 0 on AC power, -1 unknown */
+    uint8_t power_saver;        /* the active power profile is power-saver */
+    uint8_t _reserved[2];
+    double battery_percent;     /* the battery's charge, 0-100; NaN when unknown or no battery */
+} bgt_power_state;
 
 typedef struct bgt_event {
     uint32_t struct_size;
@@ -359,6 +370,12 @@ typedef struct bgt_host_api {
      * calling fn: stop() must end the plugin's threads' posting before it
      * returns, and the plugin frees what such posts carried. */
     int (*post)(bgt_host *host, void (*fn)(void *userdata), void *userdata);
+
+    /* 1.8: fills *state (as much as its struct_size holds) with the power
+     * state the daemon follows; what the daemon does not know reads as
+     * unknown (everything, where the host follows nothing: offline tools).
+     * Loop thread only. -EINVAL for no state. */
+    int (*power_state)(bgt_host *host, bgt_power_state *state);
 } bgt_host_api;
 
 /* The plugin's functions. */
