@@ -20,9 +20,15 @@ struct CallGenerator {
     /// The probability that a random call may carry a value over 64 KiB.
     private let heavyChance: Double
 
-    init(model: InterfaceModel, seed: UInt64, heavyChance: Double = 0.1) {
+    /// The first app's data directory (downloads land there) and a file in it to upload.
+    let appDirectory: String
+    let uploadSource: String
+
+    init(model: InterfaceModel, seed: UInt64, heavyChance: Double = 0.1, appDirectory: String = "/nonexistent", uploadSource: String = "/nonexistent/x") {
         self.model = model
-        catalog = ValueCatalog(seed: seed)
+        self.appDirectory = appDirectory
+        self.uploadSource = uploadSource
+        catalog = ValueCatalog(seed: seed, appDirectory: appDirectory)
         rng = SplitMix64(seed: seed)
         self.heavyChance = heavyChance
     }
@@ -35,7 +41,9 @@ struct CallGenerator {
         switch method.name {
         case "BeginBackgroundTask", "EndBackgroundTask", "SetApplicationState", "GetBackgroundTimeRemaining",
              "GetBackgroundRefreshStatus", "SetMinimumFetchInterval", "GetFetchRegistration", "CompleteFetch",
-             "CompleteNotification":
+             "CompleteNotification", "StartDownload", "StartUpload", "Cancel", "ListTransfers", "CompleteEvents",
+             "StartMonitoringRegion", "StopMonitoringRegion", "ListMonitoredRegions", "StartSignificantLocationChanges",
+             "StopSignificantLocationChanges", "CompleteEvent":
             .app(Workspace.fullApps[0])
         case "CheckIn":
             .fresh
@@ -55,6 +63,15 @@ struct CallGenerator {
         case ("SetApplicationState", _): return .ordinary(.string("background"), "s \"background\"")
         case ("SetMinimumFetchInterval", _): return .ordinary(.double(3600), "d 3600")
         case ("ListPushes", _): return .ordinary(.string(""), "s \"\" (all apps)")
+        // Nothing listens on the discard port: a download is refused, retried, and stays queued.
+        case (_, "url"): return .ordinary(.string("http://127.0.0.1:9/fuzz"), "s http://127.0.0.1:9/fuzz")
+        case (_, "destination_path"): return .ordinary(.string(appDirectory + "/fuzz.bin"), "s a path in the app's data directory")
+        case (_, "source_path"): return .ordinary(.string(uploadSource), "s a file in the app's data directory")
+        case (_, "session_id"): return .ordinary(.string("fuzz"), "s \"fuzz\"")
+        case (_, "region_id"): return .ordinary(.string("home"), "s \"home\"")
+        case (_, "latitude"): return .ordinary(.double(48.8584), "d 48.8584")
+        case (_, "longitude"): return .ordinary(.double(2.2945), "d 2.2945")
+        case (_, "radius_m"): return .ordinary(.double(200), "d 200")
         case (_, "app_id"): return .ordinary(.string(app), "s \(app)")
         case (_, "payload_json"): return .ordinary(.string(ValueCatalog.silentPayload), "s payload: silent")
         case (_, "options"): return .ordinary(ValueCatalog.dictionary([]), "a{sv} empty")

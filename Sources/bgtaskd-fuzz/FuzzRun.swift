@@ -61,7 +61,9 @@ final class FuzzRun {
         self.settings = settings
         self.harness = harness
         self.contract = contract
-        generator = CallGenerator(model: contract, seed: settings.seed, heavyChance: settings.heavyChance)
+        generator = CallGenerator(
+            model: contract, seed: settings.seed, heavyChance: settings.heavyChance,
+            appDirectory: harness.workspace.appDirectory, uploadSource: harness.workspace.uploadSource)
         pool = ClientPool(address: harness.address, timeout: settings.timeout)
         report = FuzzReport(
             seed: settings.seed, quick: settings.quick, callsRequested: settings.calls,
@@ -77,7 +79,9 @@ final class FuzzRun {
         compare(live: live)
         // The live object adds the standard interfaces (Peer, Introspectable, Properties): fuzzed too.
         model = contract.merged(with: live)
-        generator = CallGenerator(model: model, seed: settings.seed, heavyChance: settings.heavyChance)
+        generator = CallGenerator(
+            model: model, seed: settings.seed, heavyChance: settings.heavyChance,
+            appDirectory: harness.workspace.appDirectory, uploadSource: harness.workspace.uploadSource)
         progress("fuzzing \(model.methods.count) methods of \(model.interfaces.count) interfaces")
 
         for method in model.methods {

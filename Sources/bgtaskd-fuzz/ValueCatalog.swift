@@ -18,9 +18,18 @@ struct ValueCatalog {
     /// A silent push: stored, held or delivered.
     static let silentPayload = #"{"aps":{"content-available":1}}"#
 
+    /// `Transfers.StartDownload`'s and `StartUpload`'s options (Plugins/Transfers
+    /// checks them): unknown keys and wrong types are refused.
+    static let transferOptions: [(key: String, signature: String)] = [
+        ("discretionary", "b"), ("allow_metered", "b"), ("resource_timeout_s", "d"), ("method", "s"),
+    ]
+
+    /// The first app's data directory, where transfers may go.
+    private let appDirectory: String
     private var rng: SplitMix64
 
-    init(seed: UInt64) {
+    init(seed: UInt64, appDirectory: String = "/nonexistent") {
+        self.appDirectory = appDirectory
         rng = SplitMix64(seed: seed ^ 0x6275_7a7a_6361_7461)
     }
 
@@ -112,11 +121,28 @@ struct ValueCatalog {
             .init(.string(String(repeating: "é", count: 128)), "s 128 × é (256 bytes)"),
             .init(.string(String(repeating: "é", count: 129)), "s 129 × é (258 bytes)"),
         ]
+        case "url": return Self.urls
+        case "destination_path", "source_path":
+            let paths: [(String, String)] = [
+                (appDirectory + "/fuzz.bin", "in the app's directory"), (appDirectory + "/", "the directory itself"),
+                (appDirectory + "/../escape.bin", "with .."), (appDirectory + "//x", "with //"), ("fuzz.bin", "relative"),
+                (appDirectory + "/no/such/dir/x", "parent missing"), ("/etc/passwd", "another's file"),
+                (appDirectory + "/" + String(repeating: "n", count: 300), "a 300-byte name"),
+                (appDirectory + "/" + String(repeating: "d/", count: 3000) + "x", "6 KB deep"),
+            ]
+            return paths.map { .init(.string($0.0), "s path: \($0.1)") }
         case "interface_name", "interface": return Self.interfaceNames.map { .init(.string($0), "s \"\($0)\"") }
         case "property_name", "property": return Self.propertyNames.map { .init(.string($0), "s \"\($0)\"") }
         default: return []
         }
     }
+
+    static let urls: [FuzzValue] = [
+        "http://127.0.0.1:9/fuzz", "https://127.0.0.1:9/x", "file:///etc/passwd", "ftp://127.0.0.1/x", "http://", "http://[::1]:0/",
+        "http://user:secret@127.0.0.1:9/x", "http://127.0.0.1:9/a\r\nX-Injected: y", "HTTP://127.0.0.1:9/UPPER", "http://127.0.0.1:99999/x",
+        "http://" + String(repeating: "a", count: 70000) + "/", "http://127.0.0.1:9/" + String(repeating: "%", count: 1000),
+        "javascript:alert(1)", "http://127.0.0.1:9/\u{1F600}",
+    ].map { .init(.string($0), "s url \(Self.short($0))") }
 
     static let interfaceNames = [
         "org.bgtaskd.BackgroundTasks1.Manager", "org.bgtaskd.BackgroundTasks1.Fetch",
@@ -197,7 +223,7 @@ struct ValueCatalog {
     /// types, unknown keys, many keys, duplicate keys, nested variants.
     private mutating func options(for argument: String) -> [FuzzValue] {
         var values: [FuzzValue] = [.ordinary(Self.dictionary([]), "a{sv} empty")]
-        for (key, signature) in Self.pushOptions {
+        for (key, signature) in Self.pushOptions + Self.transferOptions {
             for value in extremes(signature: signature, argument: key) where !value.needsComposition {
                 values.append(.init(Self.dictionary([(key, value.value)]), "a{sv} \(key)=\(value.label)", extreme: key))
             }
@@ -212,6 +238,18 @@ struct ValueCatalog {
         values.append(.ordinary(Self.dictionary(Self.pushOptions.map { ($0.key, Self.ordinaryOption($0.key)) }), "a{sv} all known keys"))
         values.append(.init(Self.dictionary([("priority", .uint32(.max)), ("expiration", .uint64(.max)), ("collapse_id", .string(""))]),
                             "a{sv} all known keys at extremes", extreme: "all"))
+        let headers: [(BusValue, String)] = [
+            (.dictionary(key: "s", value: "s", [.init(key: .string("X-Fuzz"), value: .string("1"))]), "one"),
+            (.dictionary(key: "s", value: "s", [.init(key: .string("X-A"), value: .string("a\r\nX-B: b"))]), "CRLF in a value"),
+            (.dictionary(key: "s", value: "s", [.init(key: .string("Range"), value: .string("bytes=0-"))]), "Range"),
+            (.dictionary(key: "s", value: "s", [.init(key: .string(""), value: .string("x"))]), "empty name"),
+            (.dictionary(key: "s", value: "s", (0..<100).map { .init(key: .string("X-\($0)"), value: .string("v")) }), "100 of them"),
+            (.dictionary(key: "s", value: "s", [.init(key: .string("X-Big"), value: .string(String(repeating: "v", count: 65536)))]), "a 64 KiB value"),
+            (.dictionary(key: "s", value: "v", [.init(key: .string("X-A"), value: .variant(.string("x")))]), "a{sv} instead"),
+        ]
+        for (value, label) in headers {
+            values.append(.init(Self.dictionary([("headers", value)]), "a{sv} headers: \(label)", extreme: "headers"))
+        }
         let unknown: [(String, BusValue, String)] = [
             ("unknown", .string("x"), "unknown"), ("", .uint32(1), "empty key"), ("PRIORITY", .uint32(10), "PRIORITY"),
             ("priority ", .uint32(10), "\"priority \""), (String(repeating: "k", count: 65536), .bool(true), "64 KiB key"),
@@ -240,6 +278,9 @@ struct ValueCatalog {
         switch key {
         case "priority": .uint32(10)
         case "expiration": .uint64(4_102_444_800)  // 2100-01-01
+        case "discretionary", "allow_metered": .bool(true)
+        case "resource_timeout_s": .double(3600)
+        case "method": .string("PUT")
         default: .string("fuzz")
         }
     }

@@ -11,6 +11,11 @@ final class Workspace {
     private var stateCount = 0
     private var logCount = 0
 
+    /// A file in the first app's data directory that uploads may send.
+    var uploadSource: String { appDirectory + "/fuzz-source.bin" }
+    /// The first app's own data directory, where its downloads may land.
+    var appDirectory: String { dataHome + "/" + Self.fullApps[0] }
+
     /// The apps the daemon knows: three that declare every mode, one whose
     /// command cannot run, one that declares no mode.
     static let fullApps = ["org.example.A", "org.example.B", "org.example.C"]
@@ -31,14 +36,18 @@ final class Workspace {
             try FileManager.default.createDirectory(atPath: root + "/logs", withIntermediateDirectories: true)
             // Launched apps only sleep: harmless whatever the fuzzer makes the daemon do.
             for app in Self.fullApps {
-                try writeEntry(app, exec: "/bin/sleep 2", modes: "fetch;remote-notification;location;")
+                try writeEntry(app, exec: "/bin/sleep 2", modes: Self.allModes)
             }
-            try writeEntry(Self.brokenApp, exec: "/nonexistent/bgtaskd-fuzz-no-such-program %U", modes: "fetch;remote-notification;location;")
+            try writeEntry(Self.brokenApp, exec: "/nonexistent/bgtaskd-fuzz-no-such-program %U", modes: Self.allModes)
             try writeEntry(Self.plainApp, exec: "/bin/sleep 2", modes: nil)
+            try FileManager.default.createDirectory(atPath: appDirectory, withIntermediateDirectories: true)
+            try Data(repeating: 0x66, count: 4096).write(to: URL(fileURLWithPath: uploadSource))
         } catch {
             throw HarnessError("cannot prepare \(root): \(error)")
         }
     }
+
+    static let allModes = "fetch;remote-notification;location;transfer;"
 
     private func writeEntry(_ id: String, exec: String, modes: String?) throws {
         var text = "[Desktop Entry]\nType=Application\nName=\(id.split(separator: ".").last ?? "")\nExec=\(exec)\n"
