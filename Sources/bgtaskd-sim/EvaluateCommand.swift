@@ -113,13 +113,17 @@ struct EvaluateCommand: ParsableCommand {
         if figures.beyondCurve > 0 { print("  (\(figures.beyondCurve) seeds cost less than the rarest timer: left out above)") }
         print(String(format: "one simulation (adaptive)                                     median %.2f s, slowest %.2f s     < 5 s",
                      figures.seconds.sorted()[figures.seconds.count / 2], figures.seconds.max() ?? 0))
-        print("by class, adaptive against the timer at the floor: fetches, mean staleness at opens")
+        print("by class, adaptive against the timer at the floor: fetches, mean staleness at opens, and the class's")
+        print("staleness summed over its opens as a share of the timer's over all opens (where the mean's ratio comes from)")
+        let timerTotal = byClass.values.reduce(0.0) { $0 + $1.naiveStale.reduce(0, +) }
         for appClass in FamilyTraceGenerator.AppClass.allCases {
             guard let entry = byClass[appClass] else { continue }
             let ratio = entry.naive > 0 ? Double(entry.adaptive) / Double(entry.naive) : .nan
             let mine = entry.stale.isEmpty ? "no opens" : RunCommand.duration(SimulationMetrics.mean(of: entry.stale))
             let theirs = entry.naiveStale.isEmpty ? "no opens" : RunCommand.duration(SimulationMetrics.mean(of: entry.naiveStale))
-            print("  \(appClass.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)) \(String(format: "%.2f×", ratio)) of its fetches; \(mine) against \(theirs)")
+            let shares = timerTotal > 0
+                ? String(format: "; %.2f against %.2f", entry.stale.reduce(0, +) / timerTotal, entry.naiveStale.reduce(0, +) / timerTotal) : ""
+            print("  \(appClass.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)) \(String(format: "%.2f×", ratio)) of its fetches; \(mine) against \(theirs)\(shares)")
         }
     }
 }
