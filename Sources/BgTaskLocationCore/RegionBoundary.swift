@@ -35,6 +35,22 @@ public struct RegionBoundary: Sendable, Equatable {
     /// How much a fix's lean weighs one fix later.
     public static let leanDecay = 0.75
 
+    /// A pending side holds only when the fixes since it began put the
+    /// device on it beyond chance: their mean offset past the boundary,
+    /// each weighed by its accuracy (taken as the standard deviation, which
+    /// errs on the side of deciding later), must be this many standard
+    /// errors. The lean alone looks at the last few fixes; a device parked
+    /// on a boundary has, over a quarter of an hour, many runs of a few
+    /// fixes that lean out, but not a mean of twenty that lies out by two
+    /// standard errors.
+    public static let evidence = 2.0
+
+    /// Since the pending side began: Σ w and Σ w·offset over its fixes,
+    /// offset the metres the fix's centre lies beyond the boundary toward
+    /// that side, w the inverse of its variance (from its accuracy).
+    private var weights = 0.0
+    private var weightedOffsets = 0.0
+
     public init() {}
 
     /// A boundary whose side is known already (restored after a restart).
@@ -44,7 +60,8 @@ public struct RegionBoundary: Sendable, Equatable {
 
     public static func == (lhs: RegionBoundary, rhs: RegionBoundary) -> Bool {
         lhs.side == rhs.side && lhs.pending?.side == rhs.pending?.side && lhs.pending?.since == rhs.pending?.since
-            && lhs.agreeing == rhs.agreeing && lhs.lean == rhs.lean
+            && lhs.agreeing == rhs.agreeing && lhs.lean == rhs.lean && lhs.weights == rhs.weights
+            && lhs.weightedOffsets == rhs.weightedOffsets
     }
 
     /// What `fix` says of `region`: a side, or nil when it decides nothing.
@@ -60,8 +77,10 @@ public struct RegionBoundary: Sendable, Equatable {
     /// time a side holds, that side's event when `region.notifyOnStart`.
     public mutating func update(with fix: LocationFix, in region: MonitoredRegion, dwell: UInt64 = Self.dwell) -> RegionEvent? {
         if let current = pending {
-            let inside = region.center.distance(to: fix.coordinate) < region.radius
+            let distance = region.center.distance(to: fix.coordinate)
+            let inside = distance < region.radius
             lean = lean * Self.leanDecay + ((inside == (current.side == .inside)) ? 1 : -1)
+            weigh(fix, distance: distance, in: region, toward: current.side)
         }
         guard let observed = Self.side(of: fix, in: region) else { return nil }
         if observed == side {
@@ -72,6 +91,8 @@ public struct RegionBoundary: Sendable, Equatable {
             pending = (observed, fix.time)
             agreeing = 1
             lean = 1
+            (weights, weightedOffsets) = (0, 0)
+            weigh(fix, distance: region.center.distance(to: fix.coordinate), in: region, toward: observed)
             // No time to hold: the side holds now, as the settle timer would
             // say at once anyway (a dwell of 0 is for tests and benchmarks).
             return dwell == 0 ? settle(at: fix.time, in: region, dwell: 0) : nil
@@ -85,7 +106,7 @@ public struct RegionBoundary: Sendable, Equatable {
     /// against it (a location source reports only movement, so no news means
     /// the device stayed). Returns the event, as ``update(with:in:)`` does.
     public mutating func settle(at now: UInt64, in region: MonitoredRegion, dwell: UInt64 = Self.dwell) -> RegionEvent? {
-        guard let current = pending, now >= current.since, now - current.since >= dwell, lean > 0 else { return nil }
+        guard let current = pending, now >= current.since, now - current.since >= dwell, lean > 0, isEvident else { return nil }
         let first = side == nil
         side = current.side
         pending = nil
@@ -99,7 +120,22 @@ public struct RegionBoundary: Sendable, Equatable {
     /// ``update(with:in:dwell:)``: a time here would be a timer that fires
     /// and settles nothing, again and again.
     public func settlesAt(dwell: UInt64 = Self.dwell) -> UInt64? {
-        guard lean > 0 else { return nil }
+        guard lean > 0, isEvident else { return nil }
         return pending.map { $0.since.addingReportingOverflow(dwell).overflow ? .max : $0.since + dwell }
+    }
+
+    private mutating func weigh(_ fix: LocationFix, distance: Double, in region: MonitoredRegion, toward side: Side) {
+        let sigma = fix.accuracy.isFinite ? max(fix.accuracy, 1) : 1e6
+        let w = 1 / (sigma * sigma)
+        let offset = side == .outside ? distance - region.radius : region.radius - distance
+        weights += w
+        weightedOffsets += w * offset
+    }
+
+    /// Whether the fixes since the pending side began put the device on it
+    /// beyond chance (``evidence``).
+    private var isEvident: Bool {
+        guard weights > 0 else { return false }
+        return weightedOffsets / weights >= Self.evidence / weights.squareRoot()
     }
 }

@@ -42,6 +42,26 @@ struct RegionBoundaryTests {
         #expect(leaving.compactMap { $0 } == [.exit])
     }
 
+    /// The last few fixes leaning out is not enough when the twenty before
+    /// them lay inside: a device parked on a boundary has such runs now and
+    /// then (seed 38 of `bgtaskd-bench track` exited a place the device had
+    /// not left). The mean of the fixes since the side began must lie out.
+    @Test func aRunOfFixesLeaningOutDoesNotOutweighTheFixesBeforeIt() {
+        var boundary = RegionBoundary(side: .inside)
+        // One stray fix 60 m out starts a pending exit…
+        #expect(boundary.update(with: fix(260, accuracy: 20, at: 0), in: region) == nil)
+        // …then 15 fixes 15 m inside (within the margin: undecided) and 4 that lean 5 m out.
+        for second in 1...15 as ClosedRange<UInt64> { _ = boundary.update(with: fix(185, accuracy: 20, at: second), in: region) }
+        for second in 16...19 as ClosedRange<UInt64> { _ = boundary.update(with: fix(205, accuracy: 80, at: second), in: region) }
+        #expect(boundary.lean > 0, "the last fixes lean out")
+        #expect(boundary.settle(at: 25 * Self.second, in: region) == nil, "but most lay inside")
+        #expect(boundary.settlesAt() == nil, "no timer that would settle nothing")
+        #expect(boundary.side == .inside)
+        // Leaving for real still counts.
+        let leaving = (30..<60 as Range<UInt64>).map { boundary.update(with: fix(300, accuracy: 20, at: $0), in: region) }
+        #expect(leaving.compactMap { $0 } == [.exit])
+    }
+
     @Test func theFirstSideIsSilentAndCrossingsNeedTwentySecondsAndThreeFixes() {
         var boundary = RegionBoundary()
         // The side it was on at the start makes no event; 15 s inside is not enough; not twice.
