@@ -291,6 +291,11 @@ final class TransfersMode: ModePlugin {
         }
         guard scheme == "http" || scheme == "https" else { return "only http and https URLs are transferred, not \(scheme.prefix(20))" }
         guard let hostName = components.host, !hostName.isEmpty else { return "'\(url.prefix(200))' names no host" }
+        // The HTTP client traps on a port that does not fit 16 bits: refused here, never handed on.
+        if let range = components.rangeOfPort, !range.isEmpty {
+            let port = url[range]
+            guard let number = Int(port), (1...65535).contains(number) else { return "port \(port.prefix(40)) is not between 1 and 65535" }
+        }
         return nil
     }
 
@@ -455,7 +460,14 @@ final class TransfersMode: ModePlugin {
             let current = conditions?.current ?? TransferConditions()
             let ready = Self.oldestFirst(transfers.values.lazy
                 .filter { $0.state == .waiting && $0.notBefore <= now && self.draining[$0.id] == nil && current.blocker(for: $0.options) == nil })
-            for record in ready.prefix(maxConcurrent - running.count) { begin(record) }
+            for record in ready.prefix(maxConcurrent - running.count) {
+                // A transfer stored by a build that let a bad URL through fails instead of reaching the HTTP client.
+                if let problem = Self.problem(withURL: record.url) {
+                    finish(record, result: .failed, error: problem)
+                    continue
+                }
+                begin(record)
+            }
         }
         armTimer()
     }

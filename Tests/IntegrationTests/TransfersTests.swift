@@ -52,8 +52,8 @@ import Testing
         }.readString()
     }
 
-    func startError(_ client: RawClient, url: String, path: String, options: [String: BusValue] = [:]) -> String? {
-        client.errorName(Self.interface, "StartDownload") {
+    func startError(_ client: RawClient, _ method: String = "StartDownload", url: String, path: String, options: [String: BusValue] = [:]) -> String? {
+        client.errorName(Self.interface, method) {
             try $0.append("s")
             try $0.append(url)
             try $0.append(path)
@@ -177,6 +177,11 @@ import Testing
         // Bad URLs and options.
         #expect(startError(client, url: "file:///etc/passwd", path: cache(daemon) + "/x.bin") == invalid)
         #expect(startError(client, url: "not a url", path: cache(daemon) + "/x.bin") == invalid)
+        // Ports that do not fit 16 bits: the HTTP client trapped on them, and the stored transfer crashed every restart.
+        for bad in ["http://127.0.0.1:99999/", "http://[::1]:65536/x", "http://127.0.0.1:0/x", "http://127.0.0.1:99999999999999999999999/"] {
+            #expect(startError(client, "StartDownload", url: bad, path: cache(daemon) + "/x.bin") == invalid, "\(bad)")
+            #expect(startError(client, "StartUpload", url: bad, path: cache(daemon) + "/x.bin") == invalid, "\(bad)")
+        }
         #expect(startError(client, url: url, path: cache(daemon) + "/x.bin", options: ["discretionary": .string("yes")]) == invalid)
         #expect(startError(client, url: url, path: cache(daemon) + "/x.bin", options: ["speed": .bool(true)]) == invalid)
         #expect(startError(client, url: url, path: cache(daemon) + "/x.bin", options: ["resource_timeout_s": .double(-1)]) == invalid)
