@@ -139,10 +139,14 @@ extension BackgroundEngine {
         return actions
     }
 
-    /// The app behind `caller` completed a wake. Unknown, spent, expired and
-    /// other apps' tokens all answer `NoSuchToken`.
-    public mutating func completeWake(token: String, caller: ConnectionID) throws(CoreError) -> [CoreAction] {
-        guard let wake = wakes[token], wake.delivered, connections[caller]?.app == .app(wake.app) else {
+    /// The app behind `caller` completed a wake, through the interface of
+    /// `plugin` (nil: any). Unknown, spent, expired and other apps' tokens
+    /// all answer `NoSuchToken`, and so does a token of another plugin's
+    /// wake: completed elsewhere, the events it carried would wait for ever
+    /// in the plugin that never heard of it.
+    public mutating func completeWake(token: String, caller: ConnectionID, plugin: String? = nil) throws(CoreError) -> [CoreAction] {
+        guard let wake = wakes[token], wake.delivered, connections[caller]?.app == .app(wake.app),
+              plugin.map({ $0 == wake.plugin }) ?? true else {
             throw CoreError(.noSuchToken, "no wake with token '\(token.prefix(80))' is pending for this app")
         }
         _ = dropWake(token)

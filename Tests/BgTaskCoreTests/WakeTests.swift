@@ -53,6 +53,19 @@ import Testing
         #expect(engine.state(of: .app(weather)) == .background)
     }
 
+    /// A fetch's token completed through another mode's interface left the
+    /// fetch plugin waiting for ever; now it is refused, and still good where it belongs.
+    @Test mutating func aTokenCompletesOnlyThroughThePluginThatAskedForTheWake() throws {
+        let app = caller(":1.42", pid: 601)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: app)
+        _ = try engine.requestWake(request("t1"))
+        let elsewhere = #expect(throws: CoreError.self) { try engine.completeWake(token: "t1", caller: app.connection, plugin: "location") }
+        #expect(elsewhere?.code == .noSuchToken)
+        #expect(try engine.completeWake(token: "t1", caller: app.connection, plugin: "fetch") == [
+            .wakeCompleted(token: "t1", plugin: "fetch", app: weather),
+        ])
+    }
+
     @Test mutating func runningAppGetsTheEventAtOnce() throws {
         let app = caller(":1.41", pid: 600)
         _ = try engine.checkIn(appID: weather.rawValue, caller: app)

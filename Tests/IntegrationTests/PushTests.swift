@@ -123,6 +123,9 @@ import Testing
         try stranger.call("Manager", "CheckIn") { try $0.append("org.example.Plain") }
         #expect(stranger.errorName("RemoteNotifications", "CompleteNotification") { try $0.append(token); try $0.append("newData") }
                 == Self.prefix + "NoSuchToken")
+        // Another mode's completion does not spend it (it did: the push then stayed held for ever).
+        #expect(app.errorName("Location", "CompleteEvent") { try $0.append(token) } == Self.prefix + "NoSuchToken")
+        #expect(app.errorName("Transfers", "CompleteEvents") { try $0.append(token) } == Self.prefix + "NoSuchToken")
         try app.call("RemoteNotifications", "CompleteNotification") { try $0.append(token); try $0.append("newData") }
         #expect(app.errorName("RemoteNotifications", "CompleteNotification") { try $0.append(token); try $0.append("newData") }
                 == Self.prefix + "NoSuchToken")

@@ -188,9 +188,9 @@ extension Daemon: PluginEngineAccess {
         return token
     }
 
-    func completeWake(token: String, connection: ConnectionID) throws(CoreError) {
+    func completeWake(token: String, connection: ConnectionID, plugin: String) throws(CoreError) {
         noteUndo(token: token)
-        perform(try engine.completeWake(token: token, caller: connection))
+        perform(try engine.completeWake(token: token, caller: connection, plugin: plugin))
     }
 
 

@@ -16,7 +16,7 @@ final class OfflinePluginEngine: PluginEngineAccess {
         throw CoreError(.failed, "no apps are woken while describing interfaces")
     }
 
-    func completeWake(token: String, connection: ConnectionID) throws(CoreError) {
+    func completeWake(token: String, connection: ConnectionID, plugin: String) throws(CoreError) {
         throw CoreError(.noSuchToken, "no wakes while describing interfaces")
     }
 

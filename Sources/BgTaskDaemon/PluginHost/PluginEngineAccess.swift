@@ -13,7 +13,8 @@ protocol PluginEngineAccess: AnyObject {
     func appID(of identity: CallerIdentity) -> AppID?
     func appInfo(_ app: AppID) -> PluginAppInfo
     func wake(_ app: AppID, reason: String, plugin: String, budget: Duration) throws(CoreError) -> String
-    func completeWake(token: String, connection: ConnectionID) throws(CoreError)
+    /// Completes a wake `plugin` asked for; another plugin's token is `NoSuchToken`.
+    func completeWake(token: String, connection: ConnectionID, plugin: String) throws(CoreError)
     /// Whether the machine sleeps: nothing is offered to plugins then.
     var isSleeping: Bool { get }
     /// A plugin's batch (one call or one event) begins: remember what undoing

@@ -225,7 +225,7 @@ enum PluginHostAPI {
                 return host.fail(EINVAL, "no token or connection given")
             }
             do throws(CoreError) {
-                try host.engine.completeWake(token: token, connection: ConnectionID(connection))
+                try host.engine.completeWake(token: token, connection: ConnectionID(connection), plugin: host.name)
                 return 0
             } catch {
                 return host.fail(ENOENT, error.message)
