@@ -11,9 +11,18 @@ enum TransferDirectories {
     /// The roots of `app`, from the daemon's environment.
     static func roots(of app: String) -> [String] {
         let home = environment("HOME") ?? "/"
-        return TransferPath.roots(
+        var roots = TransferPath.roots(
             app: app, home: home, dataHome: environment("XDG_DATA_HOME"), cacheHome: environment("XDG_CACHE_HOME"),
-            downloads: downloadDirectory(home: home))
+            configHome: environment("XDG_CONFIG_HOME"), downloads: downloadDirectory(home: home))
+        // The same check on the real paths: a download directory that is a
+        // link to the home counts as the home. The download root, when kept, is
+        // the third; the first two are the app's data and cache directories.
+        if roots.count == 4, let download = realPath(roots[2]) {
+            let parents = roots[..<2].map { String($0[..<$0.lastIndex(of: "/")!]) }
+            let protected = ([home, environment("XDG_CONFIG_HOME") ?? home + "/.config"] + parents).map { realPath($0) ?? $0 }
+            if !TransferPath.isAcceptableDownloadRoot(download, protecting: protected) { roots.remove(at: 2) }
+        }
+        return roots
     }
 
     /// The directory a transfer's file lies in, opened and checked: its

@@ -31,11 +31,42 @@ public enum TransferPath {
 
     /// The directories `app` may have transfers land in, given the user's
     /// base directories: its data and cache directories, the download
-    /// directory, and its sandbox's home (`~/.var/app/APP`).
-    public static func roots(app: String, home: String, dataHome: String?, cacheHome: String?, downloads: String?) -> [String] {
+    /// directory (unless it is no place for every app's files: see
+    /// ``isAcceptableDownloadRoot(_:protecting:)``), and its sandbox's home
+    /// (`~/.var/app/APP`).
+    public static func roots(
+        app: String, home: String, dataHome: String?, cacheHome: String?, configHome: String? = nil, downloads: String?
+    ) -> [String] {
         let data = nonEmptyAbsolute(dataHome) ?? home + "/.local/share"
         let cache = nonEmptyAbsolute(cacheHome) ?? home + "/.cache"
-        return [data + "/" + app, cache + "/" + app, nonEmptyAbsolute(downloads) ?? home + "/Downloads", home + "/.var/app/" + app]
+        let config = nonEmptyAbsolute(configHome) ?? home + "/.config"
+        let download = nonEmptyAbsolute(downloads) ?? home + "/Downloads"
+        let shared = isAcceptableDownloadRoot(download, protecting: [home, data, cache, config]) ? [download] : []
+        return [data + "/" + app, cache + "/" + app] + shared + [home + "/.var/app/" + app]
+    }
+
+    /// Whether `downloads` may be a directory every app's transfers reach:
+    /// not one of `others` (the home, data, cache and config directories)
+    /// nor a directory holding one of them. xdg-user-dirs sets a disabled
+    /// directory to `$HOME`; taken as a root, that opened every file of the
+    /// user (`~/.bashrc`, other apps' data, `~/.ssh`) to every app.
+    public static func isAcceptableDownloadRoot(_ downloads: String, protecting others: [String]) -> Bool {
+        let root = lexicallyNormal(downloads)
+        guard root != "/" else { return false }
+        return !others.map(lexicallyNormal).contains { $0 == root || isInside($0, root: root) }
+    }
+
+    /// `path` without empty and `.` components, `..` taken back lexically, no trailing slash.
+    static func lexicallyNormal(_ path: String) -> String {
+        var parts: [Substring] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            switch part {
+            case ".": continue
+            case "..": _ = parts.popLast()
+            default: parts.append(part)
+            }
+        }
+        return "/" + parts.joined(separator: "/")
     }
 
     private static func nonEmptyAbsolute(_ path: String?) -> String? {

@@ -30,6 +30,23 @@ import Testing
             == ["/d/A", "/h/.cache/A", "/dl", "/h/.var/app/A"])
     }
 
+    /// xdg-user-dirs writes `XDG_DOWNLOAD_DIR="$HOME/"` for a disabled
+    /// directory: taken as a root, every app could write `~/.bashrc` and
+    /// upload `~/.ssh/id_rsa`. Such a directory, and any holding the user's
+    /// base directories, is no root at all.
+    @Test func aDownloadDirectoryThatHoldsTheHomeOrTheBaseDirectoriesIsNoRoot() {
+        for bad in ["/h/", "/h", "/", "/h/.", "/h/x/..", "/h/.local", "/h/.local/share", "/h/.config", "/h/.cache"] {
+            #expect(TransferPath.roots(app: "A", home: "/h", dataHome: nil, cacheHome: nil, downloads: bad)
+                == ["/h/.local/share/A", "/h/.cache/A", "/h/.var/app/A"], "\(bad)")
+        }
+        #expect(TransferPath.roots(app: "A", home: "/h", dataHome: "/d", cacheHome: nil, downloads: "/d")
+            == ["/d/A", "/h/.cache/A", "/h/.var/app/A"])
+        #expect(TransferPath.roots(app: "A", home: "/h", dataHome: nil, cacheHome: nil, configHome: "/etc/xdg-user", downloads: "/etc")
+            == ["/h/.local/share/A", "/h/.cache/A", "/h/.var/app/A"])
+        #expect(TransferPath.isAcceptableDownloadRoot("/h/Downloads", protecting: ["/h", "/h/.local/share"]))
+        #expect(TransferPath.isAcceptableDownloadRoot("/srv/dl", protecting: ["/h"]))
+    }
+
     @Test func thePartialFileIsHiddenBesideTheDestination() {
         #expect(TransferPath.partialFile(for: "/h/.cache/A/f.bin", id: "t1-ab") == "/h/.cache/A/.f.bin.t1-ab.bgtaskd-part")
     }

@@ -346,6 +346,25 @@ import Testing
         #expect(TransferServer.isBlob(cache(daemon) + "/later.bin", size: 1 << 20))
     }
 
+    /// xdg-user-dirs writes `XDG_DOWNLOAD_DIR="$HOME/"` for a disabled
+    /// directory; the whole home was then every app's download directory.
+    @Test func aDisabledDownloadDirectoryOpensNothingOfTheHome() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        try FileManager.default.createDirectory(atPath: daemon.home + "/config", withIntermediateDirectories: true)
+        try #"XDG_DOWNLOAD_DIR="$HOME/""#.write(toFile: daemon.home + "/config/user-dirs.dirs", atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: daemon.home + "/.ssh", withIntermediateDirectories: true)
+        try "secret".write(toFile: daemon.home + "/.ssh/id_rsa", atomically: true, encoding: .utf8)
+        let invalid = "org.freedesktop.DBus.Error.InvalidArgs"
+        #expect(startError(client, url: server.url("/blob/1K"), path: daemon.home + "/.bashrc") == invalid)
+        #expect(startError(client, url: server.url("/blob/1K"), path: daemon.home + "/data/org.example.Plain.bin") == invalid)
+        #expect(startError(client, "StartUpload", url: server.url("/upload/k"), path: daemon.home + "/.ssh/id_rsa") == invalid)
+        // The app's own directories still are.
+        let own = try start(client, url: server.url("/blob/1K"), path: cache(daemon) + "/own.bin")
+        #expect(try waitForFinished(client, own)?.result == "success", "\(daemon.log)")
+    }
+
     @Test func aFinishedTransferLaunchesItsAppWhenItIsNotRunning() throws {
         let server = try TransferServer()
         let daemon = try daemon()
