@@ -125,6 +125,8 @@ import Testing
         let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
         #expect(done.result == "success")
         #expect(done.info["bytes_done"] == .uint64(5 << 20) && done.info["status"] == .uint64(200))
+        // The types the XML documents (it said u for these three, which were always sent as t).
+        #expect(done.info["attempts"] == .uint64(0) && done.info["token_transfers"] == .uint64(1), "\(done.info)")
         #expect(done.info["path"] == .string(destination) && done.info["state"] == .string("finished"))
         #expect(TransferServer.isBlob(destination, size: 5 << 20))
         #expect(partialFiles(in: cache(daemon)).isEmpty)
