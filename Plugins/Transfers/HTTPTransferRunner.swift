@@ -81,7 +81,7 @@ final class HTTPTransferRunner: Sendable {
         let directory: Int32
         switch TransferDirectories.openParent(of: job.path, app: job.app) {
         case .success(let parent): directory = parent.fd
-        case .failure(let problem): return .fatal("\(job.path) is no longer inside \(job.app)'s own directories: \(problem)")
+        case .failure(let problem): return .fatal("the file cannot be used any more: \(problem)")
         }
         defer { close(directory) }
         // O_NONBLOCK: a FIFO planted there must not hang the opening thread (it fails the type check below).
@@ -150,7 +150,7 @@ final class HTTPTransferRunner: Sendable {
         let parent: TransferDirectories.Parent
         switch TransferDirectories.openParent(of: job.path, app: job.app) {
         case .success(let opened): parent = opened
-        case .failure(let problem): return .fatal("\(job.path) is no longer inside \(job.app)'s own directories: \(problem)")
+        case .failure(let problem): return .fatal("the file cannot be used any more: \(problem)")
         }
         defer { close(parent.fd) }
         let fd = openat(parent.fd, parent.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)

@@ -53,6 +53,9 @@ enum TransferDirectories {
         let real = (opened == "/" ? "" : opened) + "/" + name
         guard roots(of: app).lazy.compactMap(realPath).contains(where: { TransferPath.isInside(real, root: $0) }) else {
             close(fd)
+            if roots(of: app).lazy.compactMap(realPath).contains(real) {
+                return .failure(TransferPathProblem("\(path.prefix(200)) is one of \(app)'s own directories, not a file in it"))
+            }
             return .failure(TransferPathProblem("\(path.prefix(200)) is outside \(app)'s own directories (its data, cache and download directories)"))
         }
         return .success(Parent(fd: fd, name: name, path: real))

@@ -613,7 +613,7 @@ final class TransfersMode: ModePlugin {
         let parent: TransferDirectories.Parent
         switch TransferDirectories.openParent(of: record.path, app: record.app) {
         case .success(let opened): parent = opened
-        case .failure(let problem): return "\(record.path) is no longer inside \(record.app)'s own directories: \(problem)"
+        case .failure(let problem): return "the file cannot be used any more: \(problem)"
         }
         defer { close(parent.fd) }
         let partialName = TransferPath.partialName(for: parent.name, id: record.id)

@@ -520,7 +520,7 @@ import Testing
         try FileManager.default.createSymbolicLink(atPath: inside, withDestinationPath: outside)
         try system.setOnBattery(false, percentage: 60)
         let sent = try #require(try waitForFinished(client, upload), "\(daemon.log)")
-        #expect(sent.result == "failed" && (sent.info["error"].map { "\($0)" } ?? "").contains("no longer inside"), "\(sent.info)")
+        #expect(sent.result == "failed" && (sent.info["error"].map { "\($0)" } ?? "").contains("cannot be used any more: "), "\(sent.info)")
         let fetched = try #require(try waitForFinished(client, download), "\(daemon.log)")
         #expect(fetched.result == "failed", "\(fetched.info)")
         #expect(try server.json("/stats")["bytes_received"] as? Int == 0, "nothing was uploaded")
