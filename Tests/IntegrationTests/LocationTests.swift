@@ -175,6 +175,28 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A region id is the app's to choose: its line breaks and escape
+    /// sequences are shown escaped in the daemon's log, never as a line (or
+    /// a colour) of their own.
+    @Test func aRegionIdCannotForgeLinesInTheLog() throws {
+        let daemon = try daemon()
+        let client = try app(daemon)
+        try monitor(client, "a\r\nbgtaskd: notice: FORGED")
+        try monitor(client, "\u{1}\u{1b}[31m", radius: 300)
+        // Outside first: the side the device is on at the start sends nothing.
+        try simulate(client, Self.north(1000))
+        pass(client, 1.5)
+        try simulate(client, Self.north(0))
+        #expect(client.waitForSignals(2))
+        #expect(daemon.stop() == .status(0))
+        let log = daemon.log
+        #expect(log.contains("enter region a\\r\\nbgtaskd: notice: FORGED"), "\(log)")
+        #expect(log.contains("\\u{1}\\u{1B}[31m"), "\(log)")
+        // isNewline: CR LF is one Character, which "\n" would not match.
+        #expect(!log.split(whereSeparator: \.isNewline).contains { $0.hasPrefix("bgtaskd: notice: FORGED") }, "\(log)")
+        #expect(!log.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" }, "no control character but the line ends: \(log)")
+    }
+
     /// An app that registers its places again at every start keeps what the
     /// daemon knows: no second `notify_on_start` event, and the side stays.
     @Test func registeringTheSameRegionAgainKeepsItsSide() throws {

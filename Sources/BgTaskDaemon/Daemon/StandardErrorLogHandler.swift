@@ -23,15 +23,22 @@ public struct StandardErrorLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
+        FileHandle.standardError.write(Data(line(for: event).utf8))
+    }
+
+    /// The line written for `event`, newline included. What the message and
+    /// metadata hold is escaped (``LogText``): apps choose much of it, and a
+    /// line break in it must not start a line of their making.
+    func line(for event: LogEvent) -> String {
         var fields = metadata
         if let extra = event.metadata { fields.merge(extra) { $1 } }
-        var line = journal ? "<\(Self.priority(event.level))>" : "\(label): \(event.level): "
-        line += event.message.description
+        var line = journal ? "<\(Self.priority(event.level))>" : "\(LogText.escaped(label)): \(event.level): "
+        line += LogText.escaped(event.message.description)
         if !fields.isEmpty {
-            line += " " + fields.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            line += " " + fields.sorted { $0.key < $1.key }
+                .map { "\(LogText.escaped($0.key))=\(LogText.escaped($0.value.description))" }.joined(separator: " ")
         }
-        line += "\n"
-        FileHandle.standardError.write(Data(line.utf8))
+        return line + "\n"
     }
 
     private static func priority(_ level: Logger.Level) -> Int {
