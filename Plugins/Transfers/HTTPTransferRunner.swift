@@ -104,7 +104,7 @@ final class HTTPTransferRunner: Sendable {
         do {
             request = try HTTPClient.Request(url: job.url, method: .GET, headers: headers)
         } catch {
-            return .fatal("cannot make a request of \(job.url): \(error)")
+            return .fatal("cannot make a request of \(TransferURL.redacted(job.url).prefix(200)): \(error)")
         }
         // The body goes to disk from the client's event loop (DownloadDelegate): no hop per chunk.
         let delegate = DownloadDelegate(job: job, fd: fd, have: have, report: report)

@@ -242,7 +242,7 @@ final class TransfersMode: ModePlugin {
         let record = TransferRecord(id: id, app: app, session: session, kind: kind, url: url, path: resolved, options: options, createdAt: now)
         try save(record)
         try call.reply { (reply) throws(ModeError) in try reply.append(id) }
-        host.logWhenCommitted(.info, "\(app) \(kind == .download ? "downloads" : "uploads") \(id): \(url.prefix(200)) \(kind == .download ? "to" : "from") \(resolved)")
+        host.logWhenCommitted(.info, "\(app) \(kind == .download ? "downloads" : "uploads") \(id): \(TransferURL.redacted(url).prefix(200)) \(kind == .download ? "to" : "from") \(resolved)")
         requestSchedule()
     }
 
@@ -287,10 +287,10 @@ final class TransfersMode: ModePlugin {
     static func problem(withURL url: String) -> String? {
         guard url.utf8.count <= maximumURLBytes else { return "the URL is longer than \(maximumURLBytes) bytes" }
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased() else {
-            return "'\(url.prefix(200))' is not a URL"
+            return "'\(TransferURL.redacted(url).prefix(200))' is not a URL"
         }
         guard scheme == "http" || scheme == "https" else { return "only http and https URLs are transferred, not \(scheme.prefix(20))" }
-        guard let hostName = components.host, !hostName.isEmpty else { return "'\(url.prefix(200))' names no host" }
+        guard let hostName = components.host, !hostName.isEmpty else { return "'\(TransferURL.redacted(url).prefix(200))' names no host" }
         // The HTTP client traps on a port that does not fit 16 bits: refused here, never handed on.
         if let range = components.rangeOfPort, !range.isEmpty {
             let port = url[range]
@@ -376,7 +376,8 @@ final class TransfersMode: ModePlugin {
             Key.sessionID.rawValue: .string(record.session),
             Key.appID.rawValue: .string(record.app),
             Key.kind.rawValue: .string(record.kind.rawValue),
-            Key.url.rawValue: .string(record.url),
+            // Trusted callers list every app's transfers: no password goes with them.
+            Key.url.rawValue: .string(TransferURL.redacted(record.url)),
             Key.path.rawValue: .string(record.path),
             Key.state.rawValue: .string(record.state.rawValue),
             Key.bytesDone.rawValue: .uint(record.bytesDone),

@@ -22,6 +22,8 @@ public struct TransferInfo: Sendable, Equatable {
     public var id: String
     public var session: String
     public var kind: Kind
+    /// The URL, with any password in it shown as `***` (`http://user:***@host/…`);
+    /// the transfer itself uses it as given.
     public var url: String
     /// Where the download lands, or what the upload sends.
     public var path: String

@@ -243,6 +243,35 @@ import Testing
         #expect(partialFiles(in: cache(daemon)).isEmpty)
     }
 
+    /// A password in the URL reaches the server, never the log nor what
+    /// the daemon tells of the transfer; nor does one in a URL refused.
+    @Test func aPasswordInTheURLIsNotShown() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let url = server.url("/blob/1K").replacingOccurrences(of: "http://", with: "http://user:secretpw@")
+        let id = try start(client, url: url, path: cache(daemon) + "/private.bin")
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "success", "\(done.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/private.bin", size: 1 << 10))
+        let shown = server.url("/blob/1K").replacingOccurrences(of: "http://", with: "http://user:***@")
+        #expect(done.info["url"] == .string(shown))
+        #expect(try list(client).first?["url"] == .string(shown))
+        // The refusal of a URL quotes it, without the password.
+        for bad in ["http://user:secretpw@", "http://user:secretpw@[bad/x"] {
+            #expect(throws: BusError.self) {
+                do { try start(client, url: bad, path: cache(daemon) + "/x.bin") } catch let error as BusError {
+                    #expect(error.name == "org.freedesktop.DBus.Error.InvalidArgs" && error.message.contains("user:***@"), "\(error)")
+                    #expect(!error.message.contains("secretpw"), "\(error)")
+                    throw error
+                }
+            }
+        }
+        #expect(daemon.stop() == .status(0))
+        #expect(daemon.log.contains("user:***@"), "the download was logged: \(daemon.log)")
+        #expect(!daemon.log.contains("secretpw"), "\(daemon.log)")
+    }
+
     @Test func aKilledDaemonResumesTheDownloadWhereItStopped() throws {
         let server = try TransferServer()
         let daemon = try daemon()

@@ -1,0 +1,28 @@
+/// How a transfer's URL is shown in logs and in what the daemon tells of a
+/// transfer: without the password its userinfo may carry
+/// (`https://user:secret@host/`). The URL requested stays as the app gave it.
+public enum TransferURL {
+    /// What replaces a hidden password.
+    public static let mask = "***"
+
+    /// `url` with the password of its userinfo replaced by ``mask``
+    /// (`http://user:***@host/…`); a userinfo without a password is masked
+    /// whole, as it is often a token (`https://***@host/…`). Works on the
+    /// text alone, so a string no parser takes is hidden alike; cut the
+    /// result, not `url`, as a cut could drop the `@` that marks a password.
+    public static func redacted(_ url: some StringProtocol) -> String {
+        // Scalars, not Characters: "@" followed by a combining mark is still the "@" a parser sees.
+        let text = Array(url.unicodeScalars)
+        // The authority follows the scheme's "//" (or starts the text) and ends at the path, query or fragment.
+        let scheme = text.indices.dropLast(2).first { text[$0] == ":" && text[$0 + 1] == "/" && text[$0 + 2] == "/" }
+        let start = scheme.map { $0 + 3 } ?? 0
+        let end = text[start...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? text.endIndex
+        // The last "@" ends the userinfo: a password may hold an unescaped "@" of its own.
+        guard let at = text[start..<end].lastIndex(of: "@"), at > start else { return String(url) }
+        let kept = text[start..<at].firstIndex(of: ":").map { $0 + 1 } ?? start
+        var shown = String.UnicodeScalarView(text[..<kept])
+        shown.append(contentsOf: mask.unicodeScalars)
+        shown.append(contentsOf: text[at...])
+        return String(shown)
+    }
+}
