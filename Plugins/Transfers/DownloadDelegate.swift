@@ -7,8 +7,9 @@ import NIOHTTP1
 /// Writes one download attempt's body into its partial file, straight from
 /// the HTTP client's event loop: no hop per chunk, as fast as the socket
 /// and the disk allow. Decides from the response head whether the bytes
-/// continue the partial file (206 from where it ends), replace it (200), or
-/// cannot be used (any other status: the body is read and dropped).
+/// continue the partial file (206 from where it ends, of the same file),
+/// replace it (200), or cannot be used (any other status: the body is read
+/// and dropped); a body is whole only with every byte its head announced.
 final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     typealias Response = TransferOutcome
 
@@ -21,6 +22,10 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     private(set) var verdict: TransferOutcome?
     private var done: UInt64 = 0
     private var total: UInt64 = 0
+    /// Where the body must end in the file (a 206's range, a 200's Content-Length); nil while unknown.
+    private var expected: UInt64?
+    /// Whether the body, once whole, is the rest of the file (not a range that stops before its end).
+    private var completes = true
     private var lastReport: UInt64 = 0
     private var status = 0
     /// Where write-behind has started the disk on its way (see ``writeBehind``).
@@ -49,14 +54,22 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         self.status = status
         var restarted = false
         switch status {
-        case 206 where have > 0:
-            guard let range = head.headers.first(name: "Content-Range").flatMap(ContentRange.init), range.start == have else {
-                // Not the bytes asked for: the next attempt starts from zero.
+        case 206:
+            // A 206 must start at the byte asked for (0 when none was), and fit the file the bytes kept are of.
+            guard let range = head.headers.first(name: "Content-Range").flatMap(ContentRange.init) else {
                 _ = ftruncate(fd, 0)
-                verdict = .network("the server answered a range that does not continue the partial file")
+                verdict = .network("the server answered 206 without a usable Content-Range: starting again from zero")
                 return
             }
-            total = range.total ?? 0
+            if let problem = range.problem(continuing: have, knownTotal: job.total) {
+                // Bytes of elsewhere, or of another file: the next attempt asks for the whole file.
+                _ = ftruncate(fd, 0)
+                verdict = .network("\(problem): starting again from zero")
+                return
+            }
+            expected = range.end + 1
+            completes = range.reachesEnd
+            total = range.total ?? job.total
         case 200...299:
             if have > 0 {
                 restarted = true
@@ -66,7 +79,8 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
                 verdict = .fatal("cannot truncate \(job.partial): \(String(cString: strerror(errno)))")
                 return
             }
-            total = head.headers.first(name: "Content-Length").flatMap { UInt64($0) } ?? 0
+            expected = head.headers.first(name: "Content-Length").flatMap { UInt64($0) }
+            total = expected ?? 0
         case 416:
             _ = ftruncate(fd, 0)
             verdict = .network("the server cannot continue from byte \(have) (416): starting again")
@@ -87,13 +101,23 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
 
     func didReceiveBodyPart(task: HTTPClient.Task<Response>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         guard verdict == nil else { return task.eventLoop.makeSucceededVoidFuture() }
+        var buffer = buffer
+        // A body that ends with the connection may run past its range: what fits is kept, as of a dropped connection.
+        let overrun = expected.map { done + UInt64(buffer.readableBytes) > $0 } ?? false
+        if overrun, let expected { buffer = buffer.getSlice(at: buffer.readerIndex, length: Int(expected - done)) ?? ByteBuffer() }
         let written = buffer.withUnsafeReadableBytes { HTTPTransferRunner.writeAll(fd, $0) }
+        // Cancelling only after the write: it lets the request's owner go on, and close the file.
         guard written else {
             verdict = .fatal("cannot write \(job.partial): \(String(cString: strerror(errno)))")
             task.cancel()
             return task.eventLoop.makeSucceededVoidFuture()
         }
         done += UInt64(buffer.readableBytes)
+        if overrun {
+            verdict = .network("the server sent more than the \(done - have) bytes its answer holds")
+            task.cancel()
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
         if done - flushedTo >= Self.writeBehind {
             // Start writing what came so far to disk now, not all at the final fsync,
             // and let the page cache drop it once written: the app reads the file later, if at all.
@@ -112,7 +136,9 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
 
     func didFinishRequest(task: HTTPClient.Task<Response>) throws -> TransferOutcome {
         if let verdict { return verdict }
-        if total > 0, done != total { return .network("the body ended after \(done) of \(total) bytes") }
+        if let expected, done != expected { return .network("the body ended after \(done) of \(expected) bytes") }
+        // A range that stops before the file's end: the next attempt asks for the rest.
+        guard completes else { return .network("the server sent the bytes up to \(done) of \(total): the rest follows") }
         guard fsync(fd) == 0 else { return .fatal("cannot flush \(job.partial): \(String(cString: strerror(errno)))") }
         report(.progress(id: job.id, done: done, total: total == 0 ? done : total))
         return .success(status: status, bytes: done)

@@ -17,6 +17,8 @@ struct TransferJob: Sendable {
     var method: String
     /// The validator the partial file was downloaded under: resume only against it.
     var validator: String?
+    /// The file's size announced under `validator` (0 while unknown): a range of another size is of another file.
+    var total: UInt64
 
     init(_ record: TransferRecord) {
         id = record.id
@@ -29,6 +31,7 @@ struct TransferJob: Sendable {
         headers = record.options.headers
         method = record.options.method
         validator = record.validator
+        total = record.bytesTotal
     }
 }
 

@@ -23,4 +23,23 @@ public struct ContentRange: Equatable, Sendable {
             self.total = total
         }
     }
+
+    /// Whether the range ends the file (taken so when the total is `*`: the
+    /// server sends to the end it knows of).
+    public var reachesEnd: Bool { total.map { end + 1 == $0 } ?? true }
+
+    /// Why these bytes cannot continue a partial file of `have` bytes (0 for
+    /// a request that asked for no range), downloaded under a validator that
+    /// announced `knownTotal` bytes (0 while unknown); nil if they can.
+    public func problem(continuing have: UInt64, knownTotal: UInt64) -> String? {
+        guard start == have else {
+            let asked = have == 0 ? "the whole file" : "the bytes from \(have) on"
+            return "the server answered bytes \(start)-\(end) to a request for \(asked)"
+        }
+        // Bytes kept are of a file this size: a range of another size is of another file, whatever its validator says.
+        if have > 0, knownTotal > 0, end >= knownTotal || (total.map { $0 != knownTotal } ?? false) {
+            return "the server answered bytes \(start)-\(end) of \(total.map(String.init) ?? "*"), not of the \(knownTotal) bytes it announced for the same file"
+        }
+        return nil
+    }
 }

@@ -128,4 +128,30 @@ import Testing
         #expect(ContentRange("bytes -5-9/10") == nil)
         #expect(ContentRange("bytes 0-99999999999999999999/1") == nil)
     }
+
+    /// A 206 to a request for no range was taken for the whole file, and a
+    /// resumed one for the file's end whatever total it claimed.
+    @Test func aRangeContinuesOnlyFromTheByteAskedForAndOfTheSameFile() throws {
+        let range = { (header: String) throws -> ContentRange in try #require(ContentRange(header)) }
+        // Nothing asked for: only bytes from the start will do.
+        #expect(try range("bytes 0-9/1000").problem(continuing: 0, knownTotal: 0) == nil)
+        #expect(try range("bytes 500-509/1000").problem(continuing: 0, knownTotal: 0)?.contains("500-509") == true)
+        // Bytes kept: the range starts where they end.
+        #expect(try range("bytes 1000-99999/100000").problem(continuing: 1000, knownTotal: 100_000) == nil)
+        #expect(try range("bytes 999-99999/100000").problem(continuing: 1000, knownTotal: 100_000) != nil)
+        #expect(try range("bytes 1001-99999/100000").problem(continuing: 1000, knownTotal: 100_000) != nil)
+        // And is of the file they came with: another total, or bytes past its end, are of another file.
+        #expect(try range("bytes 1000-1004/1005").problem(continuing: 1000, knownTotal: 100_000)?.contains("100000") == true)
+        #expect(try range("bytes 1000-100000/*").problem(continuing: 1000, knownTotal: 100_000) != nil)
+        #expect(try range("bytes 1000-1009/*").problem(continuing: 1000, knownTotal: 100_000) == nil)
+        // An unknown size, or nothing kept, has nothing to contradict.
+        #expect(try range("bytes 1000-1004/1005").problem(continuing: 1000, knownTotal: 0) == nil)
+        #expect(try range("bytes 0-4/1005").problem(continuing: 0, knownTotal: 100_000) == nil)
+    }
+
+    @Test func aRangeEndsTheFileWhenItReachesItsTotal() throws {
+        #expect(ContentRange("bytes 1000-99999/100000")?.reachesEnd == true)
+        #expect(ContentRange("bytes 0-9/1000")?.reachesEnd == false)
+        #expect(ContentRange("bytes 1000-1009/*")?.reachesEnd == true)
+    }
 }

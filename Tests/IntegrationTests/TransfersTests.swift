@@ -7,7 +7,8 @@ import Testing
 /// (`Fixtures/transfer-server.py`): downloads that land atomically and wake
 /// their app, uploads, retries after a 503 and a dropped connection, resume
 /// with Range (and the restart from zero a server without it forces),
-/// resume after the daemon is killed, where files may go, cancelling, and
+/// answers whose range is not the one asked for or not whole, resume after
+/// the daemon is killed, where files may go, cancelling, and
 /// discretionary transfers waiting for AC power and an unmetered network.
 @Suite struct TransfersTests {
     static let app = "org.example.Dl"
@@ -230,6 +231,58 @@ import Testing
         #expect(done.result == "success" && done.info["restarted"] == .bool(true), "\(done.info)")
         #expect(TransferServer.isBlob(cache(daemon) + "/again.bin", size: 3 << 20))
         #expect(daemon.log.contains("starts again from zero"))
+    }
+
+    /// A 206 to a request that asked for no range was taken for the whole
+    /// file: ten bytes that belong at offset 500 landed as the download.
+    @Test func aRangeNobodyAskedForIsNotTheWholeFile() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let elsewhere = "/blob/1000?partial=500-509"
+        let fromZero = "/blob/1000?partial=0-9"
+        let misplaced = try start(client, url: server.url(elsewhere), path: cache(daemon) + "/elsewhere.bin")
+        let head = try start(client, url: server.url(fromZero), path: cache(daemon) + "/head.bin")
+        // Bytes from elsewhere are dropped and the whole file asked for again.
+        let first = try #require(try waitForFinished(client, misplaced), "\(daemon.log)")
+        #expect(first.result == "success" && first.info["attempts"] == .uint64(1) && first.info["bytes_done"] == .uint64(1000), "\(first.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/elsewhere.bin", size: 1000))
+        #expect(try server.ranges(of: elsewhere) == [nil, nil])
+        #expect(daemon.log.contains("bytes 500-509"), "the log says which bytes came")
+        // Bytes from the start are kept, and the rest asked for.
+        let second = try #require(try waitForFinished(client, head), "\(daemon.log)")
+        #expect(second.result == "success" && second.info["resumed"] == .bool(true) && second.info["bytes_done"] == .uint64(1000), "\(second.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/head.bin", size: 1000))
+        #expect(try server.ranges(of: fromZero) == [nil, "bytes=10-"])
+    }
+
+    /// A resumed 206 was taken as the end of the file however much of its
+    /// range came, and whatever total it claimed: a cut, an overlong or a
+    /// contradicting answer landed a file of the wrong size as success.
+    @Test func aResumedRangeMustComeWholeAndFitTheFileItContinues() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        // Each first answers 1000 bytes of 100000 and drops; the range that follows misbehaves once.
+        let short = "/blob/100000?drop=1000&span=10&total=*&body=3"
+        let long = "/blob/100000?drop=1000&span=10&total=*&body=20"
+        let changed = "/blob/100000?drop=1000&span=5&total=1005"
+        let ids = try [short, long, changed].enumerated().map { index, path in
+            try start(client, url: server.url(path), path: cache(daemon) + "/\(index).bin")
+        }
+        for (index, id) in ids.enumerated() {
+            let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+            #expect(done.result == "success" && done.info["bytes_done"] == .uint64(100_000) && done.info["attempts"] == .uint64(2),
+                    "\(index): \(done.info)")
+            #expect(TransferServer.isBlob(cache(daemon) + "/\(index).bin", size: 100_000), "\(index)")
+        }
+        // Three bytes of ten: the next attempt continues after them.
+        #expect(try server.ranges(of: short) == [nil, "bytes=1000-", "bytes=1003-"])
+        // Twenty bytes of ten: the ten are kept, the rest is not written.
+        #expect(try server.ranges(of: long) == [nil, "bytes=1000-", "bytes=1010-"])
+        // A total of 1005 where the same ETag said 100000: another file, started again from zero.
+        #expect(try server.ranges(of: changed) == [nil, "bytes=1000-", nil])
+        #expect(daemon.log.contains("starting again from zero"), "\(daemon.log)")
     }
 
     @Test func anErrorStatusFailsTheTransferAndLeavesNoPartialFile() throws {

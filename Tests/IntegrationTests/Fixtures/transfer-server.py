@@ -25,6 +25,17 @@ GET|HEAD /blob/<size>[?query]
                  answers) writes only the first N bytes of it, then shuts the
                  socket down; later requests are served in full
       rate=R     throttle the body to R bytes a second
+      partial=S-E  the first GET for this URL answers 206 with bytes S-E
+                 (Content-Range "bytes S-E/<size>"), whatever range it asked
+                 for, or none
+      span=N     the first 206 answer for this URL holds only N bytes from
+                 the start of its range (Content-Range and Content-Length say so)
+      total=T    the first 206 answer for this URL claims a total of T bytes
+                 (digits, or * for unknown) in its Content-Range
+      body=N     the first 206 answer for this URL sends no Content-Length and
+                 N bytes of the blob from the start of its range, fewer or more
+                 than the range holds, then closes the connection: a body
+                 delimited by the close, which looks whole
       status=C   always answer status C (200..599) with a short text body
 
 PUT|POST /upload/<name>[?fail=K&status=C]
@@ -47,8 +58,9 @@ GET /stats
     themselves are not counted.
 
 GET|POST /stats/reset
-    Zeroes the counters AND forgets the per-URL fail=/drop= state and the
-    recorded uploads, so a test starts from a clean server.
+    Zeroes the counters AND forgets the per-URL fail=/drop=/partial=/span=/
+    total=/body= state and the recorded uploads, so a test starts from a clean
+    server.
 """
 import argparse
 import hashlib
@@ -90,7 +102,8 @@ class State:
         self.bytes_sent = 0
         self.bytes_received = 0
         self.per_path = {}
-        self.dropped = set()
+        # (URL, parameter) of the one-shot misbehaviours done already.
+        self.done_once = set()
         self.uploads = {}
 
     def record(self, url, range_value):
@@ -104,11 +117,12 @@ class State:
             entry['ranges'].append(range_value)
             return entry['requests']
 
-    def take_drop(self, url):
+    def take_once(self, url, name):
+        """True the first time for this URL and parameter only."""
         with self.lock:
-            if url in self.dropped:
+            if (url, name) in self.done_once:
                 return False
-            self.dropped.add(url)
+            self.done_once.add((url, name))
             return True
 
     def add(self, url, sent=0, received=0):
@@ -206,6 +220,15 @@ class Handler(BaseHTTPRequestHandler):
         if not DIGITS.fullmatch(value) or int(value) < low or (high is not None and int(value) > high):
             raise BadRequest(f'bad {name}={value}')
         return int(value)
+
+    def query_span(self, query, name, size):
+        """(first, last) inclusive from "S-E" within a blob of size bytes, or None."""
+        if name not in query:
+            return None
+        first, dash, last = query[name].partition('-')
+        if not dash or not DIGITS.fullmatch(first) or not DIGITS.fullmatch(last) or not int(first) <= int(last) < size:
+            raise BadRequest(f'bad {name}={query[name]}')
+        return int(first), int(last)
 
     def body_chunks(self):
         """Yields the request body; raises EOFError if the client goes away, BadRequest if it is malformed."""
@@ -320,6 +343,12 @@ class Handler(BaseHTTPRequestHandler):
         drop = self.query_int(query, 'drop')
         rate = self.query_int(query, 'rate', 1)
         norange = query.get('norange', '0') != '0'
+        partial = self.query_span(query, 'partial', size)
+        span_bytes = self.query_int(query, 'span', 1)
+        claimed_total = query.get('total')
+        if claimed_total is not None and claimed_total != '*' and not DIGITS.fullmatch(claimed_total):
+            raise BadRequest(f'bad total={claimed_total}')
+        body = self.query_int(query, 'body')
         if status is not None:
             return self.reply(status, f'status {status}\n')
         if fail and ordinal <= fail:
@@ -340,15 +369,43 @@ class Handler(BaseHTTPRequestHandler):
                     start, end = span
                     length, code = end - start + 1, 206
                     headers.append(('Content-Range', f'bytes {start}-{end}/{size}'))
+        if partial is not None and self.command == 'GET' and STATE.take_once(self.path, 'partial'):
+            # A range nobody asked for.
+            headers = [header for header in headers if header[0] != 'Content-Range']
+            start, end = partial
+            length, code = end - start + 1, 206
+            headers.append(('Content-Range', f'bytes {start}-{end}/{size}'))
+        close_after = False
+        if (code == 206 and self.command == 'GET' and (span_bytes or claimed_total or body is not None)
+                and STATE.take_once(self.path, 'lie')):
+            if span_bytes:
+                length = min(length, span_bytes)
+            headers = [header for header in headers if header[0] != 'Content-Range']
+            headers.append(('Content-Range', f'bytes {start}-{start + length - 1}/{claimed_total or size}'))
+            if body is not None:
+                length, close_after = body, True
         self.send_response(code)
         self.send_header('Content-Type', 'application/octet-stream')
-        self.send_header('Content-Length', str(length))
+        if close_after:
+            # No length: the body ends where the connection does.
+            self.close_connection = True
+        else:
+            self.send_header('Content-Length', str(length))
         for name, value in headers:
             self.send_header(name, value)
         self.end_response_headers()
         if self.command == 'HEAD' or length == 0:
             return
-        if drop is not None and STATE.take_drop(self.path):
+        if close_after:
+            try:
+                self.send_pattern(start, length, rate)
+            finally:
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            return
+        if drop is not None and STATE.take_once(self.path, 'drop'):
             try:
                 self.send_pattern(start, min(drop, length), rate)
             finally:
