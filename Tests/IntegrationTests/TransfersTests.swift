@@ -378,6 +378,8 @@ import Testing
         defer { system.stop() }
         let server = try TransferServer()
         let daemon = try daemon(environment: system.environment)
+        // The power comes from the daemon's first read of UPower: until then it is unknown, which holds nothing back.
+        #expect(daemon.waitForLog(containing: "following power sources"), "\(daemon.log)")
         let client = try app(daemon)
         let discretionary = try start(client, url: server.url("/blob/1M"), path: cache(daemon) + "/later.bin", options: ["discretionary": .bool(true)])
         let unmetered = try start(client, url: server.url("/blob/1M?x=2"), path: cache(daemon) + "/wifi.bin", options: ["allow_metered": .bool(false)])
@@ -414,6 +416,7 @@ import Testing
         defer { system.stop() }
         let server = try TransferServer()
         let daemon = try daemon(environment: system.environment)
+        #expect(daemon.waitForLog(containing: "following power sources"), "\(daemon.log)")
         let client = try app(daemon)
         let later = try start(client, url: server.url("/blob/1M"), path: cache(daemon) + "/later.bin", options: ["discretionary": .bool(true)])
         func waiting() throws -> String? {
