@@ -17,7 +17,7 @@ struct FuzzCommand: ParsableCommand {
             not grow by more than --leak-threshold, exit 0 on SIGTERM and restart on the state the \
             run left. Exits 0 only when there are no findings (1 with findings, 2 when the fuzzer \
             itself could not run). The daemon runs with Tasks.BudgetSec and the Fetch, \
-            RemoteNotifications and Location WakeBudgetSec raised to a day: the fuzzer's own connections play the \
+            RemoteNotifications, Location and Transfers WakeBudgetSec raised to a day: the fuzzer's own connections play the \
             apps, and the daemon would otherwise terminate the fuzzer for overstaying.
 
             --huge-options instead measures one DeliverPush with a million unknown option keys \

@@ -34,7 +34,7 @@ final class Harness {
     /// beyond any run keep the daemon from killing its own fuzzer.
     static let safetySettings = [
         "Tasks.BudgetSec=86400", "Fetch.WakeBudgetSec=86400", "RemoteNotifications.WakeBudgetSec=86400",
-        "Location.WakeBudgetSec=86400",
+        "Location.WakeBudgetSec=86400", "Transfers.WakeBudgetSec=86400",
     ]
 
     init(settings: Settings) throws(HarnessError) {
