@@ -37,9 +37,9 @@ public struct RegionBoundary: Sendable, Equatable {
 
     /// A pending side holds only when the fixes since it began put the
     /// device on it beyond chance: their mean offset past the boundary,
-    /// each weighed by its accuracy (taken as the standard deviation, which
-    /// errs on the side of deciding later), must be this many standard
-    /// errors. The lean alone looks at the last few fixes; a device parked
+    /// each weighed by its accuracy (taken as two standard deviations, so
+    /// that one decisive fix, a source that reports seldom, is evidence
+    /// enough by itself), must be this many standard errors. The lean alone looks at the last few fixes; a device parked
     /// on a boundary has, over a quarter of an hour, many runs of a few
     /// fixes that lean out, but not a mean of twenty that lies out by two
     /// standard errors.
@@ -125,7 +125,7 @@ public struct RegionBoundary: Sendable, Equatable {
     }
 
     private mutating func weigh(_ fix: LocationFix, distance: Double, in region: MonitoredRegion, toward side: Side) {
-        let sigma = fix.accuracy.isFinite ? max(fix.accuracy, 1) : 1e6
+        let sigma = fix.accuracy.isFinite ? max(fix.accuracy / 2, 1) : 1e6
         let w = 1 / (sigma * sigma)
         let offset = side == .outside ? distance - region.radius : region.radius - distance
         weights += w

@@ -62,6 +62,16 @@ struct RegionBoundaryTests {
         #expect(leaving.compactMap { $0 } == [.exit])
     }
 
+    /// A source that reports seldom (GeoClue past its distance threshold)
+    /// may send one decisive fix and then nothing: that fix alone is
+    /// evidence enough, however coarse, once the side has held.
+    @Test func oneDecisiveFixThenSilenceStillCrosses() {
+        var boundary = RegionBoundary(side: .inside)
+        #expect(boundary.update(with: fix(350, accuracy: 100, at: 0), in: region) == nil)
+        #expect(boundary.settlesAt() == 20 * Self.second)
+        #expect(boundary.settle(at: 20 * Self.second, in: region) == .exit)
+    }
+
     @Test func theFirstSideIsSilentAndCrossingsNeedTwentySecondsAndThreeFixes() {
         var boundary = RegionBoundary()
         // The side it was on at the start makes no event; 15 s inside is not enough; not twice.
