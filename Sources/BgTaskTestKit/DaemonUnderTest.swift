@@ -63,11 +63,13 @@ public final class DaemonUnderTest: @unchecked Sendable {
     }
 
     /// Kills the daemon with SIGKILL (a crash) and starts it again on the same
-    /// bus, state and home; returns how the old one ended.
+    /// bus, state and home, after `meanwhile` (which may change the state it
+    /// left); returns how the old one ended.
     @discardableResult
-    public func crashAndRestart() throws -> ChildProcess.Exit {
+    public func crashAndRestart(meanwhile: () throws -> Void = {}) throws -> ChildProcess.Exit {
         process.send(SIGKILL)
         let exit = process.waitForExit(timeout: .seconds(10)) ?? .signal(SIGKILL)
+        try meanwhile()
         process = try Self.start(
             arguments, environment: Self.environment(home: home).merging(extraEnvironment) { $1 }, wrapper: wrapper)
         return exit
