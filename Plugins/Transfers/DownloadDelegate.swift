@@ -57,15 +57,11 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         case 206:
             // A 206 must start at the byte asked for (0 when none was), and fit the file the bytes kept are of.
             guard let range = head.headers.first(name: "Content-Range").flatMap(ContentRange.init) else {
-                _ = ftruncate(fd, 0)
-                verdict = .network("the server answered 206 without a usable Content-Range: starting again from zero")
-                return
+                return startAgain(status, "the server answered 206 without a usable Content-Range: starting again from zero")
             }
             if let problem = range.problem(continuing: have, knownTotal: job.total) {
                 // Bytes of elsewhere, or of another file: the next attempt asks for the whole file.
-                _ = ftruncate(fd, 0)
-                verdict = .network("\(problem): starting again from zero")
-                return
+                return startAgain(status, "\(problem): starting again from zero")
             }
             expected = range.end + 1
             completes = range.reachesEnd
@@ -82,9 +78,7 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
             expected = head.headers.first(name: "Content-Length").flatMap { UInt64($0) }
             total = expected ?? 0
         case 416:
-            _ = ftruncate(fd, 0)
-            verdict = .network("the server cannot continue from byte \(have) (416): starting again")
-            return
+            return startAgain(status, "the server cannot continue from byte \(have) (416): starting again")
         default:
             verdict = .status(status, retryAfter: head.headers.first(name: "Retry-After").flatMap { Double($0) })
             return
@@ -97,6 +91,16 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         flushedTo = have
         report(.started(id: job.id, status: status, validator: HTTPTransferRunner.validator(of: head.headers), done: have, total: total,
                         resumed: have > 0, restarted: restarted))
+    }
+
+    /// Drops the bytes kept so that the next attempt asks for the whole file,
+    /// and says the transfer started again when there were bytes to drop.
+    private func startAgain(_ status: Int, _ why: String) {
+        _ = ftruncate(fd, 0)
+        verdict = .network(why)
+        guard have > 0 else { return }
+        have = 0
+        report(.started(id: job.id, status: status, validator: nil, done: 0, total: 0, resumed: false, restarted: true))
     }
 
     func didReceiveBodyPart(task: HTTPClient.Task<Response>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {

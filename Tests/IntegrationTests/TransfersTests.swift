@@ -275,6 +275,8 @@ import Testing
             #expect(done.result == "success" && done.info["bytes_done"] == .uint64(100_000) && done.info["attempts"] == .uint64(2),
                     "\(index): \(done.info)")
             #expect(TransferServer.isBlob(cache(daemon) + "/\(index).bin", size: 100_000), "\(index)")
+            // Only the third dropped bytes it had, and it says so.
+            #expect(done.info["restarted"] == .bool(index == 2), "\(index): \(done.info)")
         }
         // Three bytes of ten: the next attempt continues after them.
         #expect(try server.ranges(of: short) == [nil, "bytes=1000-", "bytes=1003-"])
