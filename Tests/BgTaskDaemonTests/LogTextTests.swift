@@ -15,6 +15,12 @@ struct LogTextTests {
         #expect(LogText.escaped("a\u{2028}b\u{2029}c") == "a\\u{2028}b\\u{2029}c")
     }
 
+    /// A region id with a right-to-left override would show the rest of the line backwards.
+    @Test func bidirectionalControlsAreEscaped() {
+        #expect(LogText.escaped("home\u{202E}gpj.exe") == "home\\u{202E}gpj.exe")
+        #expect(LogText.escaped("\u{2066}a\u{2069}\u{200F}\u{61C}") == "\\u{2066}a\\u{2069}\\u{200F}\\u{61C}")
+    }
+
     @Test(arguments: ["", "plain text", "Zürich – 東京 🚲", "C:\\path\\x2d", "\u{A0}\u{A1}é"])
     func ordinaryTextIsKept(_ text: String) {
         #expect(LogText.escaped(text) == text)
