@@ -55,6 +55,31 @@ import Testing
         #expect(error.reason.contains("greater than 0"))
     }
 
+    /// 1e-9 passed "greater than 0" and became a budget or chunk of 0 µs: a
+    /// chunk of 0 froze and thawed apps in a busy loop that flooded the log.
+    @Test(arguments: ["Tasks.BudgetSec", "Fetch.WakeBudgetSec", "RemoteNotifications.WakeBudgetSec", "Location.WakeBudgetSec",
+                      "Transfers.WakeBudgetSec"])
+    func positiveTimesUnderAMicrosecondAreRefused(_ key: String) throws {
+        for value in ["1e-9", "1e-300", "0.0000004"] {
+            let error = try #require(overrideFailure("\(key)=\(value)"))
+            #expect(error.key == key)
+            #expect(error.reason.contains("microsecond") && error.reason.contains(value), "\(error.reason)")
+        }
+        var configuration = BundledPluginKeys.configuration()
+        try configuration.apply(override: "\(key)=0.000001")
+    }
+
+    @Test func aChunkTooShortToFreezeBetweenIsRefused() throws {
+        for value in ["0.001", "0.099", "1e-9"] {
+            let error = try #require(overrideFailure("Scheduler.ChunkSec=\(value)"))
+            #expect(error.key == "Scheduler.ChunkSec")
+            #expect(error.reason.contains("at least 0.1"), "\(error.reason)")
+        }
+        var configuration = BundledPluginKeys.configuration()
+        try configuration.apply(override: "Scheduler.ChunkSec=0.1")
+        #expect(configuration.taskPolicy.chunk == .milliseconds(100))
+    }
+
     @Test(arguments: ["Tasks.WarningSec", "Tasks.KillGraceSec", "Fetch.MinimumIntervalSec",
                       "RemoteNotifications.SilentPerHour"])
     func zeroIsAllowedWhereItMeansNone(_ key: String) throws {

@@ -42,11 +42,17 @@ public struct Configuration: Sendable {
     }
 
     private static func seconds(
-        _ name: String, _ path: any WritableKeyPath<Configuration, Double> & Sendable, positive: Bool, _ summary: String
+        _ name: String, _ path: any WritableKeyPath<Configuration, Double> & Sendable, positive: Bool, minimum: Double = 0,
+        _ summary: String
     ) -> Key {
-        Key(name: name, kind: .number(minimum: 0, maximum: BgTaskNames.maximumConfigSeconds, positive: positive, unit: "seconds"),
+        Key(name: name, kind: .number(minimum: minimum, maximum: BgTaskNames.maximumConfigSeconds, positive: positive, unit: "seconds"),
             summary: summary, field: .double(path))
     }
+
+    /// The shortest chunk: each turn freezes one app and thaws the next, and a
+    /// freeze takes up to a millisecond; a chunk of a few milliseconds would
+    /// be all freezing, and overlap the apps it is meant to keep apart.
+    public static let minimumChunkSec = 0.1
 
     private static func integer(
         _ name: String, _ path: any WritableKeyPath<Configuration, Int> & Sendable, minimum: Int, maximum: Int,
@@ -63,7 +69,8 @@ public struct Configuration: Sendable {
         integer("Tasks.MaxPerConnection", \.maxTasksPerConnection, minimum: 1, maximum: 1_000_000, "open tasks one connection may hold"),
         integer("Scheduler.MaxConcurrentWakes", \.maxConcurrentWakes, minimum: 1, maximum: 10_000,
                 "background apps run at once when draining in chunks"),
-        seconds("Scheduler.ChunkSec", \.chunkSec, positive: true, "length of one chunk of background time after a wake"),
+        seconds("Scheduler.ChunkSec", \.chunkSec, positive: true, minimum: minimumChunkSec,
+                "length of one chunk of background time after a wake"),
     ]
 
     /// The current value of a key, as text.

@@ -5,7 +5,8 @@ extension Configuration {
     public struct Key: Sendable {
         /// What a key accepts.
         public enum Kind: Sendable, Equatable {
-            /// A finite number (seconds, metres) in `minimum...maximum`; `positive` excludes zero.
+            /// A finite number (seconds, metres) in `minimum...maximum`; `positive` excludes zero
+            /// (and, for seconds, anything under the microsecond the daemon counts in).
             case number(minimum: Double, maximum: Double, positive: Bool, unit: String)
             /// A whole number in `minimum...maximum`.
             case integer(minimum: Int, maximum: Int)
@@ -20,6 +21,10 @@ extension Configuration {
                     if positive && value <= 0 { throw Refusal(reason: "must be greater than 0, got \(text)") }
                     if value < minimum { throw Refusal(reason: "must be at least \(ConfigNumber.text(minimum)), got \(text)") }
                     if value > maximum { throw Refusal(reason: "must be at most \(ConfigNumber.text(maximum)), got \(text)") }
+                    // Time is kept in microseconds: a positive time shorter than one would be 0.
+                    if positive && unit == "seconds" && value < 0.000_001 {
+                        throw Refusal(reason: "must be at least 0.000001 (a microsecond, the shortest time kept), got \(text)")
+                    }
                     return .number(value)
                 case .integer(let minimum, let maximum):
                     guard let value = Int(text) else { throw Refusal(reason: "'\(text)' is not a whole number (or is out of range)") }
