@@ -28,6 +28,20 @@ import Testing
         #expect(result.succeeded, "\(result)")
         let generated = try IntrospectionSummary(xml: result.standardOutput)
         #expect(generated == checkedIn, "drift:\n\(generated.difference(from: checkedIn))")
+        // Plugins that subscribe, post work or call out while starting are not refused for it.
+        #expect(result.standardError.isEmpty, "\(result.standardError)")
+    }
+
+    /// It skipped the configuration (a misspelt key passed) and ended an
+    /// unwritable file with a raw Foundation error and exit status 1.
+    @Test func busIntrospectChecksTheConfigurationAndSaysWhyItCannotWrite() throws {
+        let bgtaskd = BinaryLocator.path(of: "bgtaskd")
+        let misspelt = try CommandResult.run(bgtaskd, ["--bus-introspect", "-", "--set", "Tasks.BudgetSecs=30"])
+        #expect(misspelt.exit == .status(78) && misspelt.standardError.contains("Tasks.BudgetSecs"), "\(misspelt)")
+        let unwritable = try CommandResult.run(bgtaskd, ["--bus-introspect", "/nonexistent-bgtaskd-dir/x.xml"])
+        #expect(unwritable.exit == .status(73), "\(unwritable)")
+        #expect(unwritable.standardError.contains("cannot write the introspection XML to /nonexistent-bgtaskd-dir/x.xml"), "\(unwritable)")
+        #expect(!unwritable.standardError.contains("Error Domain"), "\(unwritable)")
     }
 
     @Test func everyArgumentIsNamed() {

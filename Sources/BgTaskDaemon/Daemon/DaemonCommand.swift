@@ -25,7 +25,8 @@ public struct DaemonCommand: ParsableCommand {
             configuration (naming file, line and key); 65, a state database it must not touch \
             (damaged, another program's, from a newer bgtaskd, empty but not new, or in use by \
             another bgtaskd); 74, a full disk under the state directory; 73, a state directory \
-            it cannot create; 69, no bus, or the bus name is taken.
+            (or --bus-introspect file) it cannot create; 69, no bus, or the bus name is taken; \
+            64, a command line it does not understand.
             """)
 
     /// The keys for `--help`: the engine's, then each default plugin's under
@@ -67,22 +68,11 @@ public struct DaemonCommand: ParsableCommand {
     public init() {}
 
     public func run() throws {
-        if let busIntrospect {
-            LoggingSystem.bootstrap { StandardErrorLogHandler(label: $0, level: .warning) }
-            let plugins = PluginInterfaceCollector.interfaces(
-                in: PluginLoader.directories(pluginDirectories), logger: Logger(label: "bgtaskd"))
-            let xml = IntrospectionXML.render(Daemon.busInterfaces(for: nil) + plugins)
-            if busIntrospect == "-" {
-                print(xml, terminator: "")
-            } else {
-                try xml.write(toFile: busIntrospect, atomically: true, encoding: .utf8)
-            }
-            return
-        }
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("unknown log level '\(logLevel)'")
         }
-        LoggingSystem.bootstrap { StandardErrorLogHandler(label: $0, level: level) }
+        // Describing the interfaces tells only of what is wrong.
+        LoggingSystem.bootstrap { StandardErrorLogHandler(label: $0, level: busIntrospect == nil ? level : max(level, .warning)) }
         let logger = Logger(label: "bgtaskd")
 
         // The plugins come first: their keys are part of the configuration.
@@ -94,6 +84,9 @@ public struct DaemonCommand: ParsableCommand {
         } catch {
             logger.critical("bad configuration: \(error)")
             throw ExitCode(78)  // EX_CONFIG: systemd should not restart into the same error
+        }
+        if let busIntrospect {
+            return try writeIntrospection(to: busIntrospect, candidates: candidates, configuration: configuration, logger: logger)
         }
         let environment = ProcessInfo.processInfo.environment
         let stateDirectory = stateDir ?? Self.defaultStateDirectory(environment)
@@ -121,6 +114,23 @@ public struct DaemonCommand: ParsableCommand {
         } catch let error as StoreError {
             logger.critical("\(error)")
             throw ExitCode(65)  // EX_DATAERR: a database we must not touch
+        }
+    }
+
+    /// `--bus-introspect`: the daemon's interfaces and those its plugins export, as XML.
+    private func writeIntrospection(
+        to path: String, candidates: [PluginLoader.Candidate], configuration: Configuration, logger: Logger
+    ) throws {
+        let plugins = PluginInterfaceCollector.interfaces(of: candidates, configuration: configuration, logger: logger)
+        let xml = IntrospectionXML.render(Daemon.busInterfaces(for: nil) + plugins)
+        if path == "-" { return print(xml, terminator: "") }
+        do {
+            try xml.write(toFile: path, atomically: true, encoding: .utf8)
+        } catch {
+            let cause = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError
+            let reason = cause.map { $0.domain == NSPOSIXErrorDomain ? String(cString: strerror(Int32($0.code))) : $0.localizedDescription }
+            logger.critical("cannot write the introspection XML to \(path): \(reason ?? error.localizedDescription)")
+            throw ExitCode(73)  // EX_CANTCREAT
         }
     }
 

@@ -4,12 +4,13 @@ import SDBus
 /// Loads the plugins without a bus or a database, only to learn which
 /// interfaces they export (`bgtaskd --bus-introspect`).
 enum PluginInterfaceCollector {
-    /// The interfaces the plugins in `directories` export, in load order.
-    static func interfaces(in directories: [String], logger: Logger) -> [BusInterface] {
-        let candidates = PluginLoader(logger: logger).candidates(in: directories)
-        // The defaults of every key, the plugins' included: what a plugin reads while it starts.
-        let services = PluginServices.offline(
-            logger: logger, configuration: Configuration(pluginKeys: candidates.flatMap(\.configKeys)))
+    /// The interfaces `candidates` export, in load order, each started with
+    /// `configuration` (what a plugin reads while it starts).
+    static func interfaces(of candidates: [PluginLoader.Candidate], configuration: Configuration, logger: Logger) -> [BusInterface] {
+        // What a plugin says of the bus it does not have is no news: only its errors are shown.
+        var quiet = logger
+        quiet.logLevel = max(logger.logLevel, .error)
+        let services = PluginServices.offline(logger: quiet, configuration: configuration)
         let engine = OfflinePluginEngine()
         for candidate in candidates {
             let host = LoadedPlugin(candidate: candidate, services: services, engine: engine)

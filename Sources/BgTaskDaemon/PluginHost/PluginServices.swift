@@ -54,6 +54,9 @@ final class PluginServices {
             registry: nil, usage: nil)
     }
 
+    /// Whether these are the services for describing plugins (no bus, nothing runs).
+    var isOffline: Bool { bus == nil }
+
     /// The exported objects go (the daemon is stopping).
     func unexportAll() {
         objects.removeAll()
@@ -158,8 +161,11 @@ final class PluginServices {
             guard !value.contains("'") else { throw BusError.invalidArgs("a match on \(key) cannot contain a quote") }
             rule += ",\(key)='\(value)'"
         }
-        let bus = try bus(subscription.bus)
-        subscription.slot = try bus.addMatch(rule) { [weak subscription] message in subscription?.deliver(message) }
+        // Describing plugins, no signal ever comes: a start that subscribes is not a failed one.
+        if !isOffline {
+            let bus = try bus(subscription.bus)
+            subscription.slot = try bus.addMatch(rule) { [weak subscription] message in subscription?.deliver(message) }
+        }
         lastSubscription += 1
         subscriptions[lastSubscription] = subscription
         return lastSubscription
