@@ -32,6 +32,14 @@ struct RefreshCommand: ParsableCommand {
     }
 
     /// Sets one switch (`Manager.SetBackgroundRefreshEnabled`) and says so.
+    /// An APP given but empty is refused: `refresh disable "$APP"` with APP
+    /// unset must not turn refresh off for every app.
+    static func validate(app: String?) throws {
+        if app?.isEmpty == true {
+            throw ValidationError("APP is empty; leave it out to change the switch of all apps")
+        }
+    }
+
     static func setEnabled(_ enabled: Bool, app: String?, client: DaemonClient, json: Bool) throws {
         let appID = app ?? ""
         do {
@@ -50,7 +58,7 @@ struct RefreshCommand: ParsableCommand {
             return
         }
         let what = enabled ? "enabled" : "disabled"
-        // "" is the global switch, whether given as "" or left out.
+        // "" is the global switch: APP left out.
         if !appID.isEmpty {
             print("Background App Refresh \(what) for \(appID).")
         } else {

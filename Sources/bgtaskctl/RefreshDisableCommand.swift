@@ -21,6 +21,8 @@ struct RefreshDisableCommand: ClientCommand {
     @Argument(help: ArgumentHelp("The app's desktop-file id; omit it for the switch of all apps.", valueName: "APP"))
     var app: String?
 
+    func validate() throws { try RefreshCommand.validate(app: app) }
+
     func run(with client: DaemonClient) throws {
         try RefreshCommand.setEnabled(false, app: app, client: client, json: global.json)
     }

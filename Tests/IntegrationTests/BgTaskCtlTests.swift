@@ -127,6 +127,22 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// `refresh disable "$APP"` with APP unset turned refresh off for every app.
+    @Test func anEmptyAppIsNotTheGlobalSwitch() throws {
+        let daemon = try DaemonUnderTest()
+        for verb in ["disable", "enable"] {
+            let refused = try daemon.bgtaskctl(["refresh", verb, ""])
+            #expect(refused.exit == .status(64) && refused.standardError.contains("APP is empty"), "\(refused)")
+        }
+        let status = try daemon.bgtaskctl(["refresh", "status"])
+        #expect(status.succeeded && !status.standardOutput.contains("denied"), "\(status)")
+        let global = try daemon.bgtaskctl(["refresh", "disable"])
+        #expect(global.succeeded && global.standardOutput.contains("all apps"), "\(global)")
+        let denied = try daemon.bgtaskctl(["refresh", "status"])
+        #expect(denied.standardOutput.contains("denied"), "\(denied)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func noDaemonIsAClearError() throws {
         let bus = try PrivateBus()
         let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskctl"), ["--bus", bus.address, "status"])
