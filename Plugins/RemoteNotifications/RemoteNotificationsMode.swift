@@ -134,6 +134,12 @@ final class RemoteNotificationsMode: ModePlugin {
                 continue
             }
             if let state = stored.appState { consider(state, of: stored.push.app) }
+            // Stored by a bgtaskd that let such text in: it could never be sent, and would cost its app a wake each time.
+            if let scalar = DBusText.unsendable(in: stored.push.payload) {
+                host.log(.warning, "dropping push \(key) of \(stored.push.app): its payload holds \(DBusText.name(scalar)), which D-Bus cannot carry")
+                try host.delete(collection: "pushes", key: key)
+                continue
+            }
             pushes.append(stored.push)
         }
         for (app, var state) in states {

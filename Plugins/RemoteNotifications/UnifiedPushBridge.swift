@@ -1,5 +1,6 @@
 import BgTaskPluginKit
 import BgTaskProtocol
+import BgTaskPushCore
 import Foundation
 
 // Implementation notes
@@ -354,11 +355,14 @@ final class UnifiedPushBridge {
         if old?.endpoint != endpoint { endpointChanged?(app, endpoint) }
     }
 
-    /// The push payload a message becomes: itself when it is a JSON object
-    /// with "aps", else a silent push carrying it base64-encoded.
+    /// The push payload a message becomes: itself when it is a valid push
+    /// payload (a JSON object with an "aps" object), else a silent push
+    /// carrying it base64-encoded.
     static func payload(of message: [UInt8], id: String) -> String {
-        if let object = try? JSONSerialization.jsonObject(with: Data(message)) as? [String: Any], object["aps"] != nil,
-           let text = String(bytes: message, encoding: .utf8) {
+        // Passed on only when it is a push payload as DeliverPush takes it; anything
+        // else (an "aps" that is no object, a noncharacter sd-bus will not send) goes wrapped.
+        if let text = String(validating: message, as: UTF8.self),
+           (try? PushPayload(json: text, maximumBytes: maximumPayloadBytes)) != nil {
             return text
         }
         let wrapped: [String: Any] = [

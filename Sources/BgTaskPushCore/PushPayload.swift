@@ -65,6 +65,11 @@ public struct PushPayload: Sendable, Equatable {
             alert = Alert(title: fields.title, body: fields.body)
         case let other?: throw BgTaskError(.invalidArgs, "\"aps.alert\" must be a string or an object, not \(other.rawValue)")
         }
+        // Stored now and sent later: text sd-bus cannot send would make the push undeliverable.
+        for (what, text) in [("payload", json), ("alert's title", alert?.title), ("alert's text", alert?.body)] {
+            guard let text, let scalar = DBusText.unsendable(in: text) else { continue }
+            throw BgTaskError(.invalidArgs, "the \(what) holds \(DBusText.name(scalar)), which D-Bus strings here cannot carry")
+        }
         self.json = json
     }
 

@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import SDBus
 
 /// A value for one argument of a call, with a short description for the
@@ -30,15 +31,11 @@ struct FuzzValue {
 
     private static func needsRaw(_ value: BusValue) -> Bool {
         switch value {
-        case .string(let text): text.unicodeScalars.contains { isNoncharacter($0.value) }
+        case .string(let text): text.unicodeScalars.contains { DBusText.isNoncharacter($0.value) }
         case .array(_, let values), .structure(let values): values.contains(where: needsRaw)
         case .dictionary(_, _, let entries): entries.contains { needsRaw($0.key) || needsRaw($0.value) }
         case .variant(let inner): needsRaw(inner)
         default: false
         }
-    }
-
-    static func isNoncharacter(_ scalar: UInt32) -> Bool {
-        (0xFDD0...0xFDEF).contains(scalar) || scalar & 0xFFFE == 0xFFFE
     }
 }

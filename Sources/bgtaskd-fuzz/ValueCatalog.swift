@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import BgTaskCore
 import SDBus
 
@@ -414,7 +415,7 @@ struct ValueCatalog {
             case 8: UInt32(rng.int(0x10000...0x10FFFF))
             default: noncharacters ? [0xFFFE, 0xFFFF, 0xFDD0, 0x10FFFF, 0x1FFFE][rng.int(0...4)] : 0x41
             }
-            guard let scalar = Unicode.Scalar(value), noncharacters || !FuzzValue.isNoncharacter(value) else { continue }
+            guard let scalar = Unicode.Scalar(value), noncharacters || !DBusText.isNoncharacter(value) else { continue }
             scalars.append(scalar)
         }
         return String(scalars)

@@ -144,6 +144,20 @@ import Testing
         #expect(payload.alert == .init(title: "a\"b\\c/d\né😀", body: "plain"))
     }
 
+    /// A push is stored to be sent later: text sd-bus will not send (a
+    /// noncharacter, or NUL in an alert) made it undeliverable for good.
+    @Test(arguments: [
+        "{\"aps\":{\"content-available\":1},\"x\":\"\u{FFFE}\"}",
+        "{\"aps\":{\"alert\":\"a" + String(Unicode.Scalar(0xFDD0)!) + "\"}}",
+        #"{"aps":{"alert":{"title":"\ufffe"}}}"#,
+        #"{"aps":{"alert":{"body":"a\u0000b"}}}"#,
+        #"{"aps":{"alert":"\udbff\udfff"}}"#,
+    ])
+    func textDBusCannotCarryIsRefused(_ json: String) {
+        let error = #expect(throws: BgTaskError.self) { try PushPayload(json: json, maximumBytes: 4096) }
+        #expect(error?.code == .invalidArgs && error?.message.contains("cannot carry") == true, "\(String(describing: error))")
+    }
+
     @Test func aLaterDuplicateKeyWins() throws {
         let payload = try PushPayload(json: #"{"aps":{"alert":7},"aps":{"alert":"ok","content-available":1}}"#, maximumBytes: 4096)
         #expect(payload.alert?.body == "ok" && payload.contentAvailable)

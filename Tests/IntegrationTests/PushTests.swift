@@ -293,6 +293,38 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A bgtaskd that let a noncharacter into a payload stored a push it
+    /// could never send: the app was killed at every wake, and ListPushes
+    /// failed for every app. Such a record is dropped when the daemon starts.
+    @Test func aStoredPushDBusCannotCarryIsDroppedAtStart() throws {
+        let daemon = try daemon()
+        let sender = try RawClient(daemon)
+        // The app is not running: both wait, stored.
+        for marker in ["KEEP", "BREAK"] {
+            _ = try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"m":"\#(marker)"}"#))
+        }
+        try daemon.crashAndRestart {
+            let edit = Process()
+            edit.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            edit.arguments = ["python3", "-c", """
+                import sqlite3, sys
+                db = sqlite3.connect(sys.argv[1])
+                db.execute("UPDATE plugin_record SET data = CAST(replace(CAST(data AS TEXT), 'BREAK', 'BR' || char(65534) || 'K') AS BLOB) WHERE plugin = 'remote-notification' AND collection = 'pushes'")
+                db.commit()
+                n = db.execute("SELECT count(*) FROM plugin_record WHERE plugin = 'remote-notification' AND collection = 'pushes' AND instr(CAST(data AS TEXT), char(65534)) > 0").fetchone()[0]
+                sys.exit(0 if n == 1 else 1)
+                """, daemon.stateDirectory + "/bgtaskd.sqlite3"]
+            try edit.run()
+            edit.waitUntilExit()
+            #expect(edit.terminationStatus == 0, "the stored push was rewritten")
+        }
+        let admin = try RawClient(daemon)
+        let left = try held(admin)
+        #expect(left.count == 1 && left.first?["payload_json"].map { "\($0)" }?.contains("KEEP") == true, "\(left)")
+        #expect(daemon.waitForLog(containing: "U+FFFE, which D-Bus cannot carry"), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     func waitUntil(_ condition: () throws -> Bool) throws -> Bool {
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {

@@ -21,7 +21,8 @@ import Testing
     }
 
     func daemon(bus: PrivateBus, stateDirectory: String? = nil) throws -> DaemonUnderTest {
-        try DaemonUnderTest(bus: bus, stateDirectory: stateDirectory, desktopEntries: [
+        // More silent pushes than the default 3 an hour: most messages here arrive wrapped in one.
+        try DaemonUnderTest(settings: ["RemoteNotifications.SilentPerHour=20"], bus: bus, stateDirectory: stateDirectory, desktopEntries: [
             DesktopEntrySpec(id: Self.app, name: "Chat", modes: ["remote-notification"], exec: "/bin/false"),
             DesktopEntrySpec(id: "org.example.Plain", modes: ["fetch"], exec: "/bin/false"),
         ])
@@ -125,9 +126,19 @@ import Testing
         #expect(try send(bus, "SendMessage", token: token, message(Array(json.utf8), id: "m2")) == "")
         #expect(chat.waitForSignals(2))
         #expect(try payloads(chat).last == json)
+        // JSON that no DeliverPush would take goes wrapped: an "aps" that is no object, and a
+        // noncharacter sd-bus cannot send (passed on as is, it stayed undeliverable and cost
+        // the app a kill at every wake, and ListPushes failed for every app).
+        for (index, odd) in [#"{"aps":"text"}"#, "{\"aps\":{\"content-available\":1},\"x\":\"\u{FFFE}\"}"].enumerated() {
+            #expect(try send(bus, "SendMessage", token: token, message(Array(odd.utf8), id: "odd\(index)")) == "")
+            #expect(chat.waitForSignals(3 + index), "\(daemon.log)")
+            let carried = try #require(try payloads(chat).last)
+            #expect(carried.contains(Data(odd.utf8).base64EncodedString()) && carried.contains(#""id":"odd\#(index)""#), "\(carried)")
+        }
+        _ = try RawClient(daemon).call("RemoteNotifications", "ListPushes") { try $0.append("") }
         // The protocol's largest message goes through; one byte more, none, or an unknown token is refused.
         #expect(try send(bus, "SendMessage", token: token, message([UInt8](repeating: 0xFE, count: 4096))) == "")
-        #expect(chat.waitForSignals(3))
+        #expect(chat.waitForSignals(5))
         #expect(try send(bus, "SendMessage", token: token, message([UInt8](repeating: 1, count: 4097))) == "org.freedesktop.DBus.Error.InvalidArgs")
         #expect(try send(bus, "SendMessage", token: token, message([])) == "org.freedesktop.DBus.Error.InvalidArgs")
         #expect(try send(bus, "SendMessage", token: "nobody", message([1])) == "no such token")
