@@ -200,6 +200,24 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// GetApplications gave any caller every app's endpoint, which is all
+    /// it takes to push to that app; GetEndpoint already refused them.
+    @Test func anotherUserSeesNoAppsEndpoint() throws {
+        let bus = try PrivateBus(allowOtherUsers: true)
+        defer { bus.stop() }
+        let mock = try distributor(on: bus)
+        defer { _ = mock.stop() }
+        let daemon = try daemon(bus: bus)
+        #expect(try eventually { try endpoint(daemon)?.hasPrefix("https://push.example/") == true }, "\(daemon.log)")
+        let stranger = try CommandResult.run("/usr/sbin/runuser", [
+            "-u", "nobody", "--", "/usr/bin/gdbus", "call", "--address", bus.address, "--dest", "org.bgtaskd.BackgroundTasks1",
+            "--object-path", "/org/bgtaskd/BackgroundTasks1", "--method", "org.bgtaskd.BackgroundTasks1.Manager.GetApplications",
+        ])
+        #expect(stranger.succeeded && stranger.standardOutput.contains(Self.app), "\(stranger)")
+        #expect(!stranger.standardOutput.contains("push.example") && !stranger.standardOutput.contains("push_endpoint"), "\(stranger)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func aRestartedDistributorIsRegisteredWithAgainAndEndpointsSurviveACrash() throws {
         let bus = try PrivateBus()
         defer { bus.stop() }

@@ -145,13 +145,15 @@ extension Daemon {
     }
 
     func getApplications(_ call: Message) throws(BusError) {
-        serve(call) { [unowned self] _ in
+        serve(call) { [unowned self] caller in
             let entries = registry.entries.filter { !$0.modes.isEmpty || engine.isConnected($0.id) }
             // Apps connected now that have no desktop entry (a scope or Flatpak named them) are listed too.
             let unlisted = engine.connectedApps.filter { registry.entry(for: $0) == nil }
+            // A sandboxed caller sees what its modes keep only of its own app.
+            let own = appID(of: caller)
             try call.reply { (reply) throws(BusError) in
                 try reply.container("a", "a{sv}") { () throws(BusError) in
-                    for entry in entries { try describe(entry.id, entry, into: reply) }
+                    for entry in entries { try describe(entry.id, entry, withModes: caller.isTrusted || entry.id == own, into: reply) }
                     for id in unlisted { try describe(id, nil, into: reply) }
                 }
             }

@@ -142,14 +142,16 @@ extension Daemon {
         }
     }
 
-    /// What `bgtaskctl apps` shows of one app (`GetApplications`).
-    func describe(_ id: AppID, _ entry: DesktopEntry?, into message: Message) throws(BusError) {
+    /// What `bgtaskctl apps` shows of one app (`GetApplications`). The
+    /// modes' part (`withModes`) only for a trusted caller or the app itself:
+    /// it holds what lets others act for the app, such as its push endpoint.
+    func describe(_ id: AppID, _ entry: DesktopEntry?, withModes: Bool = true, into message: Message) throws(BusError) {
         let description = ApplicationDescription(
             id: id, entry: entry, refresh: refreshStatus(of: id), running: engine.isRunning(id),
             launching: engine.isLaunching(id), state: engine.isConnected(id) ? engine.state(of: .app(id)) : nil,
             suspended: engine.isSuspended(.app(id)), launchError: engine.launchBackoff(for: id)?.lastError)
         try description.write(into: message) { message in
-            for plugin in plugins where entry?.modes.contains(plugin.name) == true {
+            for plugin in plugins where withModes && entry?.modes.contains(plugin.name) == true {
                 plugin.describe(id, into: message)
             }
         }
