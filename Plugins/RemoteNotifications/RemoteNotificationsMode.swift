@@ -316,7 +316,11 @@ final class RemoteNotificationsMode: ModePlugin {
         if case .drop = admission { try saveState(app) }
         try acknowledge(push.id)
 
-        if let alert = payload.alert { show(alert, of: app, info: info) }
+        // Shown once the push is stored: a StorageFailed reply must not have shown it (a sender
+        // retries); and not at all when it expired before it came.
+        if let alert = payload.alert, !push.isExpired(at: now) {
+            host.whenCommitted { [weak self] in self?.show(alert, of: app, info: info) }
+        }
         // A wake of its own carries whatever waits, as any other wake does.
         if admission == .deliverNow { deliverWithHeld(app) }
         armTimer()

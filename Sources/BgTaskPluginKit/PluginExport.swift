@@ -73,18 +73,18 @@ public enum PluginExport {
         }
         d.pointee.batch_begin = { context in
             let box = PluginBox.from(context)
-            // Inside a batch this is a new starting point: what was logged so far stands.
-            box.host.flushCommittedLogs()
+            // Inside a batch this is a new starting point: what was done so far stands.
+            box.host.runCommittedActions()
             box.host.inBatch = true
             box.plugin.checkpoint()
         }
         d.pointee.batch_rollback = { context in
             let box = PluginBox.from(context)
-            box.host.committedLogs.removeAll()
+            box.host.committedActions.removeAll()
             box.host.inBatch = false
             box.plugin.rollBack()
         }
-        d.pointee.batch_commit = { context in PluginBox.from(context).host.flushCommittedLogs() }
+        d.pointee.batch_commit = { context in PluginBox.from(context).host.runCommittedActions() }
         // The declarations live as long as the library, as the descriptor does.
         let keys = Plugin.configKeys
         let cKeys = UnsafeMutablePointer<bgt_config_key>.allocate(capacity: max(keys.count, 1))

@@ -47,8 +47,8 @@ public final class PluginHost {
         message.withCString { api.pointee.log(handle, level.rawValue, $0) }
     }
 
-    /// Log lines that wait for the current batch's commit (``logWhenCommitted(_:_:)``).
-    var committedLogs: [(LogLevel, String)] = []
+    /// What waits for the current batch's commit (``whenCommitted(_:)``).
+    var committedActions: [() -> Void] = []
     /// Whether a batch runs (between the host's batch_begin and its commit or rollback).
     var inBatch = false
 
@@ -56,14 +56,21 @@ public final class PluginHost {
     /// and never if they are undone (a full disk): for lines that tell of an
     /// outcome, such as "completed its fetch".
     public func logWhenCommitted(_ level: LogLevel, _ message: String) {
-        if inBatch { committedLogs.append((level, message)) } else { log(level, message) }
+        whenCommitted { [self] in log(level, message) }
     }
 
-    func flushCommittedLogs() {
+    /// Runs `action` once the current call's or event's writes are on disk
+    /// (at once outside a batch), and never if they are undone: for what
+    /// cannot be taken back, such as an alert shown to the user.
+    public func whenCommitted(_ action: @escaping () -> Void) {
+        if inBatch { committedActions.append(action) } else { action() }
+    }
+
+    func runCommittedActions() {
         inBatch = false
-        let lines = committedLogs
-        committedLogs.removeAll()
-        for (level, message) in lines { log(level, message) }
+        let actions = committedActions
+        committedActions.removeAll()
+        for action in actions { action() }
     }
 
     /// CLOCK_MONOTONIC in µs (stops while the machine sleeps).

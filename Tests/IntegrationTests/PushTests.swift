@@ -232,6 +232,8 @@ import Testing
         defer { notifications.stop() }
         let sender = try RawClient(daemon)
         #expect(try waitUntil { try daemon.busctl(["status", "org.freedesktop.Notifications"]).succeeded })
+        // One that expired before it came is dropped, and not shown either.
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":{"title":"Stale"}}}"#, options: ["expiration": .uint64(1)]))
         try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":{"title":"Rain","body":"at five"}}}"#))
         var calls = ""
         #expect(try waitUntil {
@@ -240,6 +242,7 @@ import Testing
             return calls.contains("Notify")
         }, "\(calls)")
         #expect(calls.contains("'Chat'") && calls.contains("'Rain'") && calls.contains("'at five'"), "\(calls)")
+        #expect(!calls.contains("Stale"), "\(calls)")
         #expect(calls.contains("desktop-entry") && calls.contains(Self.app), "\(calls)")
         #expect(daemon.stop() == .status(0))
     }

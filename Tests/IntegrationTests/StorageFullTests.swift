@@ -81,6 +81,14 @@ import Testing
         // still counted, it would be terminated when the budget (2 s) ran out.
         let alerts = try daemon.startTestApp(["--app-id", Self.alerts, "--tasks", "0", "--background", "--push-result", "never"])
         #expect(alerts.waitForEvent("ready") != nil)
+        let notifications = try ChildProcess("/usr/bin/python3", ["-m", "dbusmock", "--session", "-t", "notification_daemon"],
+                                             environment: daemon.environment)
+        defer { notifications.stop() }
+        #expect(try PushTests().waitUntil { try daemon.busctl(["status", "org.freedesktop.Notifications"]).succeeded })
+        func notified() throws -> String {
+            try daemon.gdbus(["call", "--session", "--dest", "org.freedesktop.Notifications", "--object-path",
+                              "/org/freedesktop/Notifications", "--method", "org.freedesktop.DBus.Mock.GetCalls"]).standardOutput
+        }
 
         disk.fill()
         // Writes may still fit in what the write-ahead log already holds; go on until one does not.
@@ -102,7 +110,7 @@ import Testing
         // The disk is still full: each of these fails, and none leaves a trace.
         #expect(app.errorName("Fetch", "SetMinimumFetchInterval") { try $0.append(7200.0) } == Self.storageFailed)
         #expect(try registration(app) == ("custom", 3600), "the interval that failed to be stored is not in force")
-        let alert = PushTests.push(#"{"aps":{"alert":"hi"}}"#, app: Self.alerts)
+        let alert = PushTests.push(#"{"aps":{"alert":"NotStored"}}"#, app: Self.alerts)
         #expect(sender.errorName("RemoteNotifications", "DeliverPush", alert) == Self.storageFailed)
         #expect(sender.errorName("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.chat); try $0.append(false) }
                 == Self.storageFailed)
@@ -130,6 +138,11 @@ import Testing
         #expect(try registration(app) == ("custom", 7200))
         _ = try sender.call("RemoteNotifications", "DeliverPush", Self.silentPush(1000))
         #expect(try held(sender) == accepted + 1)
+        // An alert whose push could not be stored was not shown (a sender that retries would show it twice); a stored one is.
+        _ = try sender.call("RemoteNotifications", "DeliverPush", PushTests.push(#"{"aps":{"alert":"Stored"}}"#, app: Self.alerts))
+        var calls = ""
+        #expect(try PushTests().waitUntil { calls = try notified(); return calls.contains("Stored") }, "\(calls)")
+        #expect(!calls.contains("NotStored"), "\(calls)")
         alerts.stop()
         #expect(daemon.stop() == .status(0))
     }
