@@ -79,6 +79,13 @@ final class RemoteNotificationsMode: ModePlugin {
     /// How long pushes due before a restart wait for their apps to check in again.
     static let restartGrace: UInt64 = 5_000_000
 
+    /// Pushes of one app woken for at once; the rest wait due, and go as
+    /// those are completed. Each push is a wake with its own budget: an app
+    /// that checked in with ten thousand held was handed ten thousand wakes
+    /// in one batch, which stalled the daemon for seconds, and their budgets
+    /// ran out meanwhile, each counted as an offence.
+    static let maximumInFlightPerApp = 16
+
     /// The counters a batch may change, as they were when it began (see ``rollBack()``).
     private struct Counters {
         var lastSequence: UInt64
@@ -342,6 +349,8 @@ final class RemoteNotificationsMode: ModePlugin {
                 try saveState(app)
             }
             host.logWhenCommitted(.debug, "\(app) completed push \(id): \(result.rawValue)")
+            // Room for the next push waiting its turn.
+            deliverDue(app)
         }
         try call.reply()
         armTimer()
@@ -394,6 +403,8 @@ final class RemoteNotificationsMode: ModePlugin {
             touch(app)
             inboxes[app]?.counts.offences += 1
             putBack(app, id)
+            // Those waiting their turn behind it wait for the next wake too.
+            holdWaiting(app)
             host.logWhenCommitted(.notice, "\(app) did not complete push \(id) within \(wakeBudget) s: offence counted; it waits for the next wake")
         case .launchFailed(let app, let token, let reason):
             if let token, let (_, id) = tokens[token] {
@@ -401,6 +412,7 @@ final class RemoteNotificationsMode: ModePlugin {
                 setInFlight(id, false)
                 putBack(app, id)
             }
+            holdWaiting(app)
             host.log(.warning, "cannot wake \(app) for a push: \(reason)")
         case .appCheckedIn(let app, let connection, _), .appWoken(let app, let connection, _):
             // Any wake carries what waits: held pushes, and pushes left due by a restart.
@@ -442,20 +454,40 @@ final class RemoteNotificationsMode: ModePlugin {
         deliverDue(app)
     }
 
-    /// Wakes the app once per due push that has no wake yet.
+    /// Wakes the app once per due push that has no wake yet, oldest first,
+    /// up to ``maximumInFlightPerApp`` at once.
     private func deliverDue(_ app: String) {
         guard let box = inboxes[app] else { return }
-        for push in box.due where !inFlight.contains(push.id) {
+        let due = box.due
+        var flying = due.count { inFlight.contains($0.id) }
+        for push in due where !inFlight.contains(push.id) {
+            guard flying < Self.maximumInFlightPerApp else { return }
             do {
                 let token = try host.wake(app, reason: Self.name, budget: wakeBudget)
                 setToken(token, (app, push.id))
                 setInFlight(push.id, true)
+                flying += 1
             } catch {
                 host.log(.warning, "cannot wake \(app) for push \(push.id): \(error.message); it waits for the next wake")
-                putBack(app, push.id)
+                // All of them, not only this one: none would be woken for otherwise.
+                holdWaiting(app)
                 return
             }
         }
+    }
+
+    /// Due pushes of `app` with no wake go back to wait for the next one.
+    private func holdWaiting(_ app: String) {
+        guard inboxes[app]?.pushes.contains(where: { $0.state == .due && !inFlight.contains($0.id) }) == true else { return }
+        touch(app)
+        guard var box = inboxes.removeValue(forKey: app) else { return }
+        let held = box.holdDue { !inFlight.contains($0.id) }
+        inboxes[app] = box
+        for push in held {
+            persist("store push \(push.id)") { try store(push) }
+            lowerExpirationBound(push.expiration)
+        }
+        persist("store the state of \(app)") { try saveState(app) }
     }
 
     /// A push whose wake did not happen waits for the next one.

@@ -138,6 +138,17 @@ public struct PushInbox: Sendable, Equatable {
         return pushes.remove(at: index)
     }
 
+    /// Due pushes that `isWaiting` names go back to wait for the next wake
+    /// (in one pass: an app may have thousands due); returns them, held.
+    public mutating func holdDue(where isWaiting: (PushRecord) -> Bool) -> [PushRecord] {
+        var held: [PushRecord] = []
+        for index in pushes.indices where pushes[index].state == .due && isWaiting(pushes[index]) {
+            pushes[index].state = .held
+            held.append(pushes[index])
+        }
+        return held
+    }
+
     /// A push whose wake failed or expired goes back to wait for the next wake.
     public mutating func hold(_ id: String) {
         guard let index = pushes.firstIndex(where: { $0.id == id }) else { return }

@@ -171,6 +171,41 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An app that checked in with thousands of held pushes was handed a
+    /// wake for each in one batch: the daemon stalled for seconds, and the
+    /// budgets ran out meanwhile, each an offence. Sixteen go at a time now.
+    @Test func heldPushesGoSixteenAtATimeAsTheyAreCompleted() throws {
+        let daemon = try daemon(["RemoteNotifications.SilentPerHour=1000000"])
+        let sender = try RawClient(daemon)
+        try sender.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.app); try $0.append(false) }
+        let total = 100
+        for n in 0..<total {
+            try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"n":\#(n)}"#))
+        }
+        try sender.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.app); try $0.append(true) }
+        let app = try app(daemon)
+        var delivered: [Int] = []
+        var handled = 0
+        while delivered.count < total {
+            #expect(app.waitForSignals(handled + 1), "\(delivered.count) of \(total) delivered: \(daemon.log.suffix(2000))")
+            guard app.received.count > handled else { break }
+            // Whatever else was coming has come by now.
+            _ = app.waitForSignals(handled + 17, timeout: .milliseconds(200))
+            #expect(app.received.count - handled <= 16, "\(app.received.count - handled) in flight")
+            for message in app.received[handled...] {
+                try message.rewind()
+                let token = try message.readString()
+                let json = try message.readString()
+                delivered.append(Int(json.split(separator: ":").last?.dropLast() ?? "") ?? -1)
+                try app.call("RemoteNotifications", "CompleteNotification") { try $0.append(token); try $0.append("newData") }
+            }
+            handled = app.received.count
+        }
+        #expect(delivered == Array(0..<total), "each once, oldest first")
+        #expect(try held(sender).isEmpty)
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func countersAndTheSilentBudgetSurviveACrash() throws {
         let daemon = try daemon(["RemoteNotifications.SilentPerHour=2"])
         let app = try app(daemon)
