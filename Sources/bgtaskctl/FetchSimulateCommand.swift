@@ -15,12 +15,14 @@ struct FetchSimulateCommand: ClientCommand {
             (X-BgTaskd-Modes=fetch;) and its Background App Refresh must be available. \
             Only trusted callers (unsandboxed processes of the daemon's user) may do this. \
             The command returns once the app has its PerformFetch; when the app had to be \
-            launched, that is after it checked in, or after 5 s if it is still starting. A \
+            launched, that is after it checked in, or after 5 s if it is still starting (then \
+            it says so: the app gets PerformFetch once it checks in). While the machine \
+            sleeps the fetch waits for the wake, and it says that. A \
             launch that fails (a command that does not exist, an app that exits without \
             checking in) is reported with the reason and exit status 1. Follow the fetch itself with \
             'bgtaskctl apps' or the daemon's log.
 
-            --json prints {"app_id": APP, "simulated": true}.
+            --json prints {"app_id": APP, "simulated": true, "waits_for": null, "wake" or "check-in"}.
             """)
 
     @OptionGroup(title: "Global options")
@@ -32,9 +34,18 @@ struct FetchSimulateCommand: ClientCommand {
     struct Report: Encodable {
         var appID: String
         var simulated = true
+        /// What the PerformFetch still waits for: nil (the app has it), "wake" or "check-in".
+        var waitsFor: String?
 
         private enum CodingKeys: String, CodingKey {
-            case appID = "app_id", simulated
+            case appID = "app_id", simulated, waitsFor = "waits_for"
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(appID, forKey: .appID)
+            try container.encode(simulated, forKey: .simulated)
+            try container.encode(waitsFor, forKey: .waitsFor)  // null, not left out
         }
     }
 
@@ -47,11 +58,27 @@ struct FetchSimulateCommand: ClientCommand {
         } catch {
             throw Self.explained(error, app: app)
         }
+        // The daemon answers alike when the fetch went out and when it waits: say which.
+        let waitsFor = Self.waitsFor(app, client: client)
         if global.json {
-            try JSONOutput.print(Report(appID: app))
-        } else {
-            print("Simulated a background fetch for \(app): it has its PerformFetch.")
+            try JSONOutput.print(Report(appID: app, waitsFor: waitsFor))
+            return
         }
+        switch waitsFor {
+        case "wake": print("Simulated a background fetch for \(app): the machine sleeps; it gets its PerformFetch after the wake.")
+        case "check-in": print("Simulated a background fetch for \(app): it was launched and is still starting; it gets its PerformFetch once it checks in.")
+        default: print("Simulated a background fetch for \(app): it has its PerformFetch.")
+        }
+    }
+
+    /// What the fetch just simulated still waits for: "wake" while the machine
+    /// sleeps, "check-in" while the app launched for it has not checked in; nil when it went out.
+    static func waitsFor(_ app: String, client: DaemonClient) -> String? {
+        if case .bool(true)? = try? client.property("Sleeping") { return "wake" }
+        guard let reply = try? client.call(ManagerInterface.Method.getApplications.rawValue),
+              let apps = try? ApplicationInfo.list(from: reply),
+              let info = apps.first(where: { $0.appID == app }) else { return nil }
+        return info.launching && !info.running ? "check-in" : nil
     }
 
     /// Adds what to do about the errors a user can fix.

@@ -47,6 +47,14 @@ import Testing
         ])
         let good = try daemon.bgtaskctl(["fetch", "simulate", "org.example.Good"])
         #expect(good.succeeded && good.standardOutput.contains("it has its PerformFetch"), "\(good)")
+        // Asleep, the fetch waits for the wake: it said "it has its PerformFetch" all the same.
+        #expect(try daemon.bgtaskctl(["sleep"]).succeeded)
+        let asleep = try daemon.bgtaskctl(["fetch", "simulate", "org.example.Good"])
+        #expect(asleep.succeeded && asleep.standardOutput.contains("after the wake"), "\(asleep)")
+        let asleepJSON = try daemon.bgtaskctl(["fetch", "simulate", "org.example.Good", "--json"])
+        #expect(asleepJSON.standardOutput.contains(#""waits_for":"wake""#) || asleepJSON.standardOutput.contains(#""waits_for" : "wake""#),
+                "\(asleepJSON)")
+        #expect(try daemon.bgtaskctl(["wake"]).succeeded)
         let missing = try daemon.bgtaskctl(["fetch", "simulate", "org.example.Missing"])
         #expect(missing.exit == .status(1), "\(missing)")
         #expect(missing.standardError.contains("cannot launch org.example.Missing") && missing.standardError.contains("/nonexistent/weather"),
