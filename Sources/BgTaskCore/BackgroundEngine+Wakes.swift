@@ -113,7 +113,8 @@ extension BackgroundEngine {
 
     /// A process the daemon launched for the app exited. If the app never
     /// checked in, that counts as a failed launch, and the wakes it was
-    /// launched for expire at once.
+    /// launched for fail with it: no budget ran out (it did not wait for
+    /// it), so no offence is counted, and their events wait for the next wake.
     public mutating func launchedProcessExited(_ app: AppID, process: ProcessRef, status: String) -> [CoreAction] {
         let key = AppKey.app(app)
         dying.remove(process)
@@ -122,10 +123,11 @@ extension BackgroundEngine {
         modifyApp(key) { $0.launch = nil }
         var actions: [CoreAction] = []
         if neverCheckedIn {
-            noteLaunchFailure(app, error: "it \(status) without checking in")
+            let error = "it \(status) without checking in"
+            noteLaunchFailure(app, error: error)
             for token in undeliveredWakes(of: app) {
                 let wake = dropWake(token)
-                actions.append(.wakeExpired(token: token, plugin: wake.plugin, app: app))
+                actions.append(.wakeFailed(token: token, plugin: wake.plugin, app: app, reason: error))
             }
         } else if apps[key]?.checkedIn.isEmpty == true, let first = undeliveredWakes(of: app).first.flatMap({ wakes[$0] }),
                   !isHeldBack(key) {

@@ -154,7 +154,8 @@ import Testing
         _ = try engine.requestWake(request("t1"))
         engine.launchStarted(weather, process: launched)
         #expect(engine.launchedProcessExited(weather, process: launched, status: "exited with status 1") == [
-            .wakeExpired(token: "t1", plugin: "fetch", app: weather), .appGone(weather),
+            // Failed, not expired: it did not overstay a budget (no offence), it went at once.
+            .wakeFailed(token: "t1", plugin: "fetch", app: weather, reason: "it exited with status 1 without checking in"), .appGone(weather),
         ])
         #expect(engine.launchBackoff(for: weather)?.lastError == "it exited with status 1 without checking in")
         #expect(!engine.isLaunching(weather))
