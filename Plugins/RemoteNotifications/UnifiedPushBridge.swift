@@ -40,6 +40,10 @@ final class UnifiedPushBridge {
     static let maximumMessageBytes = 4096
     static let maximumEndpointBytes = 1000
     static let maximumTokenBytes = 100
+    /// A message's id, carried in the wrapped payload: short enough that a
+    /// wrapped message always fits ``maximumPayloadBytes`` (every byte
+    /// escaped as \u00XX: 6 × 256 bytes, with 5.5 kB of base64).
+    static let maximumMessageIDBytes = 256
     /// A wrapped 4096-byte message is about 5.5 kB of JSON: the payload limit for bridged pushes.
     static let maximumPayloadBytes = 8192
 
@@ -326,6 +330,9 @@ final class UnifiedPushBridge {
                 throw ModeError.invalidArgs("a message of 1 to \(Self.maximumMessageBytes) bytes is needed")
             }
             let id: String = if case .string(let text)? = fields["id"] { text } else { "" }
+            guard id.utf8.count <= Self.maximumMessageIDBytes else {
+                throw ModeError.invalidArgs("a message id of at most \(Self.maximumMessageIDBytes) bytes is needed")
+            }
             try deliver(app, Self.payload(of: message, id: id)) { (_) throws(ModeError) in try reply() }
         case "NewEndpoint":
             guard case .string(let endpoint)? = fields["endpoint"], !endpoint.isEmpty, endpoint.utf8.count <= Self.maximumEndpointBytes else {

@@ -142,6 +142,9 @@ import Testing
         #expect(try send(bus, "SendMessage", token: token, message([UInt8](repeating: 1, count: 4097))) == "org.freedesktop.DBus.Error.InvalidArgs")
         #expect(try send(bus, "SendMessage", token: token, message([])) == "org.freedesktop.DBus.Error.InvalidArgs")
         #expect(try send(bus, "SendMessage", token: "nobody", message([1])) == "no such token")
+        // An id too long to carry is refused as such (it was refused as a payload over RemoteNotifications.MaxPayloadBytes).
+        #expect(try send(bus, "SendMessage", token: token, message([1], id: String(repeating: "i", count: 257))) == "org.freedesktop.DBus.Error.InvalidArgs")
+        #expect(try send(bus, "SendMessage", token: token, message([1], id: String(repeating: "\u{1}", count: 256))) == "")
         // Unregistered: the endpoint is gone.
         #expect(try send(bus, "SendUnregistered", token: token) == "")
         #expect(try eventually { try endpoint(daemon) == nil })
