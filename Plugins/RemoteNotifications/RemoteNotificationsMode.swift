@@ -73,8 +73,13 @@ final class RemoteNotificationsMode: ModePlugin {
     private var appInfos = AppInfoCache()
     /// bgtaskd as a UnifiedPush connector for the apps (set in start()).
     private var bridge: UnifiedPushBridge?
-    /// Each checked-in app's connection, for EndpointChanged.
-    private var connections: [String: String] = [:]
+    /// Each checked-in app's connections, latest last, for EndpointChanged:
+    /// all of them, as the host tells only when the last one goes (an app
+    /// with two instances lost EndpointChanged when the later one quit).
+    private var connections: [String: [String]] = [:]
+
+    /// Connections kept per app; older ones are most likely gone.
+    static let maximumConnectionsPerApp = 8
 
     /// How long pushes due before a restart wait for their apps to check in again.
     static let restartGrace: UInt64 = 5_000_000
@@ -176,12 +181,13 @@ final class RemoteNotificationsMode: ModePlugin {
         // What a call changed in the bridge is undone with the rest of its batch.
         bridge.recordUndo = { [unowned self] action in self.undo.record(action) }
         bridge.endpointChanged = { [unowned self] app, endpoint in
-            guard let connection = self.connections[app] else { return }
-            do {
-                try self.host.emit(RemoteNotificationsInterface.Signal.endpointChanged.rawValue, interface: BgTaskNames.remoteNotifications,
-                                   to: connection) { (signal) throws(ModeError) in try signal.append(endpoint ?? "") }
-            } catch {
-                self.host.log(.warning, "cannot send EndpointChanged to \(app): \(error)")
+            for connection in self.connections[app] ?? [] {
+                do {
+                    try self.host.emit(RemoteNotificationsInterface.Signal.endpointChanged.rawValue, interface: BgTaskNames.remoteNotifications,
+                                       to: connection) { (signal) throws(ModeError) in try signal.append(endpoint ?? "") }
+                } catch {
+                    self.host.log(.warning, "cannot send EndpointChanged to \(app): \(error)")
+                }
             }
         }
         try bridge.start()
@@ -416,7 +422,9 @@ final class RemoteNotificationsMode: ModePlugin {
             host.log(.warning, "cannot wake \(app) for a push: \(reason)")
         case .appCheckedIn(let app, let connection, _), .appWoken(let app, let connection, _):
             // Any wake carries what waits: held pushes, and pushes left due by a restart.
-            connections[app] = connection
+            var known = connections[app, default: []].filter { $0 != connection }
+            known.append(connection)
+            connections[app] = Array(known.suffix(Self.maximumConnectionsPerApp))
             deliverWithHeld(app)
         case .wakeOpportunity(let now):
             dropExpired(at: now)

@@ -203,6 +203,27 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// Only the latest connection of an app heard EndpointChanged: when a
+    /// second instance quit, the first, still running, never heard it.
+    @Test func everyInstanceOfTheAppHearsOfANewEndpoint() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let mock = try distributor(on: bus)
+        defer { _ = mock.stop() }
+        let daemon = try daemon(bus: bus)
+        #expect(try eventually { try registrations(bus).count == 1 })
+        let token = try #require(try registrations(bus).first?.key)
+        let first = try app(daemon)
+        try first.listen(for: "EndpointChanged")
+        var second: RawClient? = try app(daemon)
+        _ = second
+        second = nil  // the later instance quits; the first runs on
+        #expect(try send(bus, "SendEndpoint", token: token) { try $0.append("https://push.example/moved") } == "")
+        #expect(try eventually { _ = first.waitForSignals(1, timeout: .milliseconds(50)); return first.received.contains { $0.member == "EndpointChanged" } },
+                "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// GetApplications gave any caller every app's endpoint, which is all
     /// it takes to push to that app; GetEndpoint already refused them.
     @Test func anotherUserSeesNoAppsEndpoint() throws {
