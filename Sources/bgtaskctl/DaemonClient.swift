@@ -60,6 +60,10 @@ final class DaemonClient {
             return try bus.call(call, timeout: timeout ?? self.timeout)
         } catch where Self.meansNoOwner(error.name) {
             throw ClientError.notRunning(on: address, activatable: isActivatable())
+        } catch where error.name == "org.freedesktop.DBus.Error.Timeout" || error.name == "org.freedesktop.DBus.Error.NoReply" {
+            var failure = ClientError(error)
+            failure.hint = "bgtaskd owns its name but did not answer \(member): it may be stopped (SIGSTOP, a debugger) or stuck; its log may say why"
+            throw failure
         } catch {
             throw ClientError(error)
         }

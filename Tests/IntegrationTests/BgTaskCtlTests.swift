@@ -153,6 +153,16 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A daemon that owns its name but does not answer was only "Connection timed out".
+    @Test func aDaemonThatDoesNotAnswerIsNamed() throws {
+        let daemon = try DaemonUnderTest()
+        daemon.process.send(SIGSTOP)
+        let result = try daemon.bgtaskctl(["status"])
+        daemon.process.send(SIGCONT)
+        #expect(result.exit == .status(1) && result.standardError.contains("did not answer"), "\(result)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func noDaemonIsAClearError() throws {
         let bus = try PrivateBus()
         let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskctl"), ["--bus", bus.address, "status"])

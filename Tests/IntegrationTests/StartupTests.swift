@@ -61,6 +61,15 @@ import Testing
         #expect(again.process.waitForExit(timeout: .seconds(10)) == .status(0))
     }
 
+    /// `--bus ''` was tried as an address ("connecting to : Connection
+    /// refused", 69) and `--state-dir ''` as a directory named "".
+    @Test func emptyValuesAreUsageErrors() throws {
+        for arguments in [["--bus", ""], ["--state-dir", ""], ["--bus-introspect", ""]] {
+            let result = try runDaemon(arguments)
+            #expect(result.exit == .status(64) && result.standardError.contains(arguments[0]), "\(arguments): \(result)")
+        }
+    }
+
     @Test func helpDocumentsEveryConfigKey() throws {
         let result = try runDaemon(["--help"])
         #expect(result.succeeded)

@@ -67,6 +67,13 @@ public struct DaemonCommand: ParsableCommand {
 
     public init() {}
 
+    public func validate() throws {
+        // An empty value would be read as an address, or a directory, named "".
+        if bus.isEmpty { throw ValidationError("--bus needs 'session', 'system' or a D-Bus address such as unix:path=/tmp/bus") }
+        if stateDir?.isEmpty == true { throw ValidationError("--state-dir needs a directory") }
+        if busIntrospect?.isEmpty == true { throw ValidationError("--bus-introspect needs a file, or '-' for standard output") }
+    }
+
     public func run() throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("unknown log level '\(logLevel)'")
