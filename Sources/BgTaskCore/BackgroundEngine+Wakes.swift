@@ -237,6 +237,19 @@ extension BackgroundEngine {
     }
 
     /// Forgets a wake and its timer.
+    /// Wakes handed to `connection` and not completed, which closed: nobody
+    /// can complete them now. They fail (no offence: the app did not
+    /// overstay, it went), and their events wait for the next wake, which a
+    /// new instance's CheckIn is; before, they waited out their budget and
+    /// counted against the app while another instance ran on.
+    mutating func failWakes(handedTo connection: ConnectionID, of app: AppID) -> [CoreAction] {
+        let orphaned = apps[.app(app)]?.wakes.filter { wakes[$0]?.deliveredTo == connection } ?? []
+        return orphaned.map { token in
+            let wake = dropWake(token)
+            return .wakeFailed(token: token, plugin: wake.plugin, app: app, reason: "the connection it was handed to closed before completing it")
+        }
+    }
+
     private mutating func dropWake(_ token: String) -> WakeRecord {
         let wake = wakes.removeValue(forKey: token)!
         timers.cancel(.wake(token))

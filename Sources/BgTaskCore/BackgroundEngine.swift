@@ -239,6 +239,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         }
         let frozenBefore = apps[record.app]?.frozen ?? []
         var actions: [CoreAction] = record.tasks.isEmpty ? [] : [.tasksChanged]
+        if case .app(let id) = record.app { actions += failWakes(handedTo: connection, of: id) }
         actions += detach(connection, from: record.app, taking: record.tasks.count)
         // A frozen process the daemon can no longer tie to the app (its
         // connection was the tie) is thawed: nothing would thaw it later.

@@ -42,6 +42,25 @@ import Testing
         #expect(engine.isRunning(weather))
     }
 
+    /// A wake handed to an instance that then crashed waited out its budget
+    /// and counted an offence, while a new instance got nothing.
+    @Test mutating func aWakeWhoseConnectionClosesFailsAndNoneExpiresLater() throws {
+        let first = caller(":1.50", pid: 700)
+        let other = caller(":1.51", pid: 701)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: first)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: other)
+        let actions = try engine.requestWake(request("t1"))
+        #expect(actions.contains(.deliverWake(token: "t1", plugin: "fetch", app: weather, connection: other.connection)), "\(actions)")
+        let gone = engine.disconnect(other.connection)
+        #expect(gone.contains(.wakeFailed(token: "t1", plugin: "fetch", app: weather,
+                                          reason: "the connection it was handed to closed before completing it")), "\(gone)")
+        clock.advance(by: .seconds(60))
+        #expect(!engine.fireDueTimers().contains { if case .wakeExpired = $0 { true } else { false } })
+        // The instance still there is untouched; a wake not handed to the closed connection stays.
+        let again = try engine.requestWake(request("t2"))
+        #expect(again.contains(.deliverWake(token: "t2", plugin: "fetch", app: weather, connection: first.connection)), "\(again)")
+    }
+
     @Test mutating func launchedAppStartsInTheBackgroundWithTheEventsBudget() throws {
         _ = try engine.requestWake(request("t1", budget: .seconds(30)))
         engine.launchStarted(weather, process: launched)

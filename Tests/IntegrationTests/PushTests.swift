@@ -171,6 +171,30 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A push handed to an instance that crashed waited out its budget, was
+    /// counted an offence, and reached the app's next instance only at some
+    /// later wake. Now it goes to the next instance as it checks in.
+    @Test func aPushWhoseInstanceCrashedGoesToTheNextOne() throws {
+        let daemon = try daemon(["RemoteNotifications.WakeBudgetSec=3"])
+        let sender = try RawClient(daemon)
+        var crashed: RawClient? = try app(daemon)
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"n":1}"#))
+        #expect(crashed?.waitForSignals(1) == true)
+        crashed = nil  // never completes it: gone
+        Thread.sleep(forTimeInterval: 0.3)
+        let next = try app(daemon)
+        #expect(next.waitForSignals(1), "\(daemon.log)")
+        try next.received[0].rewind()
+        let token = try next.received[0].readString()
+        #expect(try next.received[0].readString().contains(#""n":1"#))
+        try next.call("RemoteNotifications", "CompleteNotification") { try $0.append(token); try $0.append("newData") }
+        Thread.sleep(forTimeInterval: 3.5)
+        #expect(!daemon.log.contains("offence counted"), "\(daemon.log)")
+        let chat = try sender.applications().first { $0["app_id"] == .string(Self.app) }
+        #expect(chat?["push_offences"] == .uint64(0), "\(String(describing: chat))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// An app that checked in with thousands of held pushes was handed a
     /// wake for each in one batch: the daemon stalled for seconds, and the
     /// budgets ran out meanwhile, each an offence. Sixteen go at a time now.
