@@ -75,6 +75,27 @@ public final class DaemonUnderTest: @unchecked Sendable {
         return exit
     }
 
+    /// Rewrites records a plugin stored, as an older or damaged bgtaskd might
+    /// have left them: in each record of `plugin`'s `collection`, `old` is
+    /// replaced by `new`, an SQL text expression (`'a' || char(65534)`).
+    /// For use while the daemon is down (``crashAndRestart(meanwhile:)``);
+    /// returns how many records changed.
+    public func rewriteStoredRecords(plugin: String, collection: String, replacing old: String, with new: String) throws -> Int {
+        let edit = try CommandResult.run("/usr/bin/env", ["python3", "-c", """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            where = "plugin = ? AND collection = ? AND instr(CAST(data AS TEXT), ?) > 0"
+            changed = db.execute("UPDATE plugin_record SET data = CAST(replace(CAST(data AS TEXT), ?, " + sys.argv[5] + ") AS BLOB) WHERE " + where,
+                                 (sys.argv[4], sys.argv[2], sys.argv[3], sys.argv[4])).rowcount
+            db.commit()
+            print(changed)
+            """, stateDirectory + "/bgtaskd.sqlite3", plugin, collection, old, new])
+        guard edit.succeeded, let changed = Int(edit.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw TestKitError("cannot rewrite the stored records: \(edit)")
+        }
+        return changed
+    }
+
     /// The directory the daemon reads desktop entries from.
     public var applicationsDirectory: String { home + "/data/applications" }
 
