@@ -20,6 +20,29 @@ import Testing
         return process
     }
 
+    /// A private bus with the mock distributor and a daemon whose app it has
+    /// registered; both stop with it.
+    final class Registered {
+        let bus: PrivateBus
+        let mock: ChildProcess
+        let daemon: DaemonUnderTest
+        let token: String
+
+        init(_ suite: UnifiedPushTests, allowOtherUsers: Bool = false) throws {
+            bus = try PrivateBus(allowOtherUsers: allowOtherUsers)
+            mock = try suite.distributor(on: bus)
+            daemon = try suite.daemon(bus: bus)
+            let bus = bus
+            #expect(try suite.eventually { try suite.registrations(bus).count == 1 }, "\(daemon.log)")
+            token = try #require(try suite.registrations(bus).first?.key)
+        }
+
+        deinit {
+            _ = mock.stop()
+            bus.stop()
+        }
+    }
+
     func daemon(bus: PrivateBus, stateDirectory: String? = nil) throws -> DaemonUnderTest {
         // More silent pushes than the default 3 an hour: most messages here arrive wrapped in one.
         try DaemonUnderTest(settings: ["RemoteNotifications.SilentPerHour=20"], bus: bus, stateDirectory: stateDirectory, desktopEntries: [
@@ -177,13 +200,8 @@ import Testing
     }
 
     @Test func onlyTheDistributorMayCallTheConnector() throws {
-        let bus = try PrivateBus()
-        defer { bus.stop() }
-        let mock = try distributor(on: bus)
-        defer { _ = mock.stop() }
-        let daemon = try daemon(bus: bus)
-        #expect(try eventually { try registrations(bus).count == 1 })
-        let token = try #require(try registrations(bus).first?.key)
+        let setup = try Registered(self)
+        let (bus, daemon, token) = (setup.bus, setup.daemon, setup.token)
         #expect(try eventually { try endpoint(daemon) == "https://push.example/" + token })
         let stranger = try Bus.open(.address(bus.address))
         for (interface, build) in [
@@ -200,19 +218,14 @@ import Testing
             #expect(throws: BusError.self) { try stranger.call(call, timeout: 10_000_000) }
         }
         #expect(try endpoint(daemon) == "https://push.example/" + token, "a stranger cannot change the endpoint")
-        #expect(daemon.stop() == .status(0))
+        #expect(setup.daemon.stop() == .status(0))  // setup lives to here
     }
 
     /// Only the latest connection of an app heard EndpointChanged: when a
     /// second instance quit, the first, still running, never heard it.
     @Test func everyInstanceOfTheAppHearsOfANewEndpoint() throws {
-        let bus = try PrivateBus()
-        defer { bus.stop() }
-        let mock = try distributor(on: bus)
-        defer { _ = mock.stop() }
-        let daemon = try daemon(bus: bus)
-        #expect(try eventually { try registrations(bus).count == 1 })
-        let token = try #require(try registrations(bus).first?.key)
+        let setup = try Registered(self)
+        let (bus, daemon, token) = (setup.bus, setup.daemon, setup.token)
         let first = try app(daemon)
         try first.listen(for: "EndpointChanged")
         var second: RawClient? = try app(daemon)
@@ -221,17 +234,14 @@ import Testing
         #expect(try send(bus, "SendEndpoint", token: token) { try $0.append("https://push.example/moved") } == "")
         #expect(try eventually { _ = first.waitForSignals(1, timeout: .milliseconds(50)); return first.received.contains { $0.member == "EndpointChanged" } },
                 "\(daemon.log)")
-        #expect(daemon.stop() == .status(0))
+        #expect(setup.daemon.stop() == .status(0))  // setup lives to here
     }
 
     /// GetApplications gave any caller every app's endpoint, which is all
     /// it takes to push to that app; GetEndpoint already refused them.
     @Test func anotherUserSeesNoAppsEndpoint() throws {
-        let bus = try PrivateBus(allowOtherUsers: true)
-        defer { bus.stop() }
-        let mock = try distributor(on: bus)
-        defer { _ = mock.stop() }
-        let daemon = try daemon(bus: bus)
+        let setup = try Registered(self, allowOtherUsers: true)
+        let (bus, daemon) = (setup.bus, setup.daemon)
         #expect(try eventually { try endpoint(daemon)?.hasPrefix("https://push.example/") == true }, "\(daemon.log)")
         let stranger = try CommandResult.run("/usr/sbin/runuser", [
             "-u", "nobody", "--", "/usr/bin/gdbus", "call", "--address", bus.address, "--dest", "org.bgtaskd.BackgroundTasks1",
@@ -239,7 +249,7 @@ import Testing
         ])
         #expect(stranger.succeeded && stranger.standardOutput.contains(Self.app), "\(stranger)")
         #expect(!stranger.standardOutput.contains("push.example") && !stranger.standardOutput.contains("push_endpoint"), "\(stranger)")
-        #expect(daemon.stop() == .status(0))
+        #expect(setup.daemon.stop() == .status(0))  // setup lives to here
     }
 
     @Test func aRestartedDistributorIsRegisteredWithAgainAndEndpointsSurviveACrash() throws {
