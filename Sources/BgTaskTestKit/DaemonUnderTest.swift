@@ -99,8 +99,8 @@ public final class DaemonUnderTest: @unchecked Sendable {
     /// The directory the daemon reads desktop entries from.
     public var applicationsDirectory: String { home + "/data/applications" }
 
-    /// Writes a desktop entry while the daemon runs (it notices within its
-    /// reload delay; entries known from the start belong in `init`).
+    /// Writes a desktop entry while the daemon runs (a call that names the
+    /// app finds it at once; entries known from the start belong in `init`).
     public func installDesktopEntry(_ entry: DesktopEntrySpec) throws {
         let path = applicationsDirectory + "/\(entry.id).desktop"
         try entry.text.write(toFile: path + ".tmp", atomically: false, encoding: .utf8)

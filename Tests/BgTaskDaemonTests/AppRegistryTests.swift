@@ -194,6 +194,33 @@ import Testing
         #expect(registry.entries.map(\.id.rawValue) == ["org.example.Old"])
     }
 
+    /// `install-examples` followed at once by `bgtaskctl push org.example.News`
+    /// was answered UnknownApplication: the entry waited out the debounce.
+    /// A lookup that misses now reloads at once when a change waits.
+    @Test func anEntryAskedForBeforeTheDebounceEndsIsFound() throws {
+        let fixture = try Fixture()
+        try fixture.write("sys/applications/org.example.Old.desktop", entry(name: "Old"))
+        let registry = try fixture.makeRegistry(debounce: .seconds(30))
+        try registry.start()
+        var changes = 0
+        registry.onChange = { changes += 1 }
+        #expect(registry.entry(for: id("org.example.New")) == nil)
+
+        try fixture.write("sys/applications/org.example.New.desktop", entry(name: "New", modes: "fetch;"))
+        // The loop has not even read the inotify event yet.
+        #expect(registry.entry(for: id("org.example.New"))?.modes == ["fetch"])
+        #expect(changes == 0, "onChange runs from the loop, not inside the lookup")
+        #expect(fixture.drive { changes == 1 })
+        fixture.drive(for: .milliseconds(100))
+        #expect(changes == 1, "told once")
+        #expect(registry.entry(for: id("org.example.Missing")) == nil)
+        #expect(registry.reloadCount == 2, "a miss with nothing changed reads nothing again")
+        // A listing catches up the same way.
+        try fixture.write("sys/applications/org.example.Third.desktop", entry(name: "Third"))
+        registry.reloadIfChangePending()
+        #expect(registry.entries.map(\.id.rawValue) == ["org.example.New", "org.example.Old", "org.example.Third"])
+    }
+
     @Test func aNewSubdirectoryIsWatched() throws {
         let fixture = try Fixture()
         try fixture.write("sys/applications/org.example.Old.desktop", entry(name: "Old"))

@@ -88,6 +88,20 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// `scripts/install-examples` followed at once by a push to one of its
+    /// apps was answered UnknownApplication: the entry waited for the
+    /// registry's debounce. A call naming the app finds it at once now.
+    @Test func anAppInstalledAMomentAgoTakesAPushAtOnce() throws {
+        let daemon = try daemon()
+        let sender = try RawClient(daemon)
+        try daemon.installDesktopEntry(DesktopEntrySpec(id: "org.example.Fresh", name: "Fresh", modes: ["remote-notification"], exec: "/bin/false"))
+        let id = try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"hi"}}"#, app: "org.example.Fresh")).readString()
+        #expect(id.hasPrefix("p"), "\(id)")
+        let listed = try daemon.bgtaskctl(["apps"])
+        #expect(listed.standardOutput.contains("org.example.Fresh"), "\(listed)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func untrustedCallersMayNotDeliver() throws {
         let bus = try PrivateBus(allowOtherUsers: true)
         let daemon = try daemon(bus: bus)

@@ -32,6 +32,11 @@ import SDBus
 ///   debounce interval (200 ms), and at the latest ten intervals after the
 ///   first change, so a steady stream of writes cannot postpone it forever.
 ///   ``onChange`` runs after a reload only if the usable entries changed.
+/// - An id asked for and not found while a change waits for its reload (or
+///   sits unread on the inotify descriptor) reloads at once: an entry
+///   installed a moment before a call is never answered "unknown" for the
+///   debounce's sake. ``onChange`` for that reload runs from the loop, not
+///   inside the caller.
 /// - If inotify cannot be had (the per-user instance or watch limits), the
 ///   registry logs a warning and works from its last scan.
 ///
@@ -85,6 +90,8 @@ final class AppRegistry {
     /// The winning entry of every id, hidden ones included.
     private var winners: [AppID: DesktopEntry] = [:]
     private var started = false
+    /// A reload done for a lookup found changes that ``onChange`` has not yet been told of.
+    private var changeNotTold = false
 
     private var inotifyFD: Int32 = -1
     private var inotifySource: EventSource?
@@ -158,8 +165,25 @@ final class AppRegistry {
 
     /// The usable entry of `id`; nil when there is none or it is hidden.
     func entry(for id: AppID) -> DesktopEntry? {
+        if winners[id] == nil { reloadIfChangePending() }
         guard let entry = winners[id], !entry.hidden else { return nil }
         return entry
+    }
+
+    /// Reloads now if a change waits (read or not yet read from inotify),
+    /// and has the loop tell ``onChange`` of it right after: for a lookup
+    /// that misses, and for a listing asked for (`GetApplications`).
+    func reloadIfChangePending() {
+        guard started else { return }
+        readEvents()
+        guard firstPendingChange != nil else { return }
+        firstPendingChange = nil
+        let before = entries
+        reload(notify: false)
+        guard entries != before else { return }
+        // The timer, due at once, tells onChange (see reloadTimerFired).
+        changeNotTold = true
+        reloadTimer?.arm(at: loop.now)
     }
 
     /// The usable entries that declare `mode` in `X-BgTaskd-Modes=`, sorted by id.
@@ -200,7 +224,10 @@ final class AppRegistry {
             \(hidden) hidden; \(scan.files) files in \(directories.count) directories read in \((milliseconds * 10).rounded() / 10) ms\
             \(changed && notify ? "; changed" : "")
             """)
-        if changed && notify { onChange() }
+        if (changed || changeNotTold) && notify {
+            changeNotTold = false
+            onChange()
+        }
     }
 
     /// What one scan found.
@@ -400,6 +427,11 @@ final class AppRegistry {
     }
 
     private func reloadTimerFired() {
+        // Armed by a lookup's reload with nothing new since: only onChange is owed.
+        if firstPendingChange == nil, changeNotTold {
+            changeNotTold = false
+            return onChange()
+        }
         firstPendingChange = nil
         reload()
     }

@@ -146,6 +146,8 @@ extension Daemon {
 
     func getApplications(_ call: Message) throws(BusError) {
         serve(call) { [unowned self] caller in
+            // An entry installed a moment ago is listed, debounce or not.
+            registry.reloadIfChangePending()
             let entries = registry.entries.filter { !$0.modes.isEmpty || engine.isConnected($0.id) }
             // Apps connected now that have no desktop entry (a scope or Flatpak named them) are listed too.
             let unlisted = engine.connectedApps.filter { registry.entry(for: $0) == nil }
