@@ -198,9 +198,11 @@ import Testing
         Thread.sleep(forTimeInterval: 0.3)
         let next = try app(daemon)
         #expect(next.waitForSignals(1), "\(daemon.log)")
-        try next.received[0].rewind()
-        let token = try next.received[0].readString()
-        #expect(try next.received[0].readString().contains(#""n":1"#))
+        // Required, not indexed: a failure must end the test, not crash the run (and leave its daemon behind).
+        let received = try #require(next.received.first)
+        try received.rewind()
+        let token = try received.readString()
+        #expect(try received.readString().contains(#""n":1"#))
         try next.call("RemoteNotifications", "CompleteNotification") { try $0.append(token); try $0.append("newData") }
         Thread.sleep(forTimeInterval: 3.5)
         #expect(!daemon.log.contains("offence counted"), "\(daemon.log)")
