@@ -489,8 +489,9 @@ final class FetchMode: ModePlugin {
         if let last = record.history.last {
             // A wake the app did not answer in time shows as such, not as its earlier answer.
             description[Key.lastResult.rawValue] = .string(last.result?.rawValue ?? FetchInterface.missedResult)
+            // When that fetch's wake began: not a wake still under way, whose result is not in yet.
+            description[Key.lastUsec.rawValue] = .uint(last.at)
         }
-        if let lastFetch = record.lastFetchAt { description[Key.lastUsec.rawValue] = .uint(lastFetch) }
         description[Key.offences.rawValue] = .uint(UInt64(record.offences))
     }
 }

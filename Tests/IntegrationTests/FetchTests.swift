@@ -107,6 +107,33 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// fetch_last_usec was the start of the latest wake even while it was
+    /// under way, paired with the result of the fetch before it.
+    @Test func theLastFetchsTimeIsThatOfItsResult() throws {
+        let daemon = try daemon()
+        let app = try client(daemon)
+        try app.listen(for: "PerformFetch")
+        let admin = try RawClient(daemon)
+        func last() throws -> (String?, UInt64?) {
+            let weather = try admin.applications().first { $0["app_id"] == .string(Self.app) }
+            let result: String? = if case .string(let text)? = weather?["fetch_last_result"] { text } else { nil }
+            let at: UInt64? = if case .uint64(let usec)? = weather?["fetch_last_usec"] { usec } else { nil }
+            return (result, at)
+        }
+        try admin.call("Fetch", "SimulateFetch") { try $0.append(Self.app) }
+        #expect(app.waitForSignals(1))
+        let first = try #require(try app.received.first?.readString())
+        #expect(try last().1 == nil, "no fetch has a result yet")
+        try app.call("Fetch", "CompleteFetch") { try $0.append(first); try $0.append("newData") }
+        let (result, completedAt) = try last()
+        #expect(result == "newData" && completedAt != nil)
+        Thread.sleep(forTimeInterval: 0.05)
+        try admin.call("Fetch", "SimulateFetch") { try $0.append(Self.app) }
+        #expect(app.waitForSignals(2))
+        #expect(try last() == ("newData", completedAt), "the wake under way changes neither")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func refreshSwitchedOffIsDenied() throws {
         let daemon = try daemon()
         let app = try client(daemon)
