@@ -174,9 +174,8 @@ final class RemoteNotificationsMode: ModePlugin {
             host.log(.info, "\(waiting) pushes from before the restart wait for their apps")
         }
         armTimer()
-        let bridge = UnifiedPushBridge(host: host) { [unowned self] (app, json, acknowledge) in
-            try self.admit(app: app, json: json, options: try PushOptions([:]), maximumBytes: UnifiedPushBridge.maximumPayloadBytes,
-                           acknowledge: acknowledge)
+        let bridge = UnifiedPushBridge(host: host) { [unowned self] (app, payload, acknowledge) in
+            try self.admit(app: app, payload: payload, options: try PushOptions([:]), acknowledge: acknowledge)
         }
         // What a call changed in the bridge is undone with the rest of its batch.
         bridge.recordUndo = { [unowned self] action in self.undo.record(action) }
@@ -292,10 +291,22 @@ final class RemoteNotificationsMode: ModePlugin {
     /// come through here.
     func admit(app: String, json: String, options: PushOptions, maximumBytes: Int,
                acknowledge: (String) throws(ModeError) -> Void) throws {
+        // The id is judged before the payload, as the arguments come.
+        try checkAppID(app)
+        try admit(app: app, payload: try PushPayload(json: json, maximumBytes: maximumBytes), options: options, acknowledge: acknowledge)
+    }
+
+    private func checkAppID(_ app: String) throws {
         if let problem = DesktopFileID.problem(with: app) {
             throw ModeError.invalidArgs("'\(app.prefix(300))' is not a valid desktop-file id: \(problem)")
         }
-        let payload = try PushPayload(json: json, maximumBytes: maximumBytes)
+    }
+
+    /// ``admit(app:json:options:maximumBytes:acknowledge:)`` with the payload checked
+    /// already: the UnifiedPush bridge checks it to choose whether to wrap it.
+    func admit(app: String, payload: PushPayload, options: PushOptions, acknowledge: (String) throws(ModeError) -> Void) throws {
+        try checkAppID(app)
+        let json = payload.json
         guard let info = appInfo(app) else {
             throw ModeError(.unknownApplication, "\(app) has no desktop entry")
         }

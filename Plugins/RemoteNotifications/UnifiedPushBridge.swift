@@ -54,8 +54,8 @@ final class UnifiedPushBridge {
     }
 
     private let host: PluginHost
-    /// Turns a message into a push: (app, payload JSON, acknowledge with the push id).
-    private let deliver: (String, String, (String) throws(ModeError) -> Void) throws -> Void
+    /// Turns a message into a push: (app, its payload, checked, acknowledge with the push id).
+    private let deliver: (String, PushPayload, (String) throws(ModeError) -> Void) throws -> Void
     private(set) var registrations: [String: Registration] = [:]
     /// The distributor in use: its bus name and the unique name that owns it.
     private(set) var distributor: (name: String, owner: String)?
@@ -66,7 +66,7 @@ final class UnifiedPushBridge {
     /// Tells the app its endpoint changed (nil: it has none any more).
     var endpointChanged: ((String, String?) -> Void)?
 
-    init(host: PluginHost, deliver: @escaping (String, String, (String) throws(ModeError) -> Void) throws -> Void) {
+    init(host: PluginHost, deliver: @escaping (String, PushPayload, (String) throws(ModeError) -> Void) throws -> Void) {
         self.host = host
         self.deliver = deliver
     }
@@ -333,7 +333,7 @@ final class UnifiedPushBridge {
             guard id.utf8.count <= Self.maximumMessageIDBytes else {
                 throw ModeError.invalidArgs("a message id of at most \(Self.maximumMessageIDBytes) bytes is needed")
             }
-            try deliver(app, Self.payload(of: message, id: id)) { (_) throws(ModeError) in try reply() }
+            try deliver(app, try Self.payload(of: message, id: id)) { (_) throws(ModeError) in try reply() }
         case "NewEndpoint":
             guard case .string(let endpoint)? = fields["endpoint"], !endpoint.isEmpty, endpoint.utf8.count <= Self.maximumEndpointBytes else {
                 throw ModeError.invalidArgs("an endpoint of 1 to \(Self.maximumEndpointBytes) bytes is needed")
@@ -365,19 +365,19 @@ final class UnifiedPushBridge {
     /// The push payload a message becomes: itself when it is a valid push
     /// payload (a JSON object with an "aps" object), else a silent push
     /// carrying it base64-encoded.
-    static func payload(of message: [UInt8], id: String) -> String {
+    static func payload(of message: [UInt8], id: String) throws(BgTaskError) -> PushPayload {
         // Passed on only when it is a push payload as DeliverPush takes it; anything
         // else (an "aps" that is no object, a noncharacter sd-bus will not send) goes wrapped.
         if let text = String(validating: message, as: UTF8.self),
-           (try? PushPayload(json: text, maximumBytes: maximumPayloadBytes)) != nil {
-            return text
+           let payload = try? PushPayload(json: text, maximumBytes: maximumPayloadBytes) {
+            return payload
         }
         let wrapped: [String: Any] = [
             "aps": ["content-available": 1],
             "unifiedpush": ["message": Data(message).base64EncodedString(), "id": id],
         ]
         let data = (try? JSONSerialization.data(withJSONObject: wrapped, options: [.sortedKeys])) ?? Data()
-        return String(decoding: data, as: UTF8.self)
+        return try PushPayload(json: String(decoding: data, as: UTF8.self), maximumBytes: maximumPayloadBytes)
     }
 }
 
