@@ -94,6 +94,8 @@ final class AppRegistry {
     private var changeNotTold = false
 
     private var inotifyFD: Int32 = -1
+    /// Where inotify events are read into: kept, since every lookup that misses reads (most find nothing).
+    private var eventBuffer = [UInt8](repeating: 0, count: 16 * 1024)
     private var inotifySource: EventSource?
     private var watches: [Int32: Watch] = [:]
     private var warnedAboutWatchLimit = false
@@ -380,17 +382,16 @@ final class AppRegistry {
     private func readEvents() {
         guard inotifyFD >= 0 else { return }
         var relevant = false
-        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         let headerSize = MemoryLayout<inotify_event>.size
         while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(inotifyFD, $0.baseAddress!, $0.count) }
+            let count = eventBuffer.withUnsafeMutableBytes { Glibc.read(inotifyFD, $0.baseAddress!, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
                 if errno != EAGAIN { logger.debug("reading inotify events: \(String(cString: strerror(errno)))") }
                 break
             }
             if count == 0 { break }
-            buffer.withUnsafeBytes { raw in
+            eventBuffer.withUnsafeBytes { raw in
                 var offset = 0
                 while offset + headerSize <= count {
                     let wd = raw.loadUnaligned(fromByteOffset: offset, as: Int32.self)
