@@ -48,6 +48,8 @@ public protocol ModePlugin: AnyObject {
     func checkpoint()
     /// The batch's writes could not be committed (a full disk): restore the
     /// memory remembered at ``checkpoint()``, so that nothing of it remains.
+    /// The events the batch was handed that it did not set off come again
+    /// later, in order: handle them as if for the first time.
     func rollBack()
 }
 

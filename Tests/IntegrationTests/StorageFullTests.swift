@@ -147,6 +147,50 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A wake whose budget runs out while the disk is full: the push plugin
+    /// cannot store the offence nor put the push back, so the batch is undone,
+    /// but the wake is gone. The push stayed "being delivered" until a restart;
+    /// now the expiry is handed to the plugin again once there is room.
+    @Test(.enabled(if: StorageFullTests.canMount, "needs root to mount a tmpfs"))
+    func anExpiryThatCannotBeStoredIsHandedOverAgainWhenThereIsRoom() throws {
+        let disk = try SmallDisk(size: "1m")
+        let daemon = try DaemonUnderTest(
+            settings: ["RemoteNotifications.WakeBudgetSec=2"], stateDirectory: disk.path + "/state",
+            desktopEntries: [DesktopEntrySpec(id: Self.chat, name: "Chat", modes: ["remote-notification", "fetch"], exec: "/bin/false")])
+        let sender = try RawClient(daemon)
+        let stubborn = try daemon.startTestApp(["--app-id", Self.chat, "--tasks", "0", "--background", "--push-result", "never"])
+        #expect(stubborn.waitForEvent("ready") != nil)
+        try sender.call("RemoteNotifications", "DeliverPush", PushTests.push(#"{"aps":{"content-available":1},"n":7}"#, app: Self.chat))
+        #expect(stubborn.waitForEvent("notification") != nil, "\(stubborn.lines)")
+
+        disk.fill()
+        // Writes may still fit in what the write-ahead log already holds; go on until one does not.
+        var full = false
+        for n in 0..<500 where !full {
+            full = sender.errorName("RemoteNotifications", "DeliverPush", Self.silentPush(n)) == Self.storageFailed
+        }
+        #expect(full, "the disk never filled")
+
+        // The budget runs out (2 s): the offence and the push's return cannot be stored.
+        #expect(daemon.process.waitForStandardError(containing: "go to it again", timeout: .seconds(10)), "\(daemon.log.suffix(2000))")
+        #expect(!daemon.log.contains("did not complete push"), "the log does not claim what was undone")
+
+        disk.makeRoom()
+        // Retried by itself (no call comes meanwhile): the offence is counted and the push waits for the next wake.
+        #expect(daemon.process.waitForStandardError(containing: "did not complete push", timeout: .seconds(20)), "\(daemon.log.suffix(3000))")
+        let next = try PushTests().app(daemon)
+        #expect(next.waitForSignals(1), "the push goes to the next instance: \(daemon.log.suffix(3000))")
+        let received = try #require(next.received.first)
+        try received.rewind()
+        let token = try received.readString()
+        #expect(try received.readString().contains(#""n":7"#))
+        try next.call("RemoteNotifications", "CompleteNotification") { try $0.append(token); try $0.append("newData") }
+        let chat = try sender.applications().first { $0["app_id"] == .string(Self.chat) }
+        #expect(chat?["push_offences"] == .uint64(1), "\(String(describing: chat))")
+        stubborn.stop()
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A transfer that cannot be stored is not started: no id, no listing, no bytes fetched.
     @Test(.enabled(if: StorageFullTests.canMount, "needs root to mount a tmpfs"))
     func aTransferThatCannotBeStoredIsNeverStarted() throws {

@@ -1,6 +1,7 @@
 import BgTaskCore
 import BgTaskPluginABI
 import BgTaskProtocol
+import CBgTaskShim
 import Glibc
 import Logging
 import SDBus
@@ -28,6 +29,20 @@ final class LoadedPlugin {
     private(set) var interfaces: [BusInterface] = []
     private var queued: [QueuedPluginEvent] = []
     private var flushScheduled = false
+    /// Events the running batch was handed that it did not set off (they
+    /// waited before it began, or before its last commit point): facts the
+    /// engine cannot take back, such as a wake's budget running out. If the
+    /// batch cannot be committed they are handed over again (see ``batch(_:)``).
+    private var handedOver: [QueuedPluginEvent] = []
+    /// How many of the queued events the running batch did not set off.
+    private var waitingBefore = 0
+    /// Hands over again what a batch that could not be committed was handed
+    /// (``retryDelay`` after it failed, unless another batch takes them first).
+    private var retryTimer: SDBus.Timer?
+    /// Seconds until the next retry; doubles while batches keep failing.
+    private var retryDelay = LoadedPlugin.firstRetryDelay
+    static let firstRetryDelay = 0.5
+    static let longestRetryDelay = 8.0
     private var interned: [String: UnsafeMutablePointer<CChar>] = [:]
     private var lastErrorText: UnsafeMutablePointer<CChar>?
     var opportunityTimer: SDBus.Timer?
@@ -103,6 +118,7 @@ final class LoadedPlugin {
         descriptor.pointee.stop!(context)
         self.context = nil
         opportunityTimer = nil
+        retryTimer = nil
     }
 
     private static func text(_ buffer: [CChar], or fallback: String) -> String {
@@ -238,6 +254,10 @@ final class LoadedPlugin {
     private func deliverQueued() {
         while !queued.isEmpty, let context {
             let event = queued.removeFirst()
+            if waitingBefore > 0 {
+                waitingBefore -= 1
+                handedOver.append(event)
+            }
             event.withCEvent { descriptor.pointee.event!(context, $0) }
         }
     }
@@ -251,6 +271,8 @@ final class LoadedPlugin {
         guard outbox != nil else { return }
         engine.commitPoint()
         if let context, let begin = batchBegin { begin(context) }
+        handedOver = []
+        waitingBefore = queued.count
     }
 
     /// Set while ``batch(_:)`` runs: what the plugin sends waits there for the commit.
@@ -278,17 +300,46 @@ final class LoadedPlugin {
         self.outbox = outbox
         engine.beginBatch()
         if let context, let begin = batchBegin { begin(context) }
+        handedOver = []
+        waitingBefore = queued.count
         let failure = services.transaction(body)
         self.outbox = nil
+        let replay = handedOver
+        (handedOver, waitingBefore) = ([], 0)
         if let failure {
             if let context, let rollBack = batchRollback { rollBack(context) }
             engine.endBatch(committed: false)
             outbox.fail(failure, plugin: name, logger: logger)
+            // The plugin forgot what these events made it do, but what they
+            // tell of happened: without them again it would wait for a wake
+            // that is gone (a push "being delivered" until a restart). A
+            // plugin that cannot roll back kept what they did: not again.
+            if !replay.isEmpty, batchRollback != nil {
+                queued.insert(contentsOf: replay, at: 0)
+                scheduleRetry(after: failure, events: replay.count)
+            }
         } else {
             engine.endBatch(committed: true)
             if let context, let commit = batchCommit { commit(context) }
             outbox.send(logger: logger)
+            if retryDelay != Self.firstRetryDelay, queued.isEmpty {
+                retryTimer?.arm(at: nil)
+                retryDelay = Self.firstRetryDelay
+            }
         }
+    }
+
+    /// Arms the retry of events a failed batch was handed, backing off while it keeps failing.
+    private func scheduleRetry(after failure: String, events count: Int) {
+        guard let loop = services.loop else { return }
+        let delay = retryDelay
+        retryDelay = min(retryDelay * 2, Self.longestRetryDelay)
+        let level: Logger.Level = delay == Self.firstRetryDelay ? .warning : .debug
+        logger.log(level: level, "the \(name) plugin's state could not be saved (\(failure)): \(count) event(s) it was handed go to it again in \(delay) s")
+        if retryTimer == nil {
+            retryTimer = try? loop.makeTimer { [weak self] in self?.flush() }
+        }
+        retryTimer?.arm(at: bgt_monotonic_usec() + UInt64(delay * 1_000_000))
     }
 
     /// The descriptor's batch functions, when its version has them (2 and later).

@@ -312,7 +312,11 @@ typedef struct bgt_host_api {
      * why), held signals are dropped, wakes the batch asked for are
      * cancelled (no offence, no launch), events it set off are dropped, and
      * the host calls the descriptor's batch_rollback so that the plugin's
-     * memory forgets the batch too. record_put and record_delete fail with
+     * memory forgets the batch too. The events the batch was handed that it
+     * did not set off tell of what happened regardless (a wake's budget ran
+     * out, an app quit): to a plugin with batch_rollback the host hands them
+     * again, in order, before any later event (after a backoff of 0.5 s to
+     * 8 s, or with the plugin's next call). record_put and record_delete fail with
      * -EIO (-ENOSPC when the disk is full) when SQLite refuses at once.
      * Writes made at any other time (start, stop) are on disk when they
      * return. */
