@@ -27,6 +27,24 @@ public final class Bus {
             }
         }
 
+        /// Why `text` names no bus: it is neither `session`, `user`, `system`
+        /// nor a D-Bus address (`transport:key=value,…`, alternatives separated
+        /// by `;`); nil when it names one. sd-bus would only say "connection
+        /// refused" of `garbage`.
+        public static func problem(with text: String) -> String? {
+            let expected = "expected session, system or a D-Bus address such as unix:path=/tmp/bus"
+            if ["session", "user", "system"].contains(text) { return nil }
+            if text.isEmpty { return "an empty bus: \(expected)" }
+            let entries = text.split(separator: ";", omittingEmptySubsequences: true)
+            let wellFormed = !entries.isEmpty && entries.allSatisfy { entry in
+                guard let colon = entry.firstIndex(of: ":"), colon != entry.startIndex else { return false }
+                let pairs = entry[entry.index(after: colon)...].split(separator: ",", omittingEmptySubsequences: false)
+                return entry[entry.index(after: colon)...].isEmpty
+                    || pairs.allSatisfy { pair in pair.firstIndex(of: "=").map { $0 != pair.startIndex } ?? false }
+            }
+            return wellFormed ? nil : "'\(text)' is not a D-Bus address: \(expected)"
+        }
+
         public var description: String {
             switch self {
             case .session: "session"

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Glibc
 
 /// `bgtaskctl`: look at and drive a running bgtaskd over its D-Bus API.
 ///
@@ -32,4 +33,12 @@ struct BgTaskCtl: ParsableCommand {
     // subcommand's own group of the same type.
     @OptionGroup(title: "Global options")
     var global: GlobalOptions
+
+    /// No subcommand: nothing was asked for. The usage goes to standard error
+    /// with the usage-error status, so that a script that forgot its verb fails.
+    func run() throws {
+        let text = Array((Self.helpMessage() + "\n").utf8)
+        _ = text.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        throw ExitCode(64)
+    }
 }

@@ -17,8 +17,6 @@ struct GlobalOptions: ParsableArguments {
     var address: Bus.Address { Bus.Address(parsing: bus) }
 
     func validate() throws {
-        if bus.isEmpty {
-            throw ValidationError("--bus needs 'session', 'system' or a D-Bus address such as unix:path=/tmp/bus")
-        }
+        if let problem = Bus.Address.problem(with: bus) { throw ValidationError("--bus: \(problem)") }
     }
 }

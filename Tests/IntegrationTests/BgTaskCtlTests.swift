@@ -137,6 +137,20 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// `--bus garbage` was tried as an address ("Connection refused"), and
+    /// `bgtaskctl` alone printed its help and succeeded.
+    @Test func noAddressAndNoSubcommandAreUsageErrors() throws {
+        let tool = BinaryLocator.path(of: "bgtaskctl")
+        for bus in ["garbage", "unix", ":path=/tmp/bus", "unix:path"] {
+            let refused = try CommandResult.run(tool, ["--bus", bus, "status"])
+            #expect(refused.exit == .status(64) && refused.standardError.contains("is not a D-Bus address"), "\(bus): \(refused)")
+        }
+        let bare = try CommandResult.run(tool, [])
+        #expect(bare.exit == .status(64) && bare.standardError.contains("SUBCOMMANDS"), "\(bare)")
+        let help = try CommandResult.run(tool, ["--help"])
+        #expect(help.succeeded && help.standardOutput.contains("SUBCOMMANDS"), "\(help)")
+    }
+
     /// `refresh disable "$APP"` with APP unset turned refresh off for every app.
     @Test func anEmptyAppIsNotTheGlobalSwitch() throws {
         let daemon = try DaemonUnderTest()

@@ -62,9 +62,10 @@ import Testing
     }
 
     /// `--bus ''` was tried as an address ("connecting to : Connection
-    /// refused", 69) and `--state-dir ''` as a directory named "".
+    /// refused", 69), and so was `--bus garbage`; `--state-dir ''` as a
+    /// directory named "".
     @Test func emptyValuesAreUsageErrors() throws {
-        for arguments in [["--bus", ""], ["--state-dir", ""], ["--bus-introspect", ""]] {
+        for arguments in [["--bus", ""], ["--bus", "garbage"], ["--state-dir", ""], ["--bus-introspect", ""]] {
             let result = try runDaemon(arguments)
             #expect(result.exit == .status(64) && result.standardError.contains(arguments[0]), "\(arguments): \(result)")
         }

@@ -69,7 +69,7 @@ public struct DaemonCommand: ParsableCommand {
 
     public func validate() throws {
         // An empty value would be read as an address, or a directory, named "".
-        if bus.isEmpty { throw ValidationError("--bus needs 'session', 'system' or a D-Bus address such as unix:path=/tmp/bus") }
+        if let problem = Bus.Address.problem(with: bus) { throw ValidationError("--bus: \(problem)") }
         if stateDir?.isEmpty == true { throw ValidationError("--state-dir needs a directory") }
         if busIntrospect?.isEmpty == true { throw ValidationError("--bus-introspect needs a file, or '-' for standard output") }
     }
