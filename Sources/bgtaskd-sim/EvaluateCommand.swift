@@ -27,6 +27,12 @@ struct EvaluateCommand: ParsableCommand {
 
     @OptionGroup var tuning: TuningOptions
 
+    @Option(name: .long, help: ArgumentHelp("Also split each class's staleness share into the opens before day N and from day N on (cold start against the rest).", valueName: "N"))
+    var splitDay: Int?
+
+    @Flag(name: .long, help: "Also run the timer at --floor × 1, 4/3, 2, 3, 4, 6 and print per class its fetches and staleness at each (shares of the timer's at --floor over all apps): what spacing each class alone would cost and bring.")
+    var classCurve = false
+
     func validate() throws {
         guard parsedSeeds != nil else { throw ValidationError("--seeds must be A-B with A ≤ B") }
         guard floor.isFinite, floor > 0, floor <= 1e7 else { throw ValidationError("--floor must be a number of seconds in (0, 1e7]") }
@@ -52,7 +58,13 @@ struct EvaluateCommand: ParsableCommand {
     func run() throws {
         var figures = Figures()
         var byClass: [FamilyTraceGenerator.AppClass: (adaptive: Int, naive: Int, stale: [Double], naiveStale: [Double])] = [:]
+        // Per class: staleness summed over opens before `splitDay` and from it on, adaptive and timer.
+        var early: [FamilyTraceGenerator.AppClass: (mine: Double, theirs: Double, mineLater: Double, theirsLater: Double)] = [:]
         let seeds = parsedSeeds!
+        let multiples = [1, 4.0 / 3, 2, 3, 4, 6]
+        // Per class and multiple: the timer's fetches and staleness summed over opens.
+        var classRows: [FamilyTraceGenerator.AppClass: [(fetches: Int, stale: Double)]] = [:]
+        var curveTotals = (fetches: 0, stale: 0.0)
         for seed in seeds {
             var generator = FamilyTraceGenerator()
             generator.seed = seed
@@ -75,6 +87,24 @@ struct EvaluateCommand: ParsableCommand {
             if let wakes = curve.wakeEvents(atFetchWakes: a.fetchWakes), wakes > 0 {
                 figures.wakesAtCost.append(Double(a.wakeEvents) / wakes)
             }
+            if classCurve {
+                for (index, multiple) in multiples.enumerated() {
+                    let timer = index == 0 ? naive : SimulationPolicy.naive.run(trace, floor: floor * multiple)
+                    for app in trace.apps {
+                        guard let appClass = FamilyTraceGenerator.appClass(of: app) else { continue }
+                        let fetches = timer.runs.filter { $0.app == app && $0.kind == .fetch }.count
+                        let stale = (timer.staleness[app] ?? []).flatMap { $0 }.reduce(0, +)
+                        var row = classRows[appClass] ?? Array(repeating: (0, 0), count: multiples.count)
+                        row[index].fetches += fetches
+                        row[index].stale += stale
+                        classRows[appClass] = row
+                        if index == 0 {
+                            curveTotals.fetches += fetches
+                            curveTotals.stale += stale
+                        }
+                    }
+                }
+            }
             figures.fetchAtFloor.append(Double(a.fetchWakes) / Double(max(naive.metrics.fetchWakes, 1)))
             figures.meanAtFloor.append(naive.metrics.meanStalenessS > 0 ? a.meanStalenessS / naive.metrics.meanStalenessS : .nan)
             for app in trace.apps {
@@ -85,6 +115,16 @@ struct EvaluateCommand: ParsableCommand {
                 entry.stale += (adaptive.staleness[app] ?? []).flatMap { $0 }
                 entry.naiveStale += (naive.staleness[app] ?? []).flatMap { $0 }
                 byClass[appClass] = entry
+                if let splitDay {
+                    var split = early[appClass] ?? (0, 0, 0, 0)
+                    for (day, values) in (adaptive.staleness[app] ?? []).enumerated() {
+                        if day < splitDay { split.mine += values.reduce(0, +) } else { split.mineLater += values.reduce(0, +) }
+                    }
+                    for (day, values) in (naive.staleness[app] ?? []).enumerated() {
+                        if day < splitDay { split.theirs += values.reduce(0, +) } else { split.theirsLater += values.reduce(0, +) }
+                    }
+                    early[appClass] = split
+                }
             }
         }
         func summary(_ values: [Double]) -> String {
@@ -107,7 +147,7 @@ struct EvaluateCommand: ParsableCommand {
         print("mean staleness ÷ timer's at the floor                         \(summary(figures.meanAtFloor).padding(toLength: 30, withPad: " ", startingAt: 0)) ≤ 1.20")
         print("gap to the oracle closed at equal fetch_wakes                 \(best(figures.gapClosed).padding(toLength: 30, withPad: " ", startingAt: 0)) ≥ 0.33")
         if let rare = byClass[.rare], rare.naive > 0 {
-            let ratio = String(format: "%.2f (all seeds together)", Double(rare.adaptive) / Double(rare.naive))
+            let ratio = String(format: "%.3f (all seeds together)", Double(rare.adaptive) / Double(rare.naive))
             print("rarely used apps' fetches ÷ timer's at the floor              \(ratio.padding(toLength: 30, withPad: " ", startingAt: 0)) ≤ 0.25")
         }
         if figures.beyondCurve > 0 { print("  (\(figures.beyondCurve) seeds cost less than the rarest timer: left out above)") }
@@ -115,6 +155,15 @@ struct EvaluateCommand: ParsableCommand {
                      figures.seconds.sorted()[figures.seconds.count / 2], figures.seconds.max() ?? 0))
         print("by class, adaptive against the timer at the floor: fetches, mean staleness at opens, and the class's")
         print("staleness summed over its opens as a share of the timer's over all opens (where the mean's ratio comes from)")
+        if classCurve, curveTotals.fetches > 0, curveTotals.stale > 0 {
+            print("the timer per class at --floor × " + multiples.map { String(format: "%.2f", $0) }.joined(separator: ", ")
+                  + ": fetches / staleness, as shares of the timer's at --floor over all apps")
+            for appClass in FamilyTraceGenerator.AppClass.allCases {
+                guard let row = classRows[appClass] else { continue }
+                let cells = row.map { String(format: "%.3f/%.3f", Double($0.fetches) / Double(curveTotals.fetches), $0.stale / curveTotals.stale) }
+                print("  \(appClass.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)) " + cells.joined(separator: "  "))
+            }
+        }
         let timerTotal = byClass.values.reduce(0.0) { $0 + $1.naiveStale.reduce(0, +) }
         for appClass in FamilyTraceGenerator.AppClass.allCases {
             guard let entry = byClass[appClass] else { continue }
@@ -124,6 +173,10 @@ struct EvaluateCommand: ParsableCommand {
             let shares = timerTotal > 0
                 ? String(format: "; %.2f against %.2f", entry.stale.reduce(0, +) / timerTotal, entry.naiveStale.reduce(0, +) / timerTotal) : ""
             print("  \(appClass.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)) \(String(format: "%.2f×", ratio)) of its fetches; \(mine) against \(theirs)\(shares)")
+            if let splitDay, let split = early[appClass], timerTotal > 0 {
+                print(String(format: "            before day %d: %.2f against %.2f; from it on: %.2f against %.2f", splitDay,
+                             split.mine / timerTotal, split.theirs / timerTotal, split.mineLater / timerTotal, split.theirsLater / timerTotal))
+            }
         }
     }
 }
