@@ -5,7 +5,9 @@ import Foundation
 
 /// Figures: on a generated, recorded-style track, region monitoring reports
 /// every real crossing once, flaps never, and reports a crossing 20–40 s after
-/// it happened. In-process, no bus: the location core's ``RegionMonitor``.
+/// it happened. In-process, no bus: the location core's ``RegionMonitor``,
+/// fed each fix and settled when its ``RegionMonitor/nextSettle`` comes, as
+/// the plugin's timer does.
 ///
 /// The track: `--legs` legs between places, each walked (1.4 m/s) or driven
 /// (14 m/s), with a stay of one to ten minutes at each place; a fix every
@@ -94,22 +96,29 @@ struct TrackCommand: ParsableCommand {
             // Box–Muller: a normal offset of σ = accuracy / 2 in a random direction.
             let gauss = (-2 * log(max(unit(), 1e-12))).squareRoot() * cos(2 * .pi * unit())
             let noisy = here.moved(metres: abs(gauss) * accuracy / 2, bearing: unit() * 360)
-            for crossing in monitor.update(with: LocationFix(coordinate: noisy, accuracy: accuracy, time: t)) {
-                reported[crossing.key, default: []].append((crossing.event, t))
-                let truly = inside[crossing.key.region] ?? false
-                if truly != (crossing.event == .enter) {
-                    flaps += 1
-                    let region = regions.first { $0.id == crossing.key.region }!
-                    say("  flap: \(crossing.key.region) \(crossing.event) at \((t - 1_750_000_000_000_000) / second) s; radius"
-                        + " \(Int(region.radius)) m, the device \(Int(region.center.distance(to: here))) m from the centre,"
-                        + " \(Double(t - (lastCrossing[crossing.key.region] ?? t)) / 1e6) s after it last crossed the boundary")
-                }
-                delays.append(Double(t - min(t, lastCrossing[crossing.key.region] ?? t)) / 1e6)
+            // The plugin's settle timer: a side that has held by now with no
+            // fix against it counts before this fix is taken, as in the daemon
+            // (reported now, up to a second after the timer would fire).
+            if let next = monitor.nextSettle, next <= t {
+                for crossing in monitor.settle(at: t) { report(crossing) }
             }
+            for crossing in monitor.update(with: LocationFix(coordinate: noisy, accuracy: accuracy, time: t)) { report(crossing) }
             _ = monitor.drainSideChanges()
             _ = truth.drainSideChanges()
             fixes += 1
             t += second
+        }
+        func report(_ crossing: RegionMonitor.Crossing) {
+            reported[crossing.key, default: []].append((crossing.event, t))
+            let truly = inside[crossing.key.region] ?? false
+            if truly != (crossing.event == .enter) {
+                flaps += 1
+                let region = regions.first { $0.id == crossing.key.region }!
+                say("  flap: \(crossing.key.region) \(crossing.event) at \((t - 1_750_000_000_000_000) / second) s; radius"
+                    + " \(Int(region.radius)) m, the device \(Int(region.center.distance(to: here))) m from the centre,"
+                    + " \(Double(t - (lastCrossing[crossing.key.region] ?? t)) / 1e6) s after it last crossed the boundary")
+            }
+            delays.append(Double(t - min(t, lastCrossing[crossing.key.region] ?? t)) / 1e6)
         }
         for (point, speed, stay) in route {
             let distance = here.distance(to: point)
