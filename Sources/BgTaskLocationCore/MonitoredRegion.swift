@@ -35,14 +35,14 @@ public struct MonitoredRegion: Sendable, Equatable {
         self.notifyOnStart = notifyOnStart
     }
 
-    /// How far beyond the boundary a position must be to count as a
-    /// crossing (see ``margin(radius:)``).
+    /// How far the device may move between fixes while this region is
+    /// watched (see ``margin(radius:)``): how closely to follow it, not how
+    /// far beyond the boundary a crossing needs (``RegionBoundary/margin``).
     public var margin: Double { Self.margin(radius: radius) }
 
-    /// The margin of a region of `radius` metres: a twelfth of the radius, at
-    /// least 20 m and at most 150 m. (A tenth, up to 200 m, made the mean
-    /// delay of a crossing exceed 40 s on 15 of 64 generated tracks, against
-    /// 2 of 64 now; either flaps once in 64. Chosen on seeds 1–32 of the
-    /// track benchmark; on 33–64, held out: 1 over 40 s, 1 flap.)
+    /// The follow distance of a region of `radius` metres: a twelfth of the
+    /// radius, at least 20 m and at most 150 m, so that a large region asks
+    /// for few fixes. (It was the crossing margin too until that became a
+    /// fixed 20 m: GPS error does not grow with the radius.)
     public static func margin(radius: Double) -> Double { min(max(radius / 12, 20), 150) }
 }

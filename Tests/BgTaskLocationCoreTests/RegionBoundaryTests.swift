@@ -62,6 +62,32 @@ struct RegionBoundaryTests {
         #expect(leaving.compactMap { $0 } == [.exit])
     }
 
+    /// A device parked 5 m inside for five minutes, then 4 m out: with a fix
+    /// every second, the mean of the whole stay lay inside by many standard
+    /// errors, so the third stray fix inside, the moment it stepped out,
+    /// completed an enter (seeds 93, 168 and 205 of `bgtaskd-bench track`).
+    /// Five metres is no margin: nothing is decided until it really enters.
+    @Test func aLongStayJustInsideDecidesNothingWhenItStepsOut() {
+        var boundary = RegionBoundary(side: .outside)
+        var events: [RegionEvent?] = []
+        // Stray fixes 45 m inside (decisive) at the start and halfway; the
+        // others 15 m inside and 5 m out by turns (undecided), a mean 5 m in.
+        for second in 0...300 as ClosedRange<UInt64> {
+            let metres: Double = second == 0 || second == 150 ? 155 : second % 2 == 0 ? 185 : 205
+            events.append(boundary.update(with: fix(metres, accuracy: second == 0 || second == 150 ? 40 : 20, at: second), in: region))
+        }
+        #expect(boundary.pending?.side == .inside)
+        #expect(boundary.settlesAt() == nil, "no timer: 5 m inside is no margin")
+        // 4 m out, and a third stray fix inside.
+        events.append(boundary.update(with: fix(204, accuracy: 20, at: 301), in: region))
+        events.append(boundary.update(with: fix(155, accuracy: 40, at: 302), in: region))
+        #expect(events.allSatisfy { $0 == nil }, "\(events.enumerated().filter { $0.element != nil })")
+        #expect(boundary.side == .outside)
+        // Walking in for real still enters.
+        let entering = (303..<340 as Range<UInt64>).map { boundary.update(with: fix(204 - 1.4 * Double($0 - 302), accuracy: 20, at: $0), in: region) }
+        #expect(entering.compactMap { $0 } == [.enter])
+    }
+
     /// A source that reports seldom (GeoClue past its distance threshold)
     /// may send one decisive fix and then nothing: that fix alone is
     /// evidence enough, however coarse, once the side has held.
