@@ -585,8 +585,9 @@ final class LocationMode: ModePlugin {
                                   significantDistance: significantDistance))
     }
 
-    /// How closely to follow the device: a fix per margin of the smallest region
-    /// (a twelfth of its radius, 20 to 150 m), exact positions only for regions
+    /// How closely to follow the device: a fix per follow distance of the
+    /// smallest region (``MonitoredRegion/margin``: a twelfth of its radius, 20
+    /// to 150 m), exact positions only for regions
     /// under 2 km; for significant changes alone, street level every half of
     /// the significant distance. No time threshold: GeoClue drops an update
     /// that comes too soon rather than sending it later, so a device that

@@ -26,8 +26,8 @@ extension BackgroundTaskManager {
     /// ``LaunchReason/location``) whenever the device enters or leaves it,
     /// and hands the crossing to the location handler (`setLocationHandler`).
     ///
-    /// A crossing counts once the device is a margin beyond the boundary (a
-    /// twelfth of the radius, 20 to 150 m, or the fix's accuracy if larger) and
+    /// A crossing counts once the device is a margin beyond the boundary (20
+    /// m, or the fix's accuracy if larger) and
     /// has stayed there `Location.DwellSec` (20 s by default). Monitoring the
     /// same id again replaces the region. Regions are stored by the daemon
     /// and survive restarts of the app and of the daemon; an app may monitor

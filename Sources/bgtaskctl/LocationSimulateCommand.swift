@@ -13,8 +13,7 @@ struct LocationSimulateCommand: ClientCommand {
             see GeoClue's fixes. For tests, demonstrations and machines without GeoClue.
 
             A crossing counts only once the position is a margin beyond the region's \
-            boundary (a twelfth of the radius, 20 to 150 m, or the accuracy if that is \
-            larger) and has held there Location.DwellSec (20 s by default); a position \
+            boundary (20 m, or the accuracy if that is larger) and has held there Location.DwellSec (20 s by default); a position \
             whose accuracy circle straddles the boundary decides nothing. Each crossing \
             wakes its app (launching it in the background with \
             BGTASKD_LAUNCH_REASON=location if it is not running), which gets RegionEvent \
