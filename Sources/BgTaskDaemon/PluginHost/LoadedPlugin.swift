@@ -239,7 +239,8 @@ final class LoadedPlugin {
     }
 
     private func scheduleFlush() {
-        guard !flushScheduled, !queued.isEmpty, let loop = services.loop else { return }
+        // While a failed batch's events wait for their retry, the retry timer paces the flushes.
+        guard !flushScheduled, !queued.isEmpty, retryTimer?.armedAt == nil, let loop = services.loop else { return }
         flushScheduled = true
         loop.later { [weak self] in self?.flush() }
     }
@@ -271,7 +272,7 @@ final class LoadedPlugin {
         guard outbox != nil else { return }
         engine.commitPoint()
         if let context, let begin = batchBegin { begin(context) }
-        handedOver = []
+        handedOver.removeAll(keepingCapacity: true)
         waitingBefore = queued.count
     }
 
@@ -300,12 +301,12 @@ final class LoadedPlugin {
         self.outbox = outbox
         engine.beginBatch()
         if let context, let begin = batchBegin { begin(context) }
-        handedOver = []
         waitingBefore = queued.count
         let failure = services.transaction(body)
         self.outbox = nil
-        let replay = handedOver
-        (handedOver, waitingBefore) = ([], 0)
+        waitingBefore = 0
+        // Kept for the next batch: this runs for every call and event.
+        defer { handedOver.removeAll(keepingCapacity: true) }
         if let failure {
             if let context, let rollBack = batchRollback { rollBack(context) }
             engine.endBatch(committed: false)
@@ -314,9 +315,9 @@ final class LoadedPlugin {
             // tell of happened: without them again it would wait for a wake
             // that is gone (a push "being delivered" until a restart). A
             // plugin that cannot roll back kept what they did: not again.
-            if !replay.isEmpty, batchRollback != nil {
-                queued.insert(contentsOf: replay, at: 0)
-                scheduleRetry(after: failure, events: replay.count)
+            if !handedOver.isEmpty, batchRollback != nil {
+                queued.insert(contentsOf: handedOver, at: 0)
+                scheduleRetry(after: failure, events: handedOver.count)
             }
         } else {
             engine.endBatch(committed: true)
