@@ -32,15 +32,15 @@ public final class Bus {
         /// by `;`); nil when it names one. sd-bus would only say "connection
         /// refused" of `garbage`.
         public static func problem(with text: String) -> String? {
+            guard case .address = Address(parsing: text) else { return nil }
             let expected = "expected session, system or a D-Bus address such as unix:path=/tmp/bus"
-            if ["session", "user", "system"].contains(text) { return nil }
             if text.isEmpty { return "an empty bus: \(expected)" }
-            let entries = text.split(separator: ";", omittingEmptySubsequences: true)
+            let entries = text.split(separator: ";")
             let wellFormed = !entries.isEmpty && entries.allSatisfy { entry in
                 guard let colon = entry.firstIndex(of: ":"), colon != entry.startIndex else { return false }
-                let pairs = entry[entry.index(after: colon)...].split(separator: ",", omittingEmptySubsequences: false)
-                return entry[entry.index(after: colon)...].isEmpty
-                    || pairs.allSatisfy { pair in pair.firstIndex(of: "=").map { $0 != pair.startIndex } ?? false }
+                let pairs = entry[entry.index(after: colon)...]
+                // Each key=value has a key; a transport with no pairs ("unix:") is left to sd-bus.
+                return pairs.isEmpty || pairs.split(separator: ",", omittingEmptySubsequences: false).allSatisfy { ($0.firstIndex(of: "=") ?? $0.startIndex) != $0.startIndex }
             }
             return wellFormed ? nil : "'\(text)' is not a D-Bus address: \(expected)"
         }
