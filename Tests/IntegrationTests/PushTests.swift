@@ -44,6 +44,14 @@ import Testing
         }
     }
 
+    /// The token and payload of the first push `client` received.
+    func firstPush(_ client: RawClient) throws -> (token: String, json: String) {
+        // Required, not indexed: a failure must end the test, not crash the run (and leave its daemon behind).
+        let received = try #require(client.received.first)
+        try received.rewind()
+        return (try received.readString(), try received.readString())
+    }
+
     func held(_ client: RawClient, app: String = PushTests.app) throws -> [[String: BusValue]] {
         let reply = try client.call("RemoteNotifications", "ListPushes") { try $0.append(app) }
         guard case .array(_, let pushes) = try reply.readValue() else { return [] }
@@ -198,11 +206,8 @@ import Testing
         Thread.sleep(forTimeInterval: 0.3)
         let next = try app(daemon)
         #expect(next.waitForSignals(1), "\(daemon.log)")
-        // Required, not indexed: a failure must end the test, not crash the run (and leave its daemon behind).
-        let received = try #require(next.received.first)
-        try received.rewind()
-        let token = try received.readString()
-        #expect(try received.readString().contains(#""n":1"#))
+        let (token, json) = try firstPush(next)
+        #expect(json.contains(#""n":1"#))
         try next.call("RemoteNotifications", "CompleteNotification") { try $0.append(token); try $0.append("newData") }
         Thread.sleep(forTimeInterval: 3.5)
         #expect(!daemon.log.contains("offence counted"), "\(daemon.log)")
