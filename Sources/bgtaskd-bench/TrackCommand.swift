@@ -39,7 +39,58 @@ struct TrackCommand: ParsableCommand {
     @Option(help: "Seed of the pseudo-random track and noise.")
     var seed: UInt64 = 1
 
+    @Option(help: ArgumentHelp("Run every seed from A to B instead and print one summary: flaps and misses in all, the seeds that had them, and the mean delay per track (average, largest, tracks over 40 s).", valueName: "A-B"))
+    var seeds: String?
+
+    /// What one track came to.
+    struct Outcome {
+        var flaps: Int
+        var missed: Int
+        /// Clear crossings that got their event.
+        var matched: Int
+        /// Mean delay from a clear crossing to its event, in seconds.
+        var meanDelay: Double
+    }
+
+    func validate() throws {
+        if seeds != nil, seedRange == nil { throw ValidationError("--seeds must be A-B with A ≤ B") }
+    }
+
+    private var seedRange: ClosedRange<UInt64>? {
+        guard let parts = seeds?.split(separator: "-"), parts.count == 2,
+              let low = UInt64(parts[0]), let high = UInt64(parts[1]), low <= high else { return nil }
+        return low...high
+    }
+
     func run() throws {
+        guard let range = seedRange else {
+            let outcome = try track(seed: seed, quiet: false)
+            Figure.atMost("track-flaps", "region events saying the opposite of where the device was (noisy track; \(outcome.matched) clear crossings reported)",
+                          value: Double(outcome.flaps), limit: 0, unit: "", decimals: 0).report()
+            Figure.atMost("track-missed", "clear crossings with no region event within 2 min", value: Double(outcome.missed), limit: 0, unit: "", decimals: 0).report()
+            Figure(id: "track-delay", what: "mean delay from a clear boundary crossing to its event",
+                   value: format(outcome.meanDelay, 1) + " s", target: "20-40 s", passed: (20...40).contains(outcome.meanDelay), machine: "").report()
+            return
+        }
+        var outcomes: [(seed: UInt64, outcome: Outcome)] = []
+        for seed in range { outcomes.append((seed, try track(seed: seed, quiet: true))) }
+        func seedList(_ picked: [(seed: UInt64, outcome: Outcome)], _ detail: (Outcome) -> String) -> String {
+            picked.isEmpty ? "none" : picked.map { "\($0.seed) (\(detail($0.outcome)))" }.joined(separator: ", ")
+        }
+        let delays = outcomes.map(\.outcome.meanDelay)
+        let flapped = outcomes.filter { $0.outcome.flaps > 0 }
+        let missing = outcomes.filter { $0.outcome.missed > 0 }
+        let slow = outcomes.filter { !(20...40).contains($0.outcome.meanDelay) }
+        say("track, seeds \(range.lowerBound)-\(range.upperBound) (\(outcomes.count) tracks):")
+        say("  flaps \(flapped.map(\.outcome.flaps).reduce(0, +)): \(seedList(flapped) { "\($0.flaps)" })")
+        say("  missed \(missing.map(\.outcome.missed).reduce(0, +)): \(seedList(missing) { "\($0.missed)" })")
+        say("  mean delay per track: average \(format(delays.reduce(0, +) / Double(delays.count), 1)) s, largest \(format(delays.max() ?? .nan, 1)) s;"
+            + " outside 20-40 s: \(seedList(slow) { format($0.meanDelay, 1) + " s" })")
+    }
+
+    /// Walks the track of `seed`; unless `quiet`, prints each flap and miss and the track's delays.
+    func track(seed: UInt64, quiet: Bool) throws -> Outcome {
+        func note(_ text: String) { if !quiet { say(text) } }
         var random = SplitMix64(seed: seed)
         func unit() -> Double { Double(random.next() >> 11) / Double(1 << 53) }
         let second: UInt64 = 1_000_000
@@ -114,7 +165,7 @@ struct TrackCommand: ParsableCommand {
             if truly != (crossing.event == .enter) {
                 flaps += 1
                 let region = regions.first { $0.id == crossing.key.region }!
-                say("  flap: \(crossing.key.region) \(crossing.event) at \((t - 1_750_000_000_000_000) / second) s; radius"
+                note("  flap: \(crossing.key.region) \(crossing.event) at \((t - 1_750_000_000_000_000) / second) s; radius"
                     + " \(Int(region.radius)) m, the device \(Int(region.center.distance(to: here))) m from the centre,"
                     + " \(Double(t - (lastCrossing[crossing.key.region] ?? t)) / 1e6) s after it last crossed the boundary")
             }
@@ -150,7 +201,7 @@ struct TrackCommand: ParsableCommand {
                     crossingDelays.append(Double(answer.at - min(answer.at, crossing.crossedAt)) / 1e6)
                 } else {
                     missed += 1
-                    say("  missed: \(key.region) \(crossing.event) at \((crossing.at - 1_750_000_000_000_000) / second) s")
+                    note("  missed: \(key.region) \(crossing.event) at \((crossing.at - 1_750_000_000_000_000) / second) s")
                 }
             }
         }
@@ -158,16 +209,12 @@ struct TrackCommand: ParsableCommand {
         let mean = crossingDelays.isEmpty ? .nan : crossingDelays.reduce(0, +) / Double(crossingDelays.count)
         let sorted = crossingDelays.sorted()
         let eventMean = delays.isEmpty ? .nan : delays.reduce(0, +) / Double(delays.count)
-        say("track: \(legs) legs, \(fixes) fixes (\(format(Double(fixes) / 3600, 1)) h), \(regions.count) regions;"
+        note("track: \(legs) legs, \(fixes) fixes (\(format(Double(fixes) / 3600, 1)) h), \(regions.count) regions;"
             + " \(real.values.map(\.count).reduce(0, +)) clear crossings, \(reported.values.map(\.count).reduce(0, +)) events")
-        say("  delay from a clear crossing to its event: mean \(format(mean, 1)) s, median \(format(LatencyStats.median(sorted), 1)) s,"
+        note("  delay from a clear crossing to its event: mean \(format(mean, 1)) s, median \(format(LatencyStats.median(sorted), 1)) s,"
             + " min \(format(sorted.first ?? .nan, 0)) s, max \(format(sorted.last ?? .nan, 0)) s")
-        say("  every event, grazes and stays beside a boundary included (since the last boundary crossing): mean \(format(eventMean, 1)) s,"
+        note("  every event, grazes and stays beside a boundary included (since the last boundary crossing): mean \(format(eventMean, 1)) s,"
             + " max \(format(delays.max() ?? .nan, 0)) s")
-        Figure.atMost("track-flaps", "region events saying the opposite of where the device was (noisy track; \(matched) clear crossings reported)",
-                      value: Double(flaps), limit: 0, unit: "", decimals: 0).report()
-        Figure.atMost("track-missed", "clear crossings with no region event within 2 min", value: Double(missed), limit: 0, unit: "", decimals: 0).report()
-        Figure(id: "track-delay", what: "mean delay from a clear boundary crossing to its event",
-               value: format(mean, 1) + " s", target: "20-40 s", passed: (20...40).contains(mean), machine: "").report()
+        return Outcome(flaps: flaps, missed: missed, matched: matched, meanDelay: mean)
     }
 }
