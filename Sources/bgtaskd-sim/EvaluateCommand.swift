@@ -163,6 +163,10 @@ struct EvaluateCommand: ParsableCommand {
                 let cells = row.map { String(format: "%.3f/%.3f", Double($0.fetches) / Double(curveTotals.fetches), $0.stale / curveTotals.stale) }
                 print("  \(appClass.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)) " + cells.joined(separator: "  "))
             }
+            if let best = Self.bestSplit(classRows, total: curveTotals) {
+                print(String(format: "  the best of these spacings per class with ≤ 0.50 of the timer's fetches (rarely used ≤ 0.25 of theirs):"
+                             + " staleness %.2f× the timer's at --floor, fetches %.2f", best.stale, best.fetches))
+            }
         }
         let timerTotal = byClass.values.reduce(0.0) { $0 + $1.naiveStale.reduce(0, +) }
         for appClass in FamilyTraceGenerator.AppClass.allCases {
@@ -178,5 +182,33 @@ struct EvaluateCommand: ParsableCommand {
                              split.mine / timerTotal, split.theirs / timerTotal, split.mineLater / timerTotal, split.theirsLater / timerTotal))
             }
         }
+        if let splitDay, timerTotal > 0 {
+            let all = early.values.reduce((0.0, 0.0, 0.0, 0.0)) { ($0.0 + $1.mine, $0.1 + $1.theirs, $0.2 + $1.mineLater, $0.3 + $1.theirsLater) }
+            print(String(format: "  all classes before day %d: %.2f against %.2f; from it on: %.2f against %.2f", splitDay,
+                         all.0 / timerTotal, all.1 / timerTotal, all.2 / timerTotal, all.3 / timerTotal))
+        }
+    }
+
+    /// The least staleness any choice of one timer spacing per class reaches
+    /// within the figures' costs: at most half the timer's fetches at the
+    /// floor, and the rarely used apps at most a quarter of theirs. Shares of
+    /// the timer's at the floor; nil when no choice fits. Exhaustive (six
+    /// spacings, nine classes), pruned on the fetches spent.
+    static func bestSplit(_ rows: [FamilyTraceGenerator.AppClass: [(fetches: Int, stale: Double)]],
+                          total: (fetches: Int, stale: Double)) -> (stale: Double, fetches: Double)? {
+        let classes = FamilyTraceGenerator.AppClass.allCases.compactMap { appClass in
+            rows[appClass].map { row in
+                row.map { (fetches: Double($0.fetches) / Double(total.fetches), stale: $0.stale / total.stale) }
+                    .filter { appClass != .rare || $0.fetches <= 0.25 * Double(row[0].fetches) / Double(total.fetches) + 1e-12 }
+            }
+        }
+        var best: (stale: Double, fetches: Double)?
+        func choose(_ index: Int, fetches: Double, stale: Double) {
+            guard fetches <= 0.5 + 1e-12, stale < best?.stale ?? .infinity else { return }
+            guard index < classes.count else { return best = (stale, fetches) }
+            for cell in classes[index] { choose(index + 1, fetches: fetches + cell.fetches, stale: stale + cell.stale) }
+        }
+        choose(0, fetches: 0, stale: 0)
+        return best
     }
 }
