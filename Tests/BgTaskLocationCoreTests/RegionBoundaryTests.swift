@@ -122,6 +122,28 @@ struct RegionBoundaryTests {
         #expect(boundary.side == .outside)
     }
 
+    /// A device parked 4 m outside a boundary, a fix a second: a stray fix
+    /// 50 m inside begins a pending enter, and minutes later a second one
+    /// leaves it evident for a moment. With the dwell long past, the settle
+    /// timer fired a second later and entered (seed 1002 of `bgtaskd-bench
+    /// track`): two fixes for a side are not three, and a source that still
+    /// reports every second is not silent.
+    @Test func aSecondStrayFixIsNotSettledByTheTimerWhileFixesKeepComing() {
+        var boundary = RegionBoundary(side: .outside)
+        var events: [(second: UInt64, event: RegionEvent)] = []
+        for second in 0...240 as ClosedRange<UInt64> {
+            if let due = boundary.settlesAt(), due <= second * Self.second, let event = boundary.settle(at: second * Self.second, in: region) {
+                events.append((second, event))
+            }
+            let stray = second == 0 || second == 120
+            let metres: Double = stray ? 150 : second % 2 == 0 ? 204 : 196
+            if let event = boundary.update(with: fix(metres, accuracy: 20, at: second), in: region) { events.append((second, event)) }
+        }
+        #expect(events.isEmpty, "\(events)")
+        #expect(boundary.side == .outside)
+        // Silence after a decisive fix still lets it hold (the next test).
+    }
+
     /// A source that reports seldom (GeoClue past its distance threshold)
     /// may send one decisive fix and then nothing: that fix alone is
     /// evidence enough, however coarse, once the side has held.
