@@ -34,6 +34,29 @@ struct BgTaskCtl: ParsableCommand {
     @OptionGroup(title: "Global options")
     var global: GlobalOptions
 
+    /// `bgtaskctl help TOPIC` for a topic that names no subcommand is a usage
+    /// error: ArgumentParser would print the overview and exit 0, so a
+    /// mistyped `bgtaskctl help fecth` looked answered.
+    static func main() {
+        if let unknown = unknownHelpTopic(in: Array(CommandLine.arguments.dropFirst())) {
+            let text = Array("Error: no subcommand '\(unknown)' to show help for\nUsage: bgtaskctl help [<subcommand> ...]\n  See 'bgtaskctl --help' for the subcommands.\n".utf8)
+            _ = text.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+            Glibc.exit(64)
+        }
+        main(nil)
+    }
+
+    /// The first word after a leading `help` that is no subcommand where it stands, if any.
+    static func unknownHelpTopic(in arguments: [String]) -> String? {
+        guard arguments.first == "help" else { return nil }
+        var command: any ParsableCommand.Type = Self.self
+        for word in arguments.dropFirst() where !word.hasPrefix("-") {
+            guard let next = command.configuration.subcommands.first(where: { $0._commandName == word }) else { return word }
+            command = next
+        }
+        return nil
+    }
+
     /// No subcommand: nothing was asked for. The usage goes to standard error
     /// with the usage-error status, so that a script that forgot its verb fails.
     func run() throws {

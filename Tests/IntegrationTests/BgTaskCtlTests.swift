@@ -138,7 +138,8 @@ import Testing
     }
 
     /// `--bus garbage` was tried as an address ("Connection refused"), and
-    /// `bgtaskctl` alone printed its help and succeeded.
+    /// `bgtaskctl` alone, or `bgtaskctl help` with a mistyped topic, printed
+    /// its help and succeeded.
     @Test func noAddressAndNoSubcommandAreUsageErrors() throws {
         let tool = BinaryLocator.path(of: "bgtaskctl")
         for bus in ["garbage", "unix", ":path=/tmp/bus", "unix:path"] {
@@ -149,6 +150,13 @@ import Testing
         #expect(bare.exit == .status(64) && bare.standardError.contains("SUBCOMMANDS"), "\(bare)")
         let help = try CommandResult.run(tool, ["--help"])
         #expect(help.succeeded && help.standardOutput.contains("SUBCOMMANDS"), "\(help)")
+        // `help` with a topic that is no subcommand printed the overview and succeeded.
+        for topic in [["fecth"], ["location", "simulat"]] {
+            let unknown = try CommandResult.run(tool, ["help"] + topic)
+            #expect(unknown.exit == .status(64) && unknown.standardError.contains("no subcommand '\(topic.last!)'"), "\(topic): \(unknown)")
+        }
+        let topic = try CommandResult.run(tool, ["help", "location", "simulate"])
+        #expect(topic.succeeded && topic.standardOutput.contains("--accuracy"), "\(topic)")
     }
 
     /// `refresh disable "$APP"` with APP unset turned refresh off for every app.
