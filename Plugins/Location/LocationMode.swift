@@ -586,17 +586,17 @@ final class LocationMode: ModePlugin {
     }
 
     /// How closely to follow the device: a fix per follow distance of the
-    /// smallest region (``MonitoredRegion/margin``: a twelfth of its radius, 20
-    /// to 150 m), exact positions only for regions
-    /// under 2 km; for significant changes alone, street level every half of
-    /// the significant distance. No time threshold: GeoClue drops an update
+    /// smallest region (``MonitoredRegion/followDistance(radius:)``: a twelfth
+    /// of its radius, 20 to 150 m), exact positions only for regions under
+    /// 2 km; for significant changes alone, street level every half of the
+    /// significant distance. No time threshold: GeoClue drops an update
     /// that comes too soon rather than sending it later, so a device that
     /// stops right after crossing would never be seen on the other side.
     static func settings(smallestRadius: Double?, significant: Bool, significantDistance: Double) -> GeoClueSource.Settings? {
         var settings: GeoClueSource.Settings?
         if let radius = smallestRadius {
-            let margin = MonitoredRegion.margin(radius: radius)
-            settings = .init(distanceThreshold: UInt32(margin), timeThreshold: 0, accuracyLevel: radius < 2000 ? 8 : 6)
+            let follow = MonitoredRegion.followDistance(radius: radius)
+            settings = .init(distanceThreshold: UInt32(follow), timeThreshold: 0, accuracyLevel: radius < 2000 ? 8 : 6)
         }
         if significant {
             let distance = UInt32(min(max(significantDistance / 2, 1), 100_000))

@@ -35,14 +35,11 @@ public struct MonitoredRegion: Sendable, Equatable {
         self.notifyOnStart = notifyOnStart
     }
 
-    /// How far the device may move between fixes while this region is
-    /// watched (see ``margin(radius:)``): how closely to follow it, not how
-    /// far beyond the boundary a crossing needs (``RegionBoundary/margin``).
-    public var margin: Double { Self.margin(radius: radius) }
-
-    /// The follow distance of a region of `radius` metres: a twelfth of the
-    /// radius, at least 20 m and at most 150 m, so that a large region asks
-    /// for few fixes. (It was the crossing margin too until that became a
-    /// fixed 20 m: GPS error does not grow with the radius.)
-    public static func margin(radius: Double) -> Double { min(max(radius / 12, 20), 150) }
+    /// How far the device may move between fixes while a region of
+    /// `radius` metres is watched (GeoClue's distance threshold): a twelfth
+    /// of the radius, at least 20 m and at most 150 m, so that a large region
+    /// asks for few fixes. How closely to follow the device, not how far
+    /// beyond the boundary a crossing needs (``RegionBoundary/margin``, a
+    /// fixed 20 m: GPS error does not grow with the radius).
+    public static func followDistance(radius: Double) -> Double { min(max(radius / 12, 20), 150) }
 }

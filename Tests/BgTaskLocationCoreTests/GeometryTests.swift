@@ -34,8 +34,8 @@ struct GeometryTests {
     @Test func smallRadiiAreRaisedAndIDsChecked() throws {
         let region = try MonitoredRegion(validatingID: "home", latitude: 48, longitude: 2, radius: 10, minimumRadius: 100)
         #expect(region.radius == 100)
-        #expect(region.margin == 20)
-        #expect(try MonitoredRegion(validatingID: "x", latitude: 0, longitude: 0, radius: 5000, minimumRadius: 100).margin == 150)
+        #expect(MonitoredRegion.followDistance(radius: region.radius) == 20)
+        #expect(MonitoredRegion.followDistance(radius: 5000) == 150)
         #expect(throws: BgTaskError.self) {
             try MonitoredRegion(validatingID: "", latitude: 48, longitude: 2, radius: 200, minimumRadius: 100)
         }
