@@ -39,8 +39,8 @@ struct BgTaskCtl: ParsableCommand {
     /// mistyped `bgtaskctl help fecth` looked answered.
     static func main() {
         if let unknown = unknownHelpTopic(in: Array(CommandLine.arguments.dropFirst())) {
-            let text = Array("Error: no subcommand '\(unknown)' to show help for\nUsage: bgtaskctl help [<subcommand> ...]\n  See 'bgtaskctl --help' for the subcommands.\n".utf8)
-            _ = text.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+            writeToStandardError("Error: no subcommand '\(unknown)' to show help for\nUsage: bgtaskctl help [<subcommand> ...]\n"
+                + "  See 'bgtaskctl --help' for the subcommands.\n")
             Glibc.exit(64)
         }
         main(nil)
@@ -60,8 +60,13 @@ struct BgTaskCtl: ParsableCommand {
     /// No subcommand: nothing was asked for. The usage goes to standard error
     /// with the usage-error status, so that a script that forgot its verb fails.
     func run() throws {
-        let text = Array((Self.helpMessage() + "\n").utf8)
-        _ = text.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        Self.writeToStandardError(Self.helpMessage() + "\n")
         throw ExitCode(64)
+    }
+
+    /// Writes `text` to standard error as it is (no "Error: " prefix, no newline added).
+    static func writeToStandardError(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
     }
 }

@@ -1,6 +1,5 @@
 import BgTaskProtocol
 import Foundation
-import Glibc
 import SDBus
 
 /// Why a subcommand failed, worded for the person at the terminal.
@@ -59,7 +58,7 @@ struct ClientError: Error, CustomStringConvertible {
     func report() {
         var text = "bgtaskctl: \(description)\n"
         if let hint { text += "bgtaskctl: \(hint)\n" }
-        _ = text.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+        BgTaskCtl.writeToStandardError(text)
     }
 }
 
