@@ -23,13 +23,14 @@ public struct RegionBoundary: Sendable, Equatable {
     /// How long a source must have said nothing after its latest fix before
     /// a pending side with fewer than ``minimumAgreeing`` fixes for it holds
     /// by the settle timer: a quarter of the dwell, 5 s at the default 20 s
-    /// (shorter dwells, set for tests, keep their proportion). A source that reports only movement
-    /// (GeoClue past its distance threshold) falls silent when the device
-    /// stays, and its one decisive fix must then carry the side; one that
-    /// still reports every second has not. The timer fired a second after a
-    /// second stray fix, for a pending side begun minutes before by the
-    /// first, and entered a region whose edge the device was parked 4 m
-    /// outside of (seed 1002 of `bgtaskd-bench track`).
+    /// (shorter dwells, set for tests, keep their proportion). A source that
+    /// reports only movement (GeoClue past its distance threshold) falls
+    /// silent when the device stays, and its one decisive fix must then
+    /// carry the side; one that still reports every second has not. The
+    /// timer fired a second after a second stray fix, for a pending side
+    /// begun minutes before by the first, and entered a region whose edge
+    /// the device was parked 4 m outside of (seed 1002 of `bgtaskd-bench
+    /// track`).
     public static func silence(dwell: UInt64) -> UInt64 { dwell / 4 }
 
     /// The side that counts; nil until the first one has held.
@@ -156,8 +157,8 @@ public struct RegionBoundary: Sendable, Equatable {
     /// The pending side holds if it has for `dwell` by `now` with no fix
     /// against it (a location source reports only movement, so no news means
     /// the device stayed), and, with fewer than ``minimumAgreeing`` fixes for
-    /// it, the source has been silent for ``silence(dwell:)``. Returns the event, as
-    /// ``update(with:in:)`` does.
+    /// it, the source has been silent for ``silence(dwell:)``. Returns the
+    /// event, as ``update(with:in:)`` does.
     public mutating func settle(at now: UInt64, in region: MonitoredRegion, dwell: UInt64 = Self.dwell) -> RegionEvent? {
         guard let current = pending, now >= current.since, now - current.since >= dwell, lean > 0, isEvident else { return nil }
         // Fewer fixes for the side than an update needs: only silence lets it hold.
@@ -171,16 +172,16 @@ public struct RegionBoundary: Sendable, Equatable {
 
     /// When the pending side will have held for `dwell` (and, with fewer than
     /// ``minimumAgreeing`` fixes for it, the source been silent for
-    /// ``silence(dwell:)``), if one is pending and the latest fixes lean its way. Leaning the other way it cannot
-    /// settle until a fix changes that, and a fix is taken with
-    /// ``update(with:in:dwell:)``: a time here would be a timer that fires
-    /// and settles nothing, again and again.
+    /// ``silence(dwell:)``), if one is pending and the latest fixes lean its
+    /// way. Leaning the other way it cannot settle until a fix changes that,
+    /// and a fix is taken with ``update(with:in:dwell:)``: a time here would
+    /// be a timer that fires and settles nothing, again and again.
     public func settlesAt(dwell: UInt64 = Self.dwell) -> UInt64? {
         guard lean > 0, isEvident, let current = pending else { return nil }
-        let held = current.since.addingReportingOverflow(dwell).overflow ? UInt64.max : current.since + dwell
-        guard agreeing < Self.minimumAgreeing else { return held }
-        let quiet = Self.silence(dwell: dwell)
-        return max(held, weighedAt.addingReportingOverflow(quiet).overflow ? .max : weighedAt + quiet)
+        // A time past the end of the clock (a dwell set absurdly long) is never.
+        func after(_ start: UInt64, _ span: UInt64) -> UInt64 { start > .max - span ? .max : start + span }
+        let held = after(current.since, dwell)
+        return agreeing < Self.minimumAgreeing ? max(held, after(weighedAt, Self.silence(dwell: dwell))) : held
     }
 
     private mutating func weigh(_ fix: LocationFix, distance: Double, in region: MonitoredRegion, toward side: Side) {
