@@ -289,12 +289,12 @@ final class GeoClueSource {
                 try call.append(Self.locationInterface)
             } reply: { [weak self] result in
                 guard let self, generation == self.generation else { return }
-                guard case .success(let reply) = result, let values = try? reply.readOptions(),
-                      case .double(let latitude)? = values["Latitude"], case .double(let longitude)? = values["Longitude"]
+                guard case .success(let reply) = result, let values = try? reply.readDoubles(["Latitude", "Longitude", "Accuracy"]),
+                      let latitude = values[0], let longitude = values[1]
                 else {
                     return self.host.log(.debug, "an unreadable GeoClue location at \(path)")
                 }
-                let accuracy: Double = if case .double(let value)? = values["Accuracy"] { value } else { .infinity }
+                let accuracy = values[2] ?? .infinity
                 self.onFix(latitude, longitude, accuracy)
             }
         } catch {

@@ -93,6 +93,44 @@ public struct PluginMessage {
         try readTypedOptions(maximumEntries: maximumEntries).mapValues(\.value)
     }
 
+    /// Reads from an `a{sv}` dictionary only the `d` values of `keys`, in
+    /// their order (nil for a key that is absent or holds another type), and
+    /// skips the rest without decoding it: for a hot path that needs a few
+    /// numbers of a property dictionary (`GetAll`). Bounded as
+    /// ``readOptions(maximumEntries:)``; a key given twice keeps its last value.
+    public func readDoubles(
+        _ keys: [StaticString], maximumEntries: Int = defaultMaximumOptions
+    ) throws(ModeError) -> [Double?] {
+        var values = [Double?](repeating: nil, count: keys.count)
+        var entries = 0
+        try check(api.pointee.message_enter(handle, CChar(UInt8(ascii: "a")), "{sv}"), "expected an a{sv} argument")
+        while api.pointee.message_enter(handle, CChar(UInt8(ascii: "e")), "sv") > 0 {
+            entries += 1
+            guard entries <= maximumEntries else {
+                throw ModeError.invalidArgs("the options hold more than \(maximumEntries) entries")
+            }
+            let key = try readBasic("s", UnsafePointer<CChar>?.none)!
+            let index = keys.firstIndex { wanted in
+                let count = wanted.utf8CodeUnitCount
+                let bytes = UnsafeRawPointer(wanted.utf8Start).assumingMemoryBound(to: CChar.self)
+                return strncmp(key, bytes, count) == 0 && key[count] == 0
+            }
+            var type: CChar = 0
+            var contents: UnsafePointer<CChar>?
+            try check(api.pointee.message_peek(handle, &type, &contents), "malformed a{sv}")
+            if let index, let contents, contents.pointee == CChar(UInt8(ascii: "d")), contents[1] == 0 {
+                try check(api.pointee.message_enter(handle, CChar(UInt8(ascii: "v")), "d"), "malformed variant")
+                values[index] = try readDouble()
+                try check(api.pointee.message_exit(handle), "malformed variant")
+            } else {
+                try check(api.pointee.message_skip(handle, "v"), "malformed a{sv}")
+            }
+            try check(api.pointee.message_exit(handle), "malformed a{sv}")
+        }
+        try check(api.pointee.message_exit(handle), "malformed a{sv}")
+        return values
+    }
+
     /// Reads an `a{sv}` dictionary keeping each value's D-Bus signature, for
     /// option tables that refuse wrong types (portal style). Bounded as
     /// ``readOptions(maximumEntries:)``.
