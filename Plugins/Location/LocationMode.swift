@@ -135,12 +135,27 @@ final class LocationMode: ModePlugin {
 
     private func load() throws {
         let decoder = JSONDecoder()
+        // Events first: a region's side may be in the events stored after it.
+        for (key, data) in try host.records(collection: "events") {
+            guard let event = try? decoder.decode(LocationEvent.self, from: Data(data)) else {
+                host.log(.warning, "ignoring the unreadable location event \(key)")
+                continue
+            }
+            events[event.id] = event
+            lastSequence = max(lastSequence, event.sequence)
+        }
+        let regionEvents = Dictionary(grouping: events.values.filter { $0.kind == .region }) {
+            RegionMonitor.Key(app: $0.app, region: $0.region ?? "")
+        }
         for (key, data) in try host.records(collection: "regions") {
             guard let slash = key.firstIndex(of: "/") else { continue }
             let app = String(key[..<slash]), id = String(key[key.index(after: slash)...])
             do {
                 let stored = try decoder.decode(StoredRegion.self, from: Data(data))
-                monitor.add(try stored.region(id: id, minimumRadius: minRadius), for: app, side: stored.boundarySide)
+                let side = stored.sideAfter(regionEvents[RegionMonitor.Key(app: app, region: id)] ?? [])
+                monitor.add(try stored.region(id: id, minimumRadius: minRadius), for: app, side: side)
+                // Events continue after every record, those with no event pending included.
+                lastSequence = max(lastSequence, stored.sequence ?? 0)
             } catch {
                 host.log(.warning, "ignoring the unreadable region \(key): \(error)")
             }
@@ -152,14 +167,6 @@ final class LocationMode: ModePlugin {
         }
         for (app, data) in try host.records(collection: "apps") {
             counters[app] = (try? decoder.decode(LocationAppCounters.self, from: Data(data))) ?? LocationAppCounters()
-        }
-        for (key, data) in try host.records(collection: "events") {
-            guard let event = try? decoder.decode(LocationEvent.self, from: Data(data)) else {
-                host.log(.warning, "ignoring the unreadable location event \(key)")
-                continue
-            }
-            events[event.id] = event
-            lastSequence = max(lastSequence, event.sequence)
         }
         if !events.isEmpty {
             redeliverAfter = host.realtimeMicroseconds + Self.restartGrace
@@ -174,7 +181,7 @@ final class LocationMode: ModePlugin {
 
     private func saveRegion(_ key: RegionMonitor.Key) throws {
         guard let region = monitor.region(key) else { return }
-        let stored = StoredRegion(region, side: monitor.boundary(key)?.side)
+        let stored = StoredRegion(region, side: monitor.boundary(key)?.side, sequence: lastSequence)
         try host.put(stored.json, collection: "regions", key: Self.regionKey(key.app, key.region))
     }
 
@@ -389,6 +396,10 @@ final class LocationMode: ModePlugin {
             if let event = events[id] {
                 setEvent(id, nil)
                 try host.delete(collection: "events", key: id)
+                // The side this event carried now goes to the region's own record.
+                if event.kind == .region, let region = event.region {
+                    try saveRegion(RegionMonitor.Key(app: event.app, region: region))
+                }
                 changeCounters(event.app) { $0.delivered += 1 }
                 try saveCounters(event.app)
                 host.logWhenCommitted(.debug, "\(event.app) completed location event \(id)")
@@ -432,9 +443,10 @@ final class LocationMode: ModePlugin {
         newEvent(LocationEvent(id: nextID(fix.time), app: app, kind: .significant, fix: fix, sequence: lastSequence))
     }
 
-    /// Persists the regions' new sides, then turns crossings into events.
+    /// Persists the regions' new sides, then turns crossings into events
+    /// (whose records carry the sides they set: see ``StoredRegion``).
     private func record(_ crossings: [RegionMonitor.Crossing], at fix: LocationFix) {
-        recordSideChanges()
+        recordSideChanges(carriedBy: crossings)
         for crossing in crossings {
             let at = LocationFix(coordinate: fix.coordinate, accuracy: fix.accuracy, time: crossing.time)
             newEvent(LocationEvent(
@@ -444,10 +456,12 @@ final class LocationMode: ModePlugin {
         }
     }
 
-    /// Writes the side of every region whose side changed, noting how to undo it.
-    private func recordSideChanges() {
+    /// Writes the side of every region whose side changed, noting how to
+    /// undo it; not for those of `crossings`, whose events will carry them.
+    private func recordSideChanges(carriedBy crossings: [RegionMonitor.Crossing] = []) {
         for change in monitor.drainSideChanges() {
             undo.record { [unowned self] in self.monitor.reset(change.key, to: change.previous) }
+            if crossings.contains(where: { $0.key == change.key }) { continue }
             persist("store region \(change.key.region) of \(change.key.app)") { try saveRegion(change.key) }
         }
     }

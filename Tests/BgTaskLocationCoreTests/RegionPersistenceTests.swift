@@ -116,5 +116,28 @@ struct RegionPersistenceTests {
         var oddRegion = StoredRegion(region, side: nil)
         oddRegion.latitude = 1e-300
         #expect(try JSONDecoder().decode(StoredRegion.self, from: Data(oddRegion.json)) == oddRegion)
+        let sequenced = StoredRegion(region, side: .outside, sequence: .max)
+        #expect(try JSONDecoder().decode(StoredRegion.self, from: Data(sequenced.json)) == sequenced)
+    }
+
+    /// A crossing's side is stored in its event, not in the region's record:
+    /// at a restart the latest region event written after the record wins.
+    @Test func theSideComesFromTheLatestEventStoredAfterTheRecord() throws {
+        let region = try Self.region()
+        func event(_ sequence: UInt64, _ crossing: RegionEvent, region: String = "home", kind: LocationEvent.Kind = .region) -> LocationEvent {
+            LocationEvent(
+                id: "l\(sequence)", app: "org.example.App", kind: kind, region: region, crossing: kind == .region ? crossing : nil,
+                fix: LocationFix(coordinate: Self.home, accuracy: 10, time: sequence), sequence: sequence)
+        }
+        let record = StoredRegion(region, side: .outside, sequence: 5)
+        #expect(record.sideAfter([]) == .outside)
+        #expect(record.sideAfter([event(4, .enter), event(5, .enter)]) == .outside, "events up to the record are in it")
+        #expect(record.sideAfter([event(6, .enter)]) == .inside)
+        #expect(record.sideAfter([event(8, .exit), event(6, .enter)]) == .outside, "the latest, in any order")
+        #expect(record.sideAfter([event(7, .enter, kind: .significant)]) == .outside, "a significant change has no side")
+        // A record from before events carried sides had every side written at once.
+        #expect(StoredRegion(region, side: .outside).sideAfter([event(9, .enter)]) == .outside)
+        // A record may know no side yet: an event after it gives one.
+        #expect(StoredRegion(region, side: nil, sequence: 0).sideAfter([event(1, .enter)]) == .inside)
     }
 }

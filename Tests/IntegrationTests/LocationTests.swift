@@ -386,6 +386,8 @@ import Testing
         #expect(daemon.waitForLog(containing: "cannot wake \(Self.app) for a location event") || daemon.log.contains("launch"))
         #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
         #expect(daemon.waitForLog(containing: "1 location events from before the restart wait for their apps"))
+        // The region's record still says outside: the side came from the stored event.
+        #expect(try state(of: try RawClient(daemon)) == "inside")
         let back = try app(daemon)
         #expect(back.waitForSignals(1))
         let events = try regionEvents(back)
@@ -396,6 +398,13 @@ import Testing
         pass(back, 1.5)
         #expect(try regionEvents(back).count == 1)
         #expect(try state(of: back) == "inside")
+        // Completed, the event is gone and the region's record holds the side.
+        #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
+        let again = try app(daemon)
+        #expect(try state(of: again) == "inside")
+        try simulate(again, Self.north(1000))
+        #expect(again.waitForSignals(1))
+        #expect(try regionEvents(again).map(\.event) == ["exit"])
         #expect(daemon.stop() == .status(0))
     }
 
