@@ -135,6 +135,24 @@ public final class EventLoop {
         box.source = EventSource(handle: source, retained: nil)
     }
 
+    /// A job to run after the current callback whenever it is scheduled (see ``DeferredJob``).
+    public func makeDeferred(_ job: @escaping () -> Void) throws(BusError) -> DeferredJob {
+        final class Box {
+            let job: () -> Void
+            init(_ job: @escaping () -> Void) { self.job = job }
+        }
+        let box = Box(job)
+        var source: OpaquePointer?
+        try check(
+            sd_event_add_defer(handle, &source, { _, userdata in
+                Unmanaged<Box>.fromOpaque(userdata!).takeUnretainedValue().job()
+                return 0
+            }, Unmanaged.passUnretained(box).toOpaque()),
+            "sd_event_add_defer")
+        sd_event_source_set_enabled(source, bgt_event_off)
+        return DeferredJob(source: EventSource(handle: source, retained: box))
+    }
+
     /// A thread-safe way to run closures on this loop.
     public func makeInbox() throws(BusError) -> Inbox {
         try Inbox(loop: self)

@@ -119,6 +119,7 @@ final class LoadedPlugin {
         self.context = nil
         opportunityTimer = nil
         retryTimer = nil
+        flushJob = nil
     }
 
     private static func text(_ buffer: [CChar], or fallback: String) -> String {
@@ -238,11 +239,16 @@ final class LoadedPlugin {
         if queued.count > count { queued.removeSubrange(count...) }
     }
 
+    /// Runs ``flush()`` after the current callback, made at the first flush.
+    private var flushJob: DeferredJob?
+
     private func scheduleFlush() {
         // While a failed batch's events wait for their retry, the retry timer paces the flushes.
         guard !flushScheduled, !queued.isEmpty, retryTimer?.armedAt == nil, let loop = services.loop else { return }
         flushScheduled = true
-        loop.later { [weak self] in self?.flush() }
+        // One source for every flush of this plugin: an event of a plugin is scheduled per wake.
+        if flushJob == nil { flushJob = try? loop.makeDeferred { [weak self] in self?.flush() } }
+        if let flushJob { flushJob.schedule() } else { loop.later { [weak self] in self?.flush() } }
     }
 
     /// Delivers queued events now, in one batch.
@@ -320,9 +326,12 @@ final class LoadedPlugin {
                 scheduleRetry(after: failure, events: handedOver.count)
             }
         } else {
+            // What waited for the commit goes first: an app woken by a signal
+            // here waits for nothing the bookkeeping below does, and what the
+            // plugin sends from its commit hook comes after it, in order.
+            outbox.send(logger: logger)
             engine.endBatch(committed: true)
             if let context, let commit = batchCommit { commit(context) }
-            outbox.send(logger: logger)
             if retryDelay != Self.firstRetryDelay, queued.isEmpty {
                 retryTimer?.arm(at: nil)
                 retryDelay = Self.firstRetryDelay

@@ -73,9 +73,14 @@ final class PluginOutbox {
     /// No connection can tell: D-Bus orders messages per destination, and a
     /// connection that also gets a reply gets both in the plugin's order.
     func send(logger: Logger) {
-        let answered = Set(pending.compactMap(\.replyDestination))
-        let early = pending.filter { $0.signalDestination.map { !answered.contains($0) } ?? false }
-        let items = early + pending.filter { $0.signalDestination.map { answered.contains($0) } ?? true }
+        let items: [Pending]
+        if answered.isEmpty, pending.allSatisfy({ $0.signalDestination != nil }) {
+            // Only signals to connections (an event's batch): in the plugin's order.
+            items = pending
+        } else {
+            let early = pending.filter { $0.signalDestination.map { !answered.contains($0) } ?? false }
+            items = early + pending.filter { $0.signalDestination.map { answered.contains($0) } ?? true }
+        }
         pending = []
         for item in items {
             switch item {
