@@ -4,25 +4,25 @@
 /// ``ModePlugin/rollBack()``). Its cost is the size of what changed, never
 /// the size of everything the plugin holds.
 public struct UndoLog {
-    private var steps: [() -> Void] = []
+    @usableFromInline var steps: [() -> Void] = []
 
-    public init() {}
+    @inlinable public init() {}
 
     /// Whether anything was noted since ``clear()``.
-    public var isEmpty: Bool { steps.isEmpty }
+    @inlinable public var isEmpty: Bool { steps.isEmpty }
 
     /// Notes how to undo the change about to be made.
-    public mutating func record(_ undo: @escaping () -> Void) {
+    @inlinable public mutating func record(_ undo: @escaping () -> Void) {
         steps.append(undo)
     }
 
     /// Forgets the notes: a new batch begins.
-    public mutating func clear() {
+    @inlinable public mutating func clear() {
         steps.removeAll(keepingCapacity: true)
     }
 
     /// Undoes everything noted, the last change first, and forgets the notes.
-    public mutating func undoAll() {
+    @inlinable public mutating func undoAll() {
         let undo = steps
         steps.removeAll(keepingCapacity: true)
         for step in undo.reversed() { step() }
@@ -32,7 +32,7 @@ public struct UndoLog {
 extension UndoLog {
     /// Sets `owner[keyPath: dictionary][key]` to `value`, noting how to put
     /// back what was there.
-    public mutating func set<Owner: AnyObject, Key: Hashable, Value>(
+    @inlinable public mutating func set<Owner: AnyObject, Key: Hashable, Value>(
         _ dictionary: ReferenceWritableKeyPath<Owner, [Key: Value]>, of owner: Owner, _ key: Key, to value: Value?
     ) {
         let old = owner[keyPath: dictionary][key]
@@ -42,7 +42,7 @@ extension UndoLog {
 
     /// Puts `element` in `owner[keyPath: set]` or takes it out, noting how to
     /// undo that; nothing when it is already so.
-    public mutating func set<Owner: AnyObject, Element: Hashable>(
+    @inlinable public mutating func set<Owner: AnyObject, Element: Hashable>(
         _ set: ReferenceWritableKeyPath<Owner, Set<Element>>, of owner: Owner, _ element: Element, contains: Bool
     ) {
         guard owner[keyPath: set].contains(element) != contains else { return }

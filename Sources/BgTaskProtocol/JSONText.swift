@@ -4,6 +4,10 @@ public enum JSONText {
     /// `text` as a JSON string literal: `"` and `\` escaped, control
     /// characters as `\n`, `\r`, `\t` or `\u00XX`, everything else as is.
     public static func quoted(_ text: String) -> String {
+        // Ids and app ids need no escape: one copy, not a scalar at a time.
+        if !text.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }) {
+            return "\"" + text + "\""
+        }
         var out = "\""
         for scalar in text.unicodeScalars {
             switch scalar {

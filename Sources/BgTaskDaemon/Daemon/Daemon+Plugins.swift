@@ -236,11 +236,11 @@ extension Daemon: PluginEngineAccess {
         // 128 random bits as 32 hex digits, without the strings String(radix:) makes (a wake per push makes this hot).
         var generator = SystemRandomNumberGenerator()
         let random = (generator.next() as UInt64, generator.next() as UInt64)
-        let digits = Array("0123456789abcdef".utf8)
+        func digit(_ nibble: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: nibble < 10 ? 48 + nibble : 87 + nibble) }
         return String(unsafeUninitializedCapacity: 32) { buffer in
             for index in 0..<16 {
-                buffer[index] = digits[Int(random.0 >> (60 - 4 * UInt64(index)) & 0xF)]
-                buffer[16 + index] = digits[Int(random.1 >> (60 - 4 * UInt64(index)) & 0xF)]
+                buffer[index] = digit(random.0 >> (60 - 4 * UInt64(index)) & 0xF)
+                buffer[16 + index] = digit(random.1 >> (60 - 4 * UInt64(index)) & 0xF)
             }
             return 32
         }
