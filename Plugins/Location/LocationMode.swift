@@ -74,6 +74,9 @@ final class LocationMode: ModePlugin {
     private var inFlight: Set<String> = []
     private var counters: [String: LocationAppCounters] = [:]
     private var lastSequence: UInt64 = 0
+    /// Regions whose record has no sequence yet (see ``load()``): their
+    /// crossings' events cannot carry their sides.
+    private var sidesWrittenAtOnce: Set<RegionMonitor.Key> = []
     /// The last position seen, for regions added later and for settled crossings.
     private var lastFix: LocationFix?
     /// Until when events from before a restart wait for their apps (realtime µs; 0: none wait).
@@ -147,6 +150,7 @@ final class LocationMode: ModePlugin {
         let regionEvents = Dictionary(grouping: events.values.filter { $0.kind == .region }) {
             RegionMonitor.Key(app: $0.app, region: $0.region ?? "")
         }
+        var unsequenced: [RegionMonitor.Key] = []
         for (key, data) in try host.records(collection: "regions") {
             guard let slash = key.firstIndex(of: "/") else { continue }
             let app = String(key[..<slash]), id = String(key[key.index(after: slash)...])
@@ -156,6 +160,7 @@ final class LocationMode: ModePlugin {
                 monitor.add(try stored.region(id: id, minimumRadius: minRadius), for: app, side: side)
                 // Events continue after every record, those with no event pending included.
                 lastSequence = max(lastSequence, stored.sequence ?? 0)
+                if stored.sequence == nil { unsequenced.append(RegionMonitor.Key(app: app, region: id)) }
             } catch {
                 host.log(.warning, "ignoring the unreadable region \(key): \(error)")
             }
@@ -167,6 +172,15 @@ final class LocationMode: ModePlugin {
         }
         for (app, data) in try host.records(collection: "apps") {
             counters[app] = (try? decoder.decode(LocationAppCounters.self, from: Data(data))) ?? LocationAppCounters()
+        }
+        // A record from before events carried sides holds its side; written
+        // again with a sequence, the next crossing's event can override it.
+        // Until then (a write that fails here) its crossings write it as before.
+        for key in unsequenced {
+            do { try saveRegion(key) } catch {
+                sidesWrittenAtOnce.insert(key)
+                host.log(.warning, "cannot store region \(key.region) of \(key.app) again (\(error)): its sides are written at each crossing until a restart")
+            }
         }
         if !events.isEmpty {
             redeliverAfter = host.realtimeMicroseconds + Self.restartGrace
@@ -461,7 +475,7 @@ final class LocationMode: ModePlugin {
     private func recordSideChanges(carriedBy crossings: [RegionMonitor.Crossing] = []) {
         for change in monitor.drainSideChanges() {
             undo.record { [unowned self] in self.monitor.reset(change.key, to: change.previous) }
-            if crossings.contains(where: { $0.key == change.key }) { continue }
+            if crossings.contains(where: { $0.key == change.key }), !sidesWrittenAtOnce.contains(change.key) { continue }
             persist("store region \(change.key.region) of \(change.key.app)") { try saveRegion(change.key) }
         }
     }

@@ -408,6 +408,37 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A region's record written before events carried sides (no
+    /// `sequence`) is written again at start: a crossing whose event waits
+    /// through a crash then comes back with its side, not a second time.
+    @Test func anOlderRegionRecordIsBroughtUpToDateAtStart() throws {
+        let daemon = try daemon()
+        let admin = try RawClient(daemon)
+        var client: RawClient? = try app(daemon)
+        try monitor(client!, "station")
+        try simulate(admin, Self.north(1000))
+        pass(client!, 1.3)
+        #expect(try state(of: admin) == "outside")
+        client = nil
+        var changed = 0
+        let exit = try daemon.crashAndRestart {
+            changed = try daemon.rewriteStoredRecords(plugin: "location", collection: "regions", replacing: ",\"sequence\":0", with: "''")
+        }
+        #expect(exit == .signal(SIGKILL) && changed == 1)
+        let again = try RawClient(daemon)
+        #expect(try state(of: again) == "outside")
+        try simulate(again, Self.north(10))
+        #expect(daemon.waitForLog(containing: "enter region station"))
+        #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
+        #expect(try state(of: try RawClient(daemon)) == "inside")
+        let back = try app(daemon)
+        #expect(back.waitForSignals(1))
+        try simulate(back, Self.north(0))
+        pass(back, 1.5)
+        #expect(try regionEvents(back).map(\.event) == ["enter"], "once")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// GeoClue2 on the system bus drives the regions: the daemon asks for
     /// positions once a region is monitored, gets `enter` when GeoClue moves
     /// the device in, follows GeoClue going away and coming back, and stops
