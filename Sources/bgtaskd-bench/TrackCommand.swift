@@ -27,7 +27,10 @@ import Foundation
 /// moment the noiseless track crossed the boundary to the event that answered
 /// it (its figure is the mean; the median is printed too). A stay just inside
 /// a boundary (a stop within another place's region) lengthens it: nothing
-/// may be decided until the position is a margin beyond the boundary.
+/// may be decided until the position is a margin beyond the boundary. So the
+/// delay from the moment the noiseless track was last a margin
+/// (``RegionBoundary/margin``) past the boundary on the side it ended on,
+/// the earliest any rule could tell, is printed beside it (not a figure).
 struct TrackCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "track",
@@ -50,6 +53,8 @@ struct TrackCommand: ParsableCommand {
         var matched: Int
         /// Mean delay from a clear crossing to its event, in seconds.
         var meanDelay: Double
+        /// The same from the moment the track was a margin past the boundary.
+        var meanDelayPastMargin: Double
     }
 
     func validate() throws {
@@ -78,6 +83,7 @@ struct TrackCommand: ParsableCommand {
             picked.isEmpty ? "none" : picked.map { "\($0.seed) (\(detail($0.outcome)))" }.joined(separator: ", ")
         }
         let delays = outcomes.map(\.outcome.meanDelay)
+        let pastMargin = outcomes.map(\.outcome.meanDelayPastMargin)
         let flapped = outcomes.filter { $0.outcome.flaps > 0 }
         let missing = outcomes.filter { $0.outcome.missed > 0 }
         let slow = outcomes.filter { !(20...40).contains($0.outcome.meanDelay) }
@@ -86,6 +92,8 @@ struct TrackCommand: ParsableCommand {
         say("  missed \(missing.map(\.outcome.missed).reduce(0, +)): \(seedList(missing) { "\($0.missed)" })")
         say("  mean delay per track: average \(format(delays.reduce(0, +) / Double(delays.count), 1)) s, largest \(format(delays.max() ?? .nan, 1)) s;"
             + " outside 20-40 s: \(seedList(slow) { format($0.meanDelay, 1) + " s" })")
+        say("  counted from \(Int(RegionBoundary.margin)) m past the boundary: average \(format(pastMargin.reduce(0, +) / Double(pastMargin.count), 1)) s,"
+            + " smallest \(format(pastMargin.min() ?? .nan, 1)) s, largest \(format(pastMargin.max() ?? .nan, 1)) s")
     }
 
     /// Walks the track of `seed`; unless `quiet`, prints each flap and miss and the track's delays.
@@ -124,24 +132,35 @@ struct TrackCommand: ParsableCommand {
         // Walk the route a second at a time.
         var t: UInt64 = 1_750_000_000_000_000
         var here = GeoCoordinate(latitude: 45.764, longitude: 4.8357)
-        var real: [RegionMonitor.Key: [(event: RegionEvent, at: UInt64, crossedAt: UInt64)]] = [:]
+        var real: [RegionMonitor.Key: [(event: RegionEvent, at: UInt64, crossedAt: UInt64, pastMarginAt: UInt64)]] = [:]
         var flaps = 0
         var delays: [Double] = []
         var reported: [RegionMonitor.Key: [(event: RegionEvent, at: UInt64)]] = [:]
         var inside: [String: Bool] = [:]
         var lastCrossing: [String: UInt64] = [:]
+        // Whether the noiseless track is a margin inside (true) or outside (false), and since when.
+        var beyondMargin: [String: Bool] = [:]
+        var beyondMarginSince: [String: UInt64] = [:]
         var fixes = 0
         func step() {
             for region in regions {
-                let now = region.center.distance(to: here) <= region.radius
+                let distance = region.center.distance(to: here)
+                let now = distance <= region.radius
                 if inside[region.id] != now {
                     inside[region.id] = now
                     lastCrossing[region.id] = t
                 }
+                let past: Bool? = distance <= region.radius - RegionBoundary.margin ? true
+                    : distance >= region.radius + RegionBoundary.margin ? false : nil
+                if let past, beyondMargin[region.id] != past {
+                    beyondMargin[region.id] = past
+                    beyondMarginSince[region.id] = t
+                }
             }
             // Clear crossings: the noiseless position, 100 m beyond the boundary for 20 s.
             for crossing in truth.update(with: LocationFix(coordinate: here, accuracy: 100, time: t)) {
-                real[crossing.key, default: []].append((crossing.event, t, lastCrossing[crossing.key.region] ?? t))
+                real[crossing.key, default: []].append(
+                    (crossing.event, t, lastCrossing[crossing.key.region] ?? t, beyondMarginSince[crossing.key.region] ?? t))
             }
             let accuracy = 20 + unit() * 60
             // Box–Muller: a normal offset of σ = accuracy / 2 in a random direction.
@@ -192,6 +211,7 @@ struct TrackCommand: ParsableCommand {
         // The delay of each clear crossing: from the moment the noiseless track
         // crossed the boundary to the event that answered it.
         var crossingDelays: [Double] = []
+        var pastMarginDelays: [Double] = []
         for (key, crossings) in real {
             let events = reported[key] ?? []
             for (index, crossing) in crossings.enumerated() {
@@ -199,6 +219,7 @@ struct TrackCommand: ParsableCommand {
                 let to = index + 1 < crossings.count ? crossings[index + 1].at : crossing.at + 120 * second
                 if let answer = events.first(where: { $0.event == crossing.event && $0.at >= from && $0.at <= to }) {
                     crossingDelays.append(Double(answer.at - min(answer.at, crossing.crossedAt)) / 1e6)
+                    pastMarginDelays.append(Double(answer.at - min(answer.at, crossing.pastMarginAt)) / 1e6)
                 } else {
                     missed += 1
                     note("  missed: \(key.region) \(crossing.event) at \((crossing.at - 1_750_000_000_000_000) / second) s")
@@ -207,14 +228,17 @@ struct TrackCommand: ParsableCommand {
         }
         let matched = real.values.map(\.count).reduce(0, +) - missed
         let mean = crossingDelays.isEmpty ? .nan : crossingDelays.reduce(0, +) / Double(crossingDelays.count)
+        let meanPastMargin = pastMarginDelays.isEmpty ? .nan : pastMarginDelays.reduce(0, +) / Double(pastMarginDelays.count)
         let sorted = crossingDelays.sorted()
         let eventMean = delays.isEmpty ? .nan : delays.reduce(0, +) / Double(delays.count)
         note("track: \(legs) legs, \(fixes) fixes (\(format(Double(fixes) / 3600, 1)) h), \(regions.count) regions;"
             + " \(real.values.map(\.count).reduce(0, +)) clear crossings, \(reported.values.map(\.count).reduce(0, +)) events")
         note("  delay from a clear crossing to its event: mean \(format(mean, 1)) s, median \(format(LatencyStats.median(sorted), 1)) s,"
             + " min \(format(sorted.first ?? .nan, 0)) s, max \(format(sorted.last ?? .nan, 0)) s")
+        note("  the same from \(Int(RegionBoundary.margin)) m past the boundary (the earliest any rule could tell): mean \(format(meanPastMargin, 1)) s,"
+            + " median \(format(LatencyStats.median(pastMarginDelays.sorted()), 1)) s, max \(format(pastMarginDelays.max() ?? .nan, 0)) s")
         note("  every event, grazes and stays beside a boundary included (since the last boundary crossing): mean \(format(eventMean, 1)) s,"
             + " max \(format(delays.max() ?? .nan, 0)) s")
-        return Outcome(flaps: flaps, missed: missed, matched: matched, meanDelay: mean)
+        return Outcome(flaps: flaps, missed: missed, matched: matched, meanDelay: mean, meanDelayPastMargin: meanPastMargin)
     }
 }
