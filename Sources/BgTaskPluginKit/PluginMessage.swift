@@ -102,14 +102,7 @@ public struct PluginMessage {
         _ keys: [StaticString], maximumEntries: Int = defaultMaximumOptions
     ) throws(ModeError) -> [Double?] {
         var values = [Double?](repeating: nil, count: keys.count)
-        var entries = 0
-        try check(api.pointee.message_enter(handle, CChar(UInt8(ascii: "a")), "{sv}"), "expected an a{sv} argument")
-        while api.pointee.message_enter(handle, CChar(UInt8(ascii: "e")), "sv") > 0 {
-            entries += 1
-            guard entries <= maximumEntries else {
-                throw ModeError.invalidArgs("the options hold more than \(maximumEntries) entries")
-            }
-            let key = try readBasic("s", UnsafePointer<CChar>?.none)!
+        try forEachEntry(maximumEntries: maximumEntries) { (key) throws(ModeError) in
             let index = keys.firstIndex { wanted in
                 let count = wanted.utf8CodeUnitCount
                 let bytes = UnsafeRawPointer(wanted.utf8Start).assumingMemoryBound(to: CChar.self)
@@ -125,9 +118,7 @@ public struct PluginMessage {
             } else {
                 try check(api.pointee.message_skip(handle, "v"), "malformed a{sv}")
             }
-            try check(api.pointee.message_exit(handle), "malformed a{sv}")
         }
-        try check(api.pointee.message_exit(handle), "malformed a{sv}")
         return values
     }
 
@@ -138,6 +129,23 @@ public struct PluginMessage {
         maximumEntries: Int = defaultMaximumOptions
     ) throws(ModeError) -> [String: (signature: String, value: PluginValue)] {
         var options: [String: (signature: String, value: PluginValue)] = [:]
+        try forEachEntry(maximumEntries: maximumEntries) { (bytes) throws(ModeError) in
+            let key = String(cString: bytes)
+            guard key.utf8.count <= Self.maximumOptionKeyBytes else {
+                throw ModeError.invalidArgs("option key '\(key.prefix(40))…' is longer than \(Self.maximumOptionKeyBytes) bytes")
+            }
+            let signature = try peek()?.contents ?? ""
+            options[key] = (signature, try readVariant())
+        }
+        return options
+    }
+
+    /// Walks an `a{sv}` dictionary: `body` gets each entry's key (valid
+    /// during the call) and must read or skip its variant. More than
+    /// `maximumEntries` entries is `InvalidArgs`, refused as soon as it is seen.
+    private func forEachEntry(
+        maximumEntries: Int, _ body: (UnsafePointer<CChar>) throws(ModeError) -> Void
+    ) throws(ModeError) {
         var entries = 0
         try check(api.pointee.message_enter(handle, CChar(UInt8(ascii: "a")), "{sv}"), "expected an a{sv} argument")
         while api.pointee.message_enter(handle, CChar(UInt8(ascii: "e")), "sv") > 0 {
@@ -145,16 +153,10 @@ public struct PluginMessage {
             guard entries <= maximumEntries else {
                 throw ModeError.invalidArgs("the options hold more than \(maximumEntries) entries")
             }
-            let key = try readString()
-            guard key.utf8.count <= Self.maximumOptionKeyBytes else {
-                throw ModeError.invalidArgs("option key '\(key.prefix(40))…' is longer than \(Self.maximumOptionKeyBytes) bytes")
-            }
-            let signature = try peek()?.contents ?? ""
-            options[key] = (signature, try readVariant())
+            try body(try readBasic("s", UnsafePointer<CChar>?.none)!)
             try check(api.pointee.message_exit(handle), "malformed a{sv}")
         }
         try check(api.pointee.message_exit(handle), "malformed a{sv}")
-        return options
     }
 
     /// Reads a variant's value.
