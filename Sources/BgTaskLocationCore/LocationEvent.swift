@@ -43,35 +43,10 @@ public struct LocationEvent: Codable, Sendable, Equatable {
 
     /// The record as JSON, written by hand (as ``StoredRegion/json``); JSONDecoder reads it back.
     public var json: [UInt8] {
-        // One buffer, appended to in place: this is on the path from a fix to the app.
-        var text = ""
-        text.reserveCapacity(256)
-        text += "{\"id\":"
-        text += JSONText.quoted(id)
-        text += ",\"app\":"
-        text += JSONText.quoted(app)
-        text += ",\"kind\":\""
-        text += kind.rawValue
-        text += "\""
-        if let region {
-            text += ",\"region\":"
-            text += JSONText.quoted(region)
-        }
-        if let crossing {
-            text += ",\"crossing\":"
-            text += JSONText.quoted(crossing)
-        }
-        text += ",\"latitude\":"
-        text += latitude.description
-        text += ",\"longitude\":"
-        text += longitude.description
-        text += ",\"accuracy\":"
-        text += accuracy.description
-        text += ",\"time\":"
-        text += time.description
-        text += ",\"sequence\":"
-        text += sequence.description
-        text += "}"
+        var text = "{\"id\":" + JSONText.quoted(id) + ",\"app\":" + JSONText.quoted(app) + ",\"kind\":\"\(kind.rawValue)\""
+        if let region { text += ",\"region\":" + JSONText.quoted(region) }
+        if let crossing { text += ",\"crossing\":" + JSONText.quoted(crossing) }
+        text += ",\"latitude\":\(latitude),\"longitude\":\(longitude),\"accuracy\":\(accuracy),\"time\":\(time),\"sequence\":\(sequence)}"
         return Array(text.utf8)
     }
 
