@@ -43,11 +43,35 @@ public struct LocationEvent: Codable, Sendable, Equatable {
 
     /// The record as JSON, written by hand (as ``StoredRegion/json``); JSONDecoder reads it back.
     public var json: [UInt8] {
-        var text = "{\"id\":" + JSONText.quoted(id) + ",\"app\":" + JSONText.quoted(app) + ",\"kind\":\"\(kind.rawValue)\""
-        if let region { text += ",\"region\":" + JSONText.quoted(region) }
-        if let crossing { text += ",\"crossing\":" + JSONText.quoted(crossing) }
-        text += ",\"latitude\":\(latitude),\"longitude\":\(longitude),\"accuracy\":\(accuracy),\"time\":\(time),\"sequence\":\(sequence)}"
-        return Array(text.utf8)
+        // Built as bytes: this runs on every crossing's path to the app.
+        var out: [UInt8] = []
+        out.reserveCapacity(192 + id.utf8.count + app.utf8.count + (region?.utf8.count ?? 0))
+        out.append(contentsOf: #"{"id":"#.utf8)
+        JSONText.appendQuoted(id, to: &out)
+        out.append(contentsOf: #","app":"#.utf8)
+        JSONText.appendQuoted(app, to: &out)
+        out.append(contentsOf: #","kind":""#.utf8)
+        out.append(contentsOf: kind.rawValue.utf8)
+        out.append(UInt8(ascii: "\""))
+        if let region {
+            out.append(contentsOf: #","region":"#.utf8)
+            JSONText.appendQuoted(region, to: &out)
+        }
+        if let crossing {
+            out.append(contentsOf: #","crossing":"#.utf8)
+            JSONText.appendQuoted(crossing, to: &out)
+        }
+        func number(_ name: String, _ value: String) {
+            out.append(contentsOf: name.utf8)
+            out.append(contentsOf: value.utf8)
+        }
+        number(#","latitude":"#, latitude.description)
+        number(#","longitude":"#, longitude.description)
+        number(#","accuracy":"#, accuracy.description)
+        number(#","time":"#, time.description)
+        number(#","sequence":"#, sequence.description)
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     /// The crossing, when it is a region event.

@@ -5,9 +5,7 @@ public enum JSONText {
     /// characters as `\n`, `\r`, `\t` or `\u00XX`, everything else as is.
     public static func quoted(_ text: String) -> String {
         // Ids and app ids need no escape: one copy, not a scalar at a time.
-        if !text.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }) {
-            return "\"" + text + "\""
-        }
+        if !needsEscape(text) { return "\"" + text + "\"" }
         var out = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
@@ -23,5 +21,21 @@ public enum JSONText {
             }
         }
         return out + "\""
+    }
+
+    /// Appends `text` as a JSON string literal (as ``quoted(_:)``) to `bytes`:
+    /// records built byte by byte make no intermediate strings.
+    public static func appendQuoted(_ text: String, to bytes: inout [UInt8]) {
+        guard needsEscape(text) else {
+            bytes.append(UInt8(ascii: "\""))
+            bytes.append(contentsOf: text.utf8)
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
+        bytes.append(contentsOf: quoted(text).utf8)
+    }
+
+    private static func needsEscape(_ text: String) -> Bool {
+        text.utf8.contains { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }
     }
 }

@@ -107,6 +107,9 @@ struct RegionPersistenceTests {
             fix: LocationFix(coordinate: Self.home, accuracy: .infinity, time: 7), sequence: 1)
         let back = try JSONDecoder().decode(LocationEvent.self, from: Data(event.json))
         #expect(back == event && back.regionEvent == .exit && back.accuracy == -1)
+        // The record's text is fixed: events stored by earlier versions read the same.
+        #expect(String(decoding: event.json, as: UTF8.self) == #"{"id":"l1-1","app":"org.example.App","kind":"region","region":"home","crossing":"exit","latitude":"#
+            + "\(Self.home.latitude)" + #","longitude":"# + "\(Self.home.longitude)" + #","accuracy":-1.0,"time":7,"sequence":1}"#)
         // Names from clients are quoted; numbers come back exactly.
         let odd = LocationEvent(
             id: "l2-2", app: "org.example.App", kind: .region, region: "a \"quoted\\ name\"\n\u{1}é", crossing: .enter,

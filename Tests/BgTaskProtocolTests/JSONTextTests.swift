@@ -13,4 +13,12 @@ import Testing
             #expect(decoded == text)
         }
     }
+
+    @Test func appendingGivesTheSameBytesAsQuoting() {
+        for text in ["org.example.App", "", "a\"b\\c\nd\u{1}", "café ☕︎", "\u{1f}", "x\"\u{0}y"] {
+            var bytes: [UInt8] = Array("[".utf8)
+            JSONText.appendQuoted(text, to: &bytes)
+            #expect(bytes == Array(("[" + JSONText.quoted(text)).utf8))
+        }
+    }
 }
