@@ -110,6 +110,11 @@ final class FetchMode: ModePlugin {
         touched.removeAll(keepingCapacity: true)
     }
 
+    /// The notes for a rollback go once the batch has landed and its messages are out.
+    func committed() {
+        undo.clear()
+    }
+
     /// A batch's writes were rolled back (a full disk): an interval it set, a
     /// result it recorded, a wake it planned are forgotten; bookkeeping it
     /// failed to write is written by a later batch.

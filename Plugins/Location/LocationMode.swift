@@ -219,6 +219,11 @@ final class LocationMode: ModePlugin {
         undo.clear()
     }
 
+    /// The notes for a rollback go once the batch has landed and its messages are out.
+    func committed() {
+        undo.clear()
+    }
+
     /// The batch's writes were rolled back (a full disk): what it changed in memory goes too.
     func rollBack() {
         undo.undoAll()

@@ -203,6 +203,11 @@ final class RemoteNotificationsMode: ModePlugin {
             expirationBound: expirationBound)
     }
 
+    /// The notes for a rollback go once the batch has landed and its messages are out.
+    func committed() {
+        undo.clear()
+    }
+
     /// A batch's writes were rolled back (a full disk): a push it accepted is
     /// forgotten, one it completed or dropped is back, and the counters are as they were.
     func rollBack() {

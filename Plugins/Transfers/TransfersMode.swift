@@ -142,6 +142,11 @@ final class TransfersMode: ModePlugin {
         undo.clear()
     }
 
+    /// The notes for a rollback go once the batch has landed and its messages are out.
+    func committed() {
+        undo.clear()
+    }
+
     func rollBack() {
         undo.undoAll()
         // An attempt started by the batch that failed stops again; a transfer

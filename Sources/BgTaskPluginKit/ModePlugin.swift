@@ -51,6 +51,10 @@ public protocol ModePlugin: AnyObject {
     /// The events the batch was handed that it did not set off come again
     /// later, in order: handle them as if for the first time.
     func rollBack()
+    /// The batch's writes were committed, and what it sent has gone out:
+    /// what ``checkpoint()`` kept for ``rollBack()`` may be let go now, after
+    /// the apps were told, rather than at the start of the next batch.
+    func committed()
 }
 
 extension ModePlugin {
@@ -62,4 +66,5 @@ extension ModePlugin {
     /// By default a plugin keeps what a failed batch changed in memory.
     public func checkpoint() {}
     public func rollBack() {}
+    public func committed() {}
 }

@@ -84,7 +84,11 @@ public enum PluginExport {
             box.host.inBatch = false
             box.plugin.rollBack()
         }
-        d.pointee.batch_commit = { context in PluginBox.from(context).host.runCommittedActions() }
+        d.pointee.batch_commit = { context in
+            let box = PluginBox.from(context)
+            box.host.runCommittedActions()
+            box.plugin.committed()
+        }
         // The declarations live as long as the library, as the descriptor does.
         let keys = Plugin.configKeys
         let cKeys = UnsafeMutablePointer<bgt_config_key>.allocate(capacity: max(keys.count, 1))
