@@ -12,10 +12,12 @@ public struct PluginMessage {
         if result < 0 { throw ModeError.invalidArgs(what()) }
     }
 
-    private func readBasic<T>(_ type: Character, _ initial: T) throws(ModeError) -> T {
+    /// `type` is a scalar, not a Character: reading a Character's ASCII value
+    /// costs more than the read itself on the paths this serves.
+    private func readBasic<T>(_ type: Unicode.Scalar, _ initial: T) throws(ModeError) -> T {
         var value = initial
         let result = withUnsafeMutablePointer(to: &value) {
-            api.pointee.message_read(handle, CChar(type.asciiValue!), UnsafeMutableRawPointer($0))
+            api.pointee.message_read(handle, CChar(truncatingIfNeeded: type.value), UnsafeMutableRawPointer($0))
         }
         if result == 0 { throw ModeError.invalidArgs("missing argument of type '\(type)'") }
         if result == -EBADMSG, type == "s" {
@@ -176,7 +178,7 @@ public struct PluginMessage {
         case "x": return .int(try readInt64())
         case "t": return .uint(try readUInt64())
         case "d": return .double(try readDouble())
-        case "s", "o", "g": return .string(String(cString: try readBasic(Character(inner), UnsafePointer<CChar>?.none)!))
+        case "s", "o", "g": return .string(String(cString: try readBasic(Unicode.Scalar(inner)!, UnsafePointer<CChar>?.none)!))
         case "as":
             var strings: [String] = []
             try check(api.pointee.message_enter(handle, CChar(UInt8(ascii: "a")), "s"), "malformed array")
