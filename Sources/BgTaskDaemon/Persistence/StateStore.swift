@@ -48,6 +48,11 @@ public final class StateStore {
     /// The plugin-record writes, prepared on first use (see ``RecordStatement``).
     private var putStatement: RecordStatement?
     private var deleteStatement: RecordStatement?
+    /// A group's BEGIN and COMMIT, run as the record writes are: through
+    /// GRDB's statement wrapper each cost a few thousand instructions more,
+    /// twice on every event's path to its app.
+    private var beginStatement: RecordStatement?
+    private var commitStatement: RecordStatement?
 
     /// Opens (creating if needed) `<directory>/bgtaskd.sqlite3`, checks it,
     /// switches it to WAL and brings its schema up to date.
@@ -87,10 +92,9 @@ public final class StateStore {
         self.queue = nil
         // Before the connection closes: SQLite will not close it under a live statement.
         queue.unsafeReentrantWrite { _ in
-            putStatement?.finalize()
-            deleteStatement?.finalize()
+            for statement in [putStatement, deleteStatement, beginStatement, commitStatement] { statement?.finalize() }
         }
-        (putStatement, deleteStatement) = (nil, nil)
+        (putStatement, deleteStatement, beginStatement, commitStatement) = (nil, nil, nil, nil)
         do {
             try queue.close()
         } catch {
@@ -312,7 +316,8 @@ public final class StateStore {
                     if db.isInsideTransaction { try db.execute(sql: "ROLLBACK") }
                 case .begun:
                     do {
-                        try db.cachedStatement(sql: "COMMIT").execute()
+                        if commitStatement == nil { commitStatement = try RecordStatement("COMMIT", on: db) }
+                        try commitStatement!.run([], on: db)
                     } catch {
                         failure = Self.failure(error, path: path, doing: "commit a group of writes")
                         if db.isInsideTransaction { try db.execute(sql: "ROLLBACK") }
@@ -366,7 +371,8 @@ public final class StateStore {
                 case .none:
                     break
                 case .pending:
-                    try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
+                    if beginStatement == nil { beginStatement = try RecordStatement("BEGIN IMMEDIATE", on: db) }
+                    try beginStatement!.run([], on: db)
                     groupState = .begun
                 case .begun:
                     // SQLite rolls a transaction back by itself on some errors; what
