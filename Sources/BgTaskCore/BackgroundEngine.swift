@@ -207,14 +207,21 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
             actions += move(connection, to: .app(appID))
         }
         let key = AppKey.app(appID)
+        let launchedByDaemon = caller.appIDSource == .launched
+        let launchReason = apps[key]?.launch.flatMap { launch in
+            launch.isLaunchedInstance(caller.process, launchedByDaemon: launchedByDaemon) ? launch.reason : nil
+        }
         let firstCheckIn = modifyApp(key) { app -> Bool in
-            app.launch?.checkedIn = true
+            if app.launch?.checkedIn == false {
+                app.launch?.checkedIn = true
+                app.launch?.checkedInProcess = caller.process
+            }
             guard !app.checkedIn.contains(connection) else { return false }
             app.checkedIn.append(connection)
             return true
         } ?? false
         let app = apps[key]!
-        let reason = app.launch?.reason ?? LaunchReason.user.rawValue
+        let reason = launchReason ?? LaunchReason.user.rawValue
         if app.launch != nil { backoffs[appID] = nil }  // it started and checked in: the launch works
         if firstCheckIn { actions.append(.appCheckedIn(appID, connection, reason: reason)) }
         // Waiting events go to this connection, in the order they were asked

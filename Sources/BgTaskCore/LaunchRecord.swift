@@ -7,4 +7,19 @@ struct LaunchRecord: Sendable {
     /// A connection of the launched app checked in: the launch worked, whatever
     /// happens to that connection afterwards.
     var checkedIn = false
+    /// The process whose connection checked in first: the launched instance
+    /// when the launched process itself is not the one that checks in (a
+    /// wrapper that starts the app).
+    var checkedInProcess: ProcessRef?
+
+    /// Whether a check-in from `process` is the launched instance's, which
+    /// is told the launch's reason; a copy of the app started by hand while
+    /// the launched one lives is the user's.
+    func isLaunchedInstance(_ process: ProcessRef?, launchedByDaemon: Bool) -> Bool {
+        if launchedByDaemon { return true }
+        guard let process else { return checkedInProcess == nil }
+        if process == self.process { return true }
+        guard let first = checkedInProcess else { return true }
+        return first == process
+    }
 }

@@ -42,6 +42,31 @@ import Testing
         #expect(engine.isRunning(weather))
     }
 
+    /// A copy of the app started by hand while the launched one still ran
+    /// was told, at its check-in, that it had been launched for the event.
+    @Test mutating func aCopyStartedByHandWhileTheLaunchedOneRunsIsTheUsers() throws {
+        _ = try engine.requestWake(request("t1"))
+        engine.launchStarted(weather, process: launched)
+        #expect(try engine.checkIn(appID: weather.rawValue, caller: caller(":1.40", pid: 500)).reason == "fetch")
+        let byHand = caller(":1.41", pid: 900)
+        let result = try engine.checkIn(appID: weather.rawValue, caller: byHand)
+        #expect(result.reason == "user")
+        #expect(result.actions.contains(.appCheckedIn(weather, byHand.connection, reason: "user")), "\(result.actions)")
+        // The launched process on a connection of its own is still the launched instance.
+        #expect(try engine.checkIn(appID: weather.rawValue, caller: caller(":1.42", pid: 500)).reason == "fetch")
+    }
+
+    /// A launched wrapper whose child checks in: the child is the launched
+    /// instance, a later copy started by hand is not.
+    @Test mutating func theFirstProcessToCheckInForAWrapperIsTheLaunchedOne() throws {
+        _ = try engine.requestWake(request("t1"))
+        engine.launchStarted(weather, process: launched)
+        #expect(try engine.checkIn(appID: weather.rawValue, caller: caller(":1.40", pid: 501)).reason == "fetch")
+        #expect(try engine.checkIn(appID: weather.rawValue, caller: caller(":1.41", pid: 900)).reason == "user")
+        // One the daemon knows it launched (its pid is a launched process's) always is.
+        #expect(try engine.checkIn(appID: weather.rawValue, caller: caller(":1.43", pid: 902, appID: weather)).reason == "fetch")
+    }
+
     /// A wake handed to an instance that then crashed waited out its budget
     /// and counted an offence, while a new instance got nothing.
     @Test mutating func aWakeWhoseConnectionClosesFailsAndNoneExpiresLater() throws {

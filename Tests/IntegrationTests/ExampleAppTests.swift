@@ -39,6 +39,14 @@ import Testing
         let demo = try admin.applications().first { $0["app_id"] == .string("org.example.FetchDemo") }
         #expect(demo?["fetch_last_result"] == .string("noData"), "\(String(describing: demo))")
         #expect(demo?["launch_error"] == nil, "\(String(describing: demo))")
+
+        // A copy started by hand while the launched one lives is the user's,
+        // not launched for the fetch (it was told "fetch" before).
+        let byHand = try RawClient(daemon)
+        let checkedIn = try byHand.call("Manager", "CheckIn") { try $0.append("org.example.FetchDemo") }
+        #expect(try checkedIn.readOptions()["reason"] == .string("user"), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "pending=0 reason=user"), "\(daemon.log)")
+        #expect(!daemon.log.contains("exited with code"), "the launched copy still runs: \(daemon.log)")
         #expect(daemon.stop() == .status(0))
     }
 
