@@ -50,6 +50,11 @@ public final class Message {
         try check(sd_bus_message_set_destination(handle, name), "setting the destination")
     }
 
+    /// As ``setDestination(_:)``, from a C string passed on as it is.
+    public func setDestination(_ name: UnsafePointer<CChar>) throws(BusError) {
+        try check(sd_bus_message_set_destination(handle, name), "setting the destination")
+    }
+
     // MARK: Reading
 
     private func readBasic<T>(_ type: UInt8, _ initial: T) throws(BusError) -> T {

@@ -99,19 +99,19 @@ enum PluginHostAPI {
             }
         }
         api.signal_new = { handle, interface, member in
-            guard let interface = PluginHostAPI.string(interface), let member = PluginHostAPI.string(member) else { return nil }
+            guard let interface, let member else { return nil }
             return PluginHostAPI.host(handle).services.newSignal(interface: interface, member: member).map(PluginHostAPI.owned)
         }
         api.signal_send = { handle, message, connection in
             let host = PluginHostAPI.host(handle)
             guard let message = PluginHostAPI.take(message) else { return host.fail(EINVAL, "no message given") }
-            guard let connection = PluginHostAPI.string(connection) else { return host.fail(EINVAL, "no destination given") }
+            guard let cConnection = connection else { return host.fail(EINVAL, "no destination given") }
             do throws(BusError) {
-                try message.setDestination(connection)
+                try message.setDestination(cConnection)
             } catch {
-                return host.fail(EINVAL, "cannot send the signal to \(connection): \(error.message)")
+                return host.fail(EINVAL, "cannot send the signal to \(String(cString: cConnection)): \(error.message)")
             }
-            if let outbox = host.outbox(forSignalTo: connection) {
+            if let outbox = host.outbox(forSignalTo: String(cString: cConnection)) {
                 outbox.signal(message)
                 return 0
             }
@@ -355,14 +355,14 @@ enum PluginHostAPI {
         _ interface: UnsafePointer<CChar>?, _ member: UnsafePointer<CChar>?
     ) -> OpaquePointer? {
         let host = PluginHostAPI.host(handle)
-        guard let path = PluginHostAPI.string(path), let member = PluginHostAPI.string(member) else {
+        guard let path, let member else {
             _ = host.fail(EINVAL, "a call needs a path and a member")
             return nil
         }
         do throws(BusError) {
+            // sd-bus checks the names; they go to it as the plugin gave them.
             return PluginHostAPI.owned(try host.services.newMethodCall(
-                on: bus, destination: PluginHostAPI.string(destination), path: path,
-                interface: PluginHostAPI.string(interface), member: member))
+                on: bus, destination: destination, path: path, interface: interface, member: member))
         } catch {
             _ = host.fail(EIO, "cannot make the call: \(error.message)")
             return nil

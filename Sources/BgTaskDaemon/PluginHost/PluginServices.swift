@@ -92,8 +92,9 @@ final class PluginServices {
         if path == BgTaskNames.objectPath { interfaces.append(interface) }
     }
 
-    /// A new signal on the daemon's object, or nil offline.
-    func newSignal(interface: String, member: String) -> Message? {
+    /// A new signal on the daemon's object, or nil offline; the interface
+    /// and member are a plugin's C strings, passed on to sd-bus as they are.
+    func newSignal(interface: UnsafePointer<CChar>, member: UnsafePointer<CChar>) -> Message? {
         try? bus?.newSignal(path: BgTaskNames.objectPath, interface: interface, member: member)
     }
 
@@ -135,6 +136,16 @@ final class PluginServices {
     /// A new call to another service on the daemon's bus or the system bus; nil offline.
     /// Calls never start services (no D-Bus activation): they ask what runs.
     func newMethodCall(on which: UInt32 = UInt32(BGT_BUS_USER), destination: String?, path: String, interface: String?, member: String) throws(BusError) -> Message {
+        let call = try bus(which).newMethodCall(destination: destination, path: path, interface: interface, member: member)
+        if which != UInt32(BGT_BUS_USER) { call.setAutoStart(false) }
+        return call
+    }
+
+    /// As ``newMethodCall(on:destination:path:interface:member:)``, from a plugin's C strings.
+    func newMethodCall(
+        on which: UInt32, destination: UnsafePointer<CChar>?, path: UnsafePointer<CChar>, interface: UnsafePointer<CChar>?,
+        member: UnsafePointer<CChar>
+    ) throws(BusError) -> Message {
         let call = try bus(which).newMethodCall(destination: destination, path: path, interface: interface, member: member)
         if which != UInt32(BGT_BUS_USER) { call.setAutoStart(false) }
         return call
