@@ -320,12 +320,15 @@ public final class PluginHost {
     /// Wakes `app` for `reason` with `budget` seconds to complete; launches it
     /// if it is not running. Returns the token; ``PluginEvent/tokenReady(app:token:connection:)`` follows.
     public func wake(_ app: String, reason: String, budget: Double) throws(ModeError) -> String {
-        var token = [CChar](repeating: 0, count: 128)
-        let result = app.withCString { a in
-            reason.withCString { r in api.pointee.wake_app(handle, a, r, budget, &token, token.count) }
+        // The token comes back in a buffer on the stack: a wake per event makes this hot.
+        try withUnsafeTemporaryAllocation(of: CChar.self, capacity: 128) { (token) throws(ModeError) -> String in
+            token[0] = 0
+            let result = app.withCString { a in
+                reason.withCString { r in api.pointee.wake_app(handle, a, r, budget, token.baseAddress, token.count) }
+            }
+            if result < 0 { throw ModeError.failed(lastError) }
+            return String(cString: token.baseAddress!)
         }
-        if result < 0 { throw ModeError.failed(lastError) }
-        return token.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 
     /// The app behind `connection` completed `token`; throws `NoSuchToken` when it cannot have.

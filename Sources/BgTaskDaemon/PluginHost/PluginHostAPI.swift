@@ -203,12 +203,13 @@ enum PluginHostAPI {
                 return host.fail(EINVAL, "wake_app needs a reason, a positive budget and room for the token")
             }
             do throws(CoreError) {
-                let token = try host.engine.wake(app, reason: reason, plugin: host.name, budget: .seconds(double: budget))
-                let bytes = Array(token.utf8)
-                guard bytes.count < tokenSize else { return host.fail(ENOBUFS, "no room for the token") }
-                for (index, byte) in bytes.enumerated() { tokenOut[index] = CChar(bitPattern: byte) }
-                tokenOut[bytes.count] = 0
-                return 0
+                var token = try host.engine.wake(app, reason: reason, plugin: host.name, budget: .seconds(double: budget))
+                return token.withUTF8 { bytes in
+                    guard bytes.count < tokenSize else { return host.fail(ENOBUFS, "no room for the token") }
+                    UnsafeMutableRawPointer(tokenOut).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+                    tokenOut[bytes.count] = 0
+                    return 0
+                }
             } catch {
                 let code: Int32 = switch error.code {
                 case .unknownApplication: ENOENT
