@@ -74,7 +74,8 @@ final class PluginOutbox {
     /// connection that also gets a reply gets both in the plugin's order.
     func send(logger: Logger) {
         let items: [Pending]
-        if answered.isEmpty, pending.allSatisfy({ $0.signalDestination != nil }) {
+        // (Counted, not asked of each message: reading a destination makes a string.)
+        if answered.isEmpty, heldSignals == pending.count {
             // Only signals to connections (an event's batch): in the plugin's order.
             items = pending
         } else {
