@@ -107,15 +107,9 @@ public final class Bus {
 
     // MARK: Messages
 
-    public func newMethodCall(destination: String?, path: String, interface: String?, member: String) throws(BusError) -> Message {
-        var message: OpaquePointer?
-        try check(sd_bus_message_new_method_call(handle, &message, destination, path, interface, member), "creating a call to \(member)")
-        return Message(adopting: message!)
-    }
-
-    /// As ``newMethodCall(destination:path:interface:member:)``, from C
-    /// strings that are passed on as they are (a plugin's call, on its way
-    /// from one C caller to sd-bus, is not turned into Swift strings and back).
+    /// A new method call. The names are C strings, so that a plugin's call,
+    /// on its way from one C caller to sd-bus, is not turned into Swift
+    /// strings and back; Swift strings convert to them at the call.
     public func newMethodCall(
         destination: UnsafePointer<CChar>?, path: UnsafePointer<CChar>, interface: UnsafePointer<CChar>?,
         member: UnsafePointer<CChar>
@@ -126,14 +120,8 @@ public final class Bus {
         return Message(adopting: message!)
     }
 
-    public func newSignal(path: String, interface: String, member: String) throws(BusError) -> Message {
-        var message: OpaquePointer?
-        try check(sd_bus_message_new_signal(handle, &message, path, interface, member), "creating signal \(member)")
-        return Message(adopting: message!)
-    }
-
-    /// As ``newSignal(path:interface:member:)``, with the interface and member as C strings passed on as they are.
-    public func newSignal(path: String, interface: UnsafePointer<CChar>, member: UnsafePointer<CChar>) throws(BusError) -> Message {
+    /// A new signal; its names are C strings as ``newMethodCall(destination:path:interface:member:)``'s.
+    public func newSignal(path: UnsafePointer<CChar>, interface: UnsafePointer<CChar>, member: UnsafePointer<CChar>) throws(BusError) -> Message {
         var message: OpaquePointer?
         try check(sd_bus_message_new_signal(handle, &message, path, interface, member), "creating signal \(String(cString: member))")
         return Message(adopting: message!)

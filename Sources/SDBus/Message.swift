@@ -45,12 +45,8 @@ public final class Message {
 
     public var expectsReply: Bool { sd_bus_message_get_expect_reply(handle) > 0 }
 
-    /// Sets the destination (unicast signals go to one connection only).
-    public func setDestination(_ name: String) throws(BusError) {
-        try check(sd_bus_message_set_destination(handle, name), "setting the destination")
-    }
-
-    /// As ``setDestination(_:)``, from a C string passed on as it is.
+    /// Sets the destination (unicast signals go to one connection only); a
+    /// C string, passed on as it is (Swift strings convert at the call).
     public func setDestination(_ name: UnsafePointer<CChar>) throws(BusError) {
         try check(sd_bus_message_set_destination(handle, name), "setting the destination")
     }

@@ -133,15 +133,9 @@ final class PluginServices {
         }
     }
 
-    /// A new call to another service on the daemon's bus or the system bus; nil offline.
-    /// Calls never start services (no D-Bus activation): they ask what runs.
-    func newMethodCall(on which: UInt32 = UInt32(BGT_BUS_USER), destination: String?, path: String, interface: String?, member: String) throws(BusError) -> Message {
-        let call = try bus(which).newMethodCall(destination: destination, path: path, interface: interface, member: member)
-        if which != UInt32(BGT_BUS_USER) { call.setAutoStart(false) }
-        return call
-    }
-
-    /// As ``newMethodCall(on:destination:path:interface:member:)``, from a plugin's C strings.
+    /// A new call to another service on the daemon's bus or the system bus,
+    /// from a plugin's C strings. Calls never start services (no D-Bus
+    /// activation): they ask what runs.
     func newMethodCall(
         on which: UInt32, destination: UnsafePointer<CChar>?, path: UnsafePointer<CChar>, interface: UnsafePointer<CChar>?,
         member: UnsafePointer<CChar>
