@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -222,4 +223,9 @@ int bgt_unix_socket_info(uint64_t inode, uint64_t *peer, char *name, size_t name
         return 0;
     }
     return -ENOENT;
+}
+
+long bgt_getrandom(void *buffer, size_t length) {
+    ssize_t got = getrandom(buffer, length, 0);
+    return got < 0 ? -errno : (long) got;
 }

@@ -183,7 +183,7 @@ extension Daemon: PluginEngineAccess {
         guard entry.modes.contains(reason) else {
             throw CoreError(.modeNotDeclared, "\(app) does not declare the \(reason) mode")
         }
-        let token = Self.newToken()
+        let token = Self.newToken(from: randomPool)
         noteUndo(token: token, app: app)
         let actions = try engine.requestWake(WakeRequest(app: app, reason: reason, plugin: plugin, budget: budget, token: token))
         perform(actions)
@@ -231,11 +231,10 @@ extension Daemon: PluginEngineAccess {
         }
     }
 
-    /// 128 random bits, hex: one-shot and unguessable.
-    static func newToken() -> String {
+    /// 128 random bits from `pool`, hex: one-shot and unguessable.
+    static func newToken(from pool: RandomPool) -> String {
         // 128 random bits as 32 hex digits, without the strings String(radix:) makes (a wake per push makes this hot).
-        var generator = SystemRandomNumberGenerator()
-        let random = (generator.next() as UInt64, generator.next() as UInt64)
+        let random = pool.next128()
         func digit(_ nibble: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: nibble < 10 ? 48 + nibble : 87 + nibble) }
         return String(unsafeUninitializedCapacity: 32) { buffer in
             for index in 0..<16 {

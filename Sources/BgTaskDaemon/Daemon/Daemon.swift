@@ -70,6 +70,8 @@ public final class Daemon {
     /// While a plugin's batch runs: what undoing it takes if its commit fails
     /// (see ``beginBatch()``).
     var batchCheckpoint: BatchCheckpoint?
+    /// Where wake tokens' random bits come from.
+    let randomPool = RandomPool()
     private var objects: [ExportedObject] = []
     private var deadlineTimer: SDBus.Timer?
     private(set) var properties: PropertyBatcher!

@@ -75,6 +75,10 @@ int bgt_set_timer_slack(unsigned long nanoseconds);
 /* pipe2(fds, O_CLOEXEC): atomic, so a process spawned by another thread never inherits the pipe. */
 int bgt_pipe_cloexec(int fds[2]);
 
+/* getrandom(2) without flags: bytes from the kernel's generator, how many
+ * were written, or a negative errno. */
+long bgt_getrandom(void *buffer, size_t length);
+
 /* The symbolic name of an errno value ("ECONNRESET"), or NULL if unknown. */
 const char *bgt_errno_name(int error);
 
