@@ -204,7 +204,9 @@ let package = Package(
         ),
         .testTarget(
             name: "BgTaskDaemonTests",
-            dependencies: ["BgTaskDaemon", "BgTaskCore", "BgTaskTestKit", "ServiceSpawn", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "BgTaskDaemon", "BgTaskCore", "BgTaskPluginKit", "BgTaskTestKit", "ServiceSpawn", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Start the built daemon on a private dbus-daemon; run after `swift build`.

@@ -287,7 +287,7 @@ final class FetchMode: ModePlugin {
             answerSimulation(token, failure: "\(app) was launched but never checked in to take its fetch (it exited, or did not call CheckIn within \(wakeBudget) s); see the daemon's log")
             guard let (_, at) = tokens[token] else { return }
             setToken(token, nil)
-            host.logWhenCommitted(.notice, "\(app) did not complete its fetch within \(wakeBudget) s: offence counted")
+            host.logWhenCommitted(.notice, "\(app) did not complete its fetch within \(self.wakeBudget) s: offence counted")
             do {
                 try record(nil, for: app, at: at)
             } catch {

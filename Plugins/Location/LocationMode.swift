@@ -209,8 +209,8 @@ final class LocationMode: ModePlugin {
     }
 
     /// A write outside a call: if it fails, the batch is rolled back (memory included), so it is only logged here.
-    private func persist(_ what: String, _ write: () throws -> Void) {
-        do { try write() } catch { host.log(.warning, "cannot \(what): \(error); this event is undone") }
+    private func persist(_ what: @autoclosure () -> String, _ write: () throws -> Void) {
+        do { try write() } catch { host.log(.warning, "cannot \(what()): \(error); this event is undone") }
     }
 
     // MARK: Batches
@@ -232,11 +232,19 @@ final class LocationMode: ModePlugin {
         updateSource()
     }
 
-    private func setEvent(_ id: String, _ event: LocationEvent?) { undo.set(\.events, of: self, id, to: event) }
+    private func setEvent(_ id: String, _ event: LocationEvent?) {
+        undo.set(id, to: event, in: &events) { [unowned self] in self.events[$0] = $1 }
+    }
 
-    private func setToken(_ token: String, _ id: String?) { undo.set(\.tokens, of: self, token, to: id) }
+    private func setToken(_ token: String, _ id: String?) {
+        undo.set(token, to: id, in: &tokens) { [unowned self] in self.tokens[$0] = $1 }
+    }
 
-    private func setInFlight(_ id: String, _ delivering: Bool) { undo.set(\.inFlight, of: self, id, contains: delivering) }
+    private func setInFlight(_ id: String, _ delivering: Bool) {
+        undo.set(id, contained: delivering, in: &inFlight) { [unowned self] id, was in
+            if was { self.inFlight.insert(id) } else { self.inFlight.remove(id) }
+        }
+    }
 
     private func changeCounters(_ app: String, _ change: (inout LocationAppCounters) -> Void) {
         let old = counters[app]
@@ -245,7 +253,7 @@ final class LocationMode: ModePlugin {
     }
 
     private func setSignificant(_ app: String, _ filter: SignificantChangeFilter?) {
-        undo.set(\.significant, of: self, app, to: filter)
+        undo.set(app, to: filter, in: &significant) { [unowned self] in self.significant[$0] = $1 }
     }
 
     /// Adds or removes a region, noting how to put the old one back.
@@ -544,7 +552,7 @@ final class LocationMode: ModePlugin {
             setInFlight(id, false)
             changeCounters(app) { $0.offences += 1 }
             persist("store the counters of \(app)") { try saveCounters(app) }
-            host.logWhenCommitted(.notice, "\(app) did not complete location event \(id) within \(wakeBudget) s: offence counted; it waits for the next wake")
+            host.logWhenCommitted(.notice, "\(app) did not complete location event \(id) within \(self.wakeBudget) s: offence counted; it waits for the next wake")
         case .launchFailed(let app, let token, let reason):
             if let token, let id = tokens[token] {
                 setToken(token, nil)

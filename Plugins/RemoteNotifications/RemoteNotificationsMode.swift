@@ -231,10 +231,14 @@ final class RemoteNotificationsMode: ModePlugin {
     }
 
     private func setToken(_ token: String, _ value: (app: String, push: String)?) {
-        undo.set(\.tokens, of: self, token, to: value)
+        undo.set(token, to: value, in: &tokens) { [unowned self] in self.tokens[$0] = $1 }
     }
 
-    private func setInFlight(_ id: String, _ delivering: Bool) { undo.set(\.inFlight, of: self, id, contains: delivering) }
+    private func setInFlight(_ id: String, _ delivering: Bool) {
+        undo.set(id, contained: delivering, in: &inFlight) { [unowned self] id, was in
+            if was { self.inFlight.insert(id) } else { self.inFlight.remove(id) }
+        }
+    }
 
     /// The app's inbox, or a new one with a full bucket.
     private func inbox(_ app: String) -> PushInbox {
@@ -427,7 +431,7 @@ final class RemoteNotificationsMode: ModePlugin {
             putBack(app, id)
             // Those waiting their turn behind it wait for the next wake too.
             holdWaiting(app)
-            host.logWhenCommitted(.notice, "\(app) did not complete push \(id) within \(wakeBudget) s: offence counted; it waits for the next wake")
+            host.logWhenCommitted(.notice, "\(app) did not complete push \(id) within \(self.wakeBudget) s: offence counted; it waits for the next wake")
         case .launchFailed(let app, let token, let reason):
             if let token, let (_, id) = tokens[token] {
                 setToken(token, nil)
@@ -605,8 +609,8 @@ final class RemoteNotificationsMode: ModePlugin {
 
     /// A write outside a call: if it fails, the event's batch is rolled back
     /// (memory included), so it is only logged here.
-    private func persist(_ what: String, _ write: () throws -> Void) {
-        do { try write() } catch { host.log(.warning, "cannot \(what): \(error); this event is undone") }
+    private func persist(_ what: @autoclosure () -> String, _ write: () throws -> Void) {
+        do { try write() } catch { host.log(.warning, "cannot \(what()): \(error); this event is undone") }
     }
 
     /// Writes a push with its app's state beside it: DeliverPush then needs

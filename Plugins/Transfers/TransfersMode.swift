@@ -168,8 +168,18 @@ final class TransfersMode: ModePlugin {
         return true
     }
 
+    private func setToken(_ token: String, _ ids: [String]?) {
+        undo.set(token, to: ids, in: &tokens) { [unowned self] in self.tokens[$0] = $1 }
+    }
+
+    private func setInFlight(_ id: String, _ delivering: Bool) {
+        undo.set(id, contained: delivering, in: &inFlight) { [unowned self] id, was in
+            if was { self.inFlight.insert(id) } else { self.inFlight.remove(id) }
+        }
+    }
+
     private func setRecord(_ id: String, _ record: TransferRecord?) {
-        undo.set(\.transfers, of: self, id, to: record)
+        undo.set(id, to: record, in: &transfers) { [unowned self] in self.transfers[$0] = $1 }
     }
 
     /// Stores `record` (in memory and in the batch's commit).
@@ -364,9 +374,9 @@ final class TransfersMode: ModePlugin {
         let token = try call.arguments.readString()
         try host.complete(token: token, connection: call.caller.connection)
         let ids = tokens[token] ?? []
-        undo.set(\.tokens, of: self, token, to: nil)
+        setToken(token, nil)
         for id in ids {
-            undo.set(\.inFlight, of: self, id, contains: false)
+            setInFlight(id, false)
             if transfers[id] != nil { try forget(id) }
         }
         try call.reply()
@@ -661,16 +671,16 @@ final class TransfersMode: ModePlugin {
         guard !ids.isEmpty else { return }
         do {
             let token = try host.wake(app, reason: Self.name, budget: wakeBudget)
-            undo.set(\.tokens, of: self, token, to: ids)
-            for id in ids { undo.set(\.inFlight, of: self, id, contains: true) }
+            setToken(token, ids)
+            for id in ids { setInFlight(id, true) }
         } catch {
             host.log(.warning, "cannot wake \(app) for \(ids.count) finished transfers: \(error.message); they wait for its next check-in")
         }
     }
 
     private func release(_ token: String) {
-        for id in tokens[token] ?? [] { undo.set(\.inFlight, of: self, id, contains: false) }
-        undo.set(\.tokens, of: self, token, to: nil)
+        for id in tokens[token] ?? [] { setInFlight(id, false) }
+        setToken(token, nil)
     }
 
     func handle(_ event: PluginEvent) {
@@ -697,7 +707,7 @@ final class TransfersMode: ModePlugin {
         case .tokenExpired(let app, let token):
             guard tokens[token] != nil else { return }
             release(token)
-            host.logWhenCommitted(.notice, "\(app) did not call CompleteEvents within \(wakeBudget) s: its finished transfers wait for its next check-in")
+            host.logWhenCommitted(.notice, "\(app) did not call CompleteEvents within \(self.wakeBudget) s: its finished transfers wait for its next check-in")
         case .launchFailed(let app, let token, let reason):
             if let token, tokens[token] != nil { release(token) }
             host.log(.warning, "cannot wake \(app) for finished transfers: \(reason)")

@@ -54,9 +54,10 @@ public final class PluginHost {
 
     /// Logs `message` once the current call's or event's writes are on disk,
     /// and never if they are undone (a full disk): for lines that tell of an
-    /// outcome, such as "completed its fetch".
-    public func logWhenCommitted(_ level: LogLevel, _ message: String) {
-        whenCommitted { [self] in log(level, message) }
+    /// outcome, such as "completed its fetch". The message is made then,
+    /// not before: not on the path to the batch's replies and signals.
+    public func logWhenCommitted(_ level: LogLevel, _ message: @autoclosure @escaping () -> String) {
+        whenCommitted { [self] in log(level, message()) }
     }
 
     /// Runs `action` once the current call's or event's writes are on disk

@@ -1,0 +1,55 @@
+import BgTaskPluginKit
+import Testing
+
+/// The undo notes plugins keep so that a rolled-back batch leaves their memory as it was.
+@Suite struct UndoLogTests {
+    /// A plugin's memory in miniature.
+    final class Owner {
+        var undo = UndoLog()
+        var values: [String: Int] = [:]
+        var members: Set<String> = []
+
+        func set(_ key: String, _ value: Int?) {
+            undo.set(key, to: value, in: &values) { [unowned self] in self.values[$0] = $1 }
+        }
+
+        func set(_ member: String, in contained: Bool) {
+            undo.set(member, contained: contained, in: &members) { [unowned self] member, was in
+                if was { self.members.insert(member) } else { self.members.remove(member) }
+            }
+        }
+    }
+
+    @Test func undoingPutsDictionaryEntriesBackAsTheyWere() {
+        let owner = Owner()
+        owner.values = ["kept": 1, "replaced": 2, "removed": 3]
+        owner.set("replaced", 20)
+        owner.set("removed", nil)
+        owner.set("added", 4)
+        owner.set("added", 5)
+        #expect(owner.values == ["kept": 1, "replaced": 20, "added": 5])
+        owner.undo.undoAll()
+        #expect(owner.values == ["kept": 1, "replaced": 2, "removed": 3])
+        #expect(owner.undo.isEmpty)
+    }
+
+    @Test func undoingPutsSetMembershipBackAndSkipsNoChange() {
+        let owner = Owner()
+        owner.members = ["in", "out"]
+        owner.set("in", in: true)  // already in: nothing to note
+        #expect(owner.undo.isEmpty)
+        owner.set("out", in: false)
+        owner.set("new", in: true)
+        #expect(owner.members == ["in", "new"])
+        owner.undo.undoAll()
+        #expect(owner.members == ["in", "out"])
+    }
+
+    @Test func clearedNotesUndoNothing() {
+        let owner = Owner()
+        owner.set("a", 1)
+        owner.undo.clear()
+        owner.undo.undoAll()
+        #expect(owner.values == ["a": 1])
+    }
+}
