@@ -613,8 +613,13 @@ final class LocationMode: ModePlugin {
 
     /// Wakes the plugin when a pending side settles, or when events from before a restart are due.
     private func armTimer() {
-        let candidates = [monitor.nextSettle, redeliverAfter > 0 ? redeliverAfter : nil].compactMap { $0 }
-        let next = candidates.min() ?? 0
+        let redeliver = redeliverAfter > 0 ? redeliverAfter : nil
+        let next = switch (monitor.nextSettle, redeliver) {
+        case let (settle?, redeliver?): min(settle, redeliver)
+        case let (settle?, nil): settle
+        case let (nil, redeliver?): redeliver
+        case (nil, nil): UInt64(0)
+        }
         guard next != armedAt else { return }
         armedAt = next
         host.scheduleOpportunity(at: next)

@@ -183,7 +183,12 @@ public struct RegionMonitor: Sendable {
 
     /// The earliest time a pending side settles (to arm a timer for).
     public var nextSettle: UInt64? {
-        open.compactMap { slots[$0]?.boundary.settlesAt(dwell: dwell) }.min()
+        // A loop, not compactMap + min: this runs on every fix, and needs no array.
+        var earliest: UInt64?
+        for slot in open {
+            if let at = slots[slot]?.boundary.settlesAt(dwell: dwell), earliest.map({ at < $0 }) ?? true { earliest = at }
+        }
+        return earliest
     }
 
     /// The regions whose side changed since the last call, oldest first,

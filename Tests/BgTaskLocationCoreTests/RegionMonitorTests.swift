@@ -88,4 +88,21 @@ struct RegionMonitorTests {
         #expect(due.map(\.event) == [.enter])
         #expect(monitor.nextSettle == nil)
     }
+
+    @Test func nextSettleIsTheEarliestOfTheOpenSides() throws {
+        var monitor = RegionMonitor()
+        let park = try MonitoredRegion(validatingID: "park", latitude: 1, longitude: 1, radius: 300, minimumRadius: 100)
+        monitor.add(park, for: "org.example.A")
+        monitor.add(park, for: "org.example.B")
+        let outside = park.center.moved(metres: 2000, bearing: 0)
+        _ = monitor.update(with: LocationFix(coordinate: outside, accuracy: 10, time: 0))
+        _ = monitor.settle(at: 20 * Self.second)
+        // B's region comes in 10 s after A's was entered: A settles first, then B.
+        _ = monitor.update(with: LocationFix(coordinate: park.center, accuracy: 10, time: 30 * Self.second))
+        monitor.add(try MonitoredRegion(validatingID: "park", latitude: 1, longitude: 1, radius: 310, minimumRadius: 100), for: "org.example.B")
+        _ = monitor.update(with: LocationFix(coordinate: park.center, accuracy: 10, time: 40 * Self.second))
+        #expect(monitor.nextSettle == 50 * Self.second)
+        _ = monitor.settle(at: 50 * Self.second)
+        #expect(monitor.nextSettle == 60 * Self.second)
+    }
 }
