@@ -233,17 +233,15 @@ final class LocationMode: ModePlugin {
     }
 
     private func setEvent(_ id: String, _ event: LocationEvent?) {
-        undo.set(id, to: event, in: &events) { [unowned self] in self.events[$0] = $1 }
+        undo.set(id, to: event, in: &events) { [unowned self] in $0(&self.events) }
     }
 
     private func setToken(_ token: String, _ id: String?) {
-        undo.set(token, to: id, in: &tokens) { [unowned self] in self.tokens[$0] = $1 }
+        undo.set(token, to: id, in: &tokens) { [unowned self] in $0(&self.tokens) }
     }
 
     private func setInFlight(_ id: String, _ delivering: Bool) {
-        undo.set(id, contained: delivering, in: &inFlight) { [unowned self] id, was in
-            if was { self.inFlight.insert(id) } else { self.inFlight.remove(id) }
-        }
+        undo.set(id, contained: delivering, in: &inFlight) { [unowned self] in $0(&self.inFlight) }
     }
 
     private func changeCounters(_ app: String, _ change: (inout LocationAppCounters) -> Void) {
@@ -253,7 +251,7 @@ final class LocationMode: ModePlugin {
     }
 
     private func setSignificant(_ app: String, _ filter: SignificantChangeFilter?) {
-        undo.set(app, to: filter, in: &significant) { [unowned self] in self.significant[$0] = $1 }
+        undo.set(app, to: filter, in: &significant) { [unowned self] in $0(&self.significant) }
     }
 
     /// Adds or removes a region, noting how to put the old one back.

@@ -231,13 +231,11 @@ final class RemoteNotificationsMode: ModePlugin {
     }
 
     private func setToken(_ token: String, _ value: (app: String, push: String)?) {
-        undo.set(token, to: value, in: &tokens) { [unowned self] in self.tokens[$0] = $1 }
+        undo.set(token, to: value, in: &tokens) { [unowned self] in $0(&self.tokens) }
     }
 
     private func setInFlight(_ id: String, _ delivering: Bool) {
-        undo.set(id, contained: delivering, in: &inFlight) { [unowned self] id, was in
-            if was { self.inFlight.insert(id) } else { self.inFlight.remove(id) }
-        }
+        undo.set(id, contained: delivering, in: &inFlight) { [unowned self] in $0(&self.inFlight) }
     }
 
     /// The app's inbox, or a new one with a full bucket.

@@ -169,17 +169,15 @@ final class TransfersMode: ModePlugin {
     }
 
     private func setToken(_ token: String, _ ids: [String]?) {
-        undo.set(token, to: ids, in: &tokens) { [unowned self] in self.tokens[$0] = $1 }
+        undo.set(token, to: ids, in: &tokens) { [unowned self] in $0(&self.tokens) }
     }
 
     private func setInFlight(_ id: String, _ delivering: Bool) {
-        undo.set(id, contained: delivering, in: &inFlight) { [unowned self] id, was in
-            if was { self.inFlight.insert(id) } else { self.inFlight.remove(id) }
-        }
+        undo.set(id, contained: delivering, in: &inFlight) { [unowned self] in $0(&self.inFlight) }
     }
 
     private func setRecord(_ id: String, _ record: TransferRecord?) {
-        undo.set(id, to: record, in: &transfers) { [unowned self] in self.transfers[$0] = $1 }
+        undo.set(id, to: record, in: &transfers) { [unowned self] in $0(&self.transfers) }
     }
 
     /// Stores `record` (in memory and in the batch's commit).

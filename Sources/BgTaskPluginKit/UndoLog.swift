@@ -31,28 +31,32 @@ public struct UndoLog {
 
 extension UndoLog {
     /// Sets `dictionary[key]` to `value`, noting how to put back what was
-    /// there: `restore` is called with the key and the old value (nil: none).
+    /// there. `dictionary` is the owner's property, passed `inout`; `owner`
+    /// gives the undo note the same property back:
+    /// `undo.set(id, to: event, in: &events) { [unowned self] in $0(&self.events) }`.
     ///
-    /// `dictionary` is the owner's property, passed `inout`, and `restore`
-    /// writes the same property: key paths would read more simply, but each
-    /// use of one cost about a microsecond on the path of every event.
+    /// Key paths would read more simply, but each use of one cost about a
+    /// microsecond on the path of every event.
     @inlinable public mutating func set<Key: Hashable, Value>(
         _ key: Key, to value: Value?, in dictionary: inout [Key: Value],
-        restore: @escaping (Key, Value?) -> Void
+        owner: @escaping (_ change: (inout [Key: Value]) -> Void) -> Void
     ) {
         let old = if let value { dictionary.updateValue(value, forKey: key) } else { dictionary.removeValue(forKey: key) }
-        record { restore(key, old) }
+        record { owner { $0[key] = old } }
     }
 
-    /// Puts `element` in `set` or takes it out, noting how to undo that
-    /// (`restore` is called with the element and whether it was in);
-    /// nothing when it is already so.
+    /// Puts `element` in `set` or takes it out, noting how to undo that;
+    /// nothing when it is already so. `owner` as for dictionaries.
     @inlinable public mutating func set<Element: Hashable>(
         _ element: Element, contained contains: Bool, in set: inout Set<Element>,
-        restore: @escaping (Element, Bool) -> Void
+        owner: @escaping (_ change: (inout Set<Element>) -> Void) -> Void
     ) {
         let changed = contains ? set.insert(element).inserted : set.remove(element) != nil
         guard changed else { return }
-        record { restore(element, !contains) }
+        record {
+            owner { set in
+                if contains { set.remove(element) } else { set.insert(element) }
+            }
+        }
     }
 }

@@ -10,13 +10,11 @@ import Testing
         var members: Set<String> = []
 
         func set(_ key: String, _ value: Int?) {
-            undo.set(key, to: value, in: &values) { [unowned self] in self.values[$0] = $1 }
+            undo.set(key, to: value, in: &values) { [unowned self] in $0(&self.values) }
         }
 
         func set(_ member: String, in contained: Bool) {
-            undo.set(member, contained: contained, in: &members) { [unowned self] member, was in
-                if was { self.members.insert(member) } else { self.members.remove(member) }
-            }
+            undo.set(member, contained: contained, in: &members) { [unowned self] in $0(&self.members) }
         }
     }
 
