@@ -17,4 +17,21 @@ import Testing
         #expect(error?.code == .invalidArgs)
         #expect(error?.message.contains(reason) == true, "\(error?.message ?? "")")
     }
+
+    /// The id keeps its text's hash: ids made apart from the same text are
+    /// one key, and ids of different text are not.
+    @Test func idsMadeApartAreOneKey() throws {
+        let made = try AppID(validating: "org.example.Weather")
+        // Text built at run time, not the literal's storage.
+        let built = try AppID(validating: ["org", "example", "Weather"].joined(separator: "."))
+        #expect(made == built)
+        #expect(made.hashValue == built.hashValue)
+        var table = [made: 1]
+        table[built, default: 0] += 1
+        #expect(table.count == 1 && table[made] == 2)
+        let other = try AppID(validating: "org.example.Weather2")
+        #expect(made != other)
+        #expect(table[other] == nil)
+        #expect(Set([made, built, other]).count == 2)
+    }
 }
