@@ -8,8 +8,17 @@ import Glibc
 /// token. The bytes are as unguessable as the kernel's; each is handed out
 /// once and overwritten with zero when taken. Loop-confined, like the daemon.
 final class RandomPool {
-    private var bytes = [UInt8](repeating: 0, count: 4096)
+    /// Reads up to `count` random bytes into the buffer: how many it read, or −errno.
+    typealias Reader = (UnsafeMutableRawPointer, Int) -> Int
+
+    private(set) var bytes = [UInt8](repeating: 0, count: 4096)
     private var next = 4096
+    private let read: Reader
+
+    /// A pool filled by `read` (the kernel's `getrandom(2)`; tests give their own).
+    init(read: @escaping Reader = { bgt_getrandom($0, $1) }) {
+        self.read = read
+    }
 
     /// Two 64-bit random words, never handed out before.
     func next128() -> (UInt64, UInt64) {
@@ -28,7 +37,7 @@ final class RandomPool {
         var filled = 0
         bytes.withUnsafeMutableBytes { buffer in
             while filled < buffer.count {
-                let got = bgt_getrandom(buffer.baseAddress! + filled, buffer.count - filled)
+                let got = read(buffer.baseAddress! + filled, buffer.count - filled)
                 if got > 0 { filled += got } else if got != -Int(EINTR) { break }
             }
         }
