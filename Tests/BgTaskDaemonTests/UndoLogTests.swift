@@ -43,6 +43,26 @@ import Testing
         #expect(owner.members == ["in", "out"])
     }
 
+    /// Several changes to one key or member in a batch, in either order,
+    /// undo to what was there before the first.
+    @Test func changesToOneKeyUndoToTheFirstState() {
+        let owner = Owner()
+        owner.values = ["k": 1]
+        owner.set("k", nil)
+        owner.set("k", 2)
+        owner.set("fresh", 3)
+        owner.set("fresh", nil)
+        owner.members = ["m"]
+        owner.set("m", in: false)
+        owner.set("m", in: true)
+        owner.set("n", in: true)
+        owner.set("n", in: false)
+        #expect(owner.values == ["k": 2] && owner.members == ["m"])
+        owner.undo.undoAll()
+        #expect(owner.values == ["k": 1])
+        #expect(owner.members == ["m"])
+    }
+
     @Test func clearedNotesUndoNothing() {
         let owner = Owner()
         owner.set("a", 1)
