@@ -189,6 +189,46 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// Two crossings in a row that cannot be stored are both undone, and the
+    /// next fix once there is room sees the crossing. Before, undoing the
+    /// first left its side change noted; the second batch's undo replayed it
+    /// after its own, and the region stayed inside with no event, for good.
+    @Test(.enabled(if: StorageFullTests.canMount, "needs root to mount a tmpfs"))
+    func crossingsThatCannotBeStoredAreSeenWhenThereIsRoom() throws {
+        let disk = try SmallDisk(size: "2m")
+        let daemon = try DaemonUnderTest(settings: ["Location.DwellSec=0"], stateDirectory: disk.path + "/state", desktopEntries: [
+            DesktopEntrySpec(id: LocationTests.app, name: "Walk", modes: ["location"], exec: "/bin/false"),
+        ])
+        let location = LocationTests()
+        let app = try location.app(daemon)
+        let admin = try RawClient(daemon)
+        try location.monitor(app, "a")
+        try location.simulate(admin, LocationTests.north(1500))
+        location.pass(app, 0.3)
+        #expect(try location.state(of: admin) == "outside")
+
+        disk.fill()
+        let inside = LocationTests.north(0)
+        for attempt in 1...2 {
+            let error = admin.errorName("Location", "SimulateLocation") {
+                try $0.append(inside.0)
+                try $0.append(inside.1)
+                try $0.append(10.0)
+            }
+            #expect(error == Self.storageFailed, "fix \(attempt) inside on a full disk")
+            location.pass(app, 0.3)
+            #expect(try location.state(of: admin) == "outside", "after fix \(attempt): the crossing is undone")
+            #expect(try location.regionEvents(app).isEmpty)
+        }
+
+        disk.makeRoom()
+        try location.simulate(admin, inside)
+        #expect(app.waitForSignals(1), "\(daemon.log.suffix(2000))")
+        #expect(try location.regionEvents(app).map(\.event) == ["enter"])
+        #expect(try location.state(of: admin) == "inside")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A transfer that cannot be stored is not started: no id, no listing, no bytes fetched.
     @Test(.enabled(if: StorageFullTests.canMount, "needs root to mount a tmpfs"))
     func aTransferThatCannotBeStoredIsNeverStarted() throws {
