@@ -28,10 +28,15 @@ struct RegionGrid<Key: Hashable & Sendable>: Sendable {
 
     mutating func insert(_ key: Key, center: GeoCoordinate, radius: Double) {
         remove(key)
-        let dLat = radius / 111_320 + Self.cellDegrees / 1000
-        let cosine = cos(center.latitude * .pi / 180)
-        guard cosine > 0.01 else { return fileWide(key) }
-        let dLon = dLat / cosine
+        // The box of the circle on the sphere the distances are measured on:
+        // its angle north and south, and asin(sin angle / cos latitude) east
+        // and west (wider than angle / cos latitude, by about 100 m at 100 km
+        // and 60°). A little more, for rounding; a circle over a pole is wide.
+        let angle = radius / GeoCoordinate.earthRadius * (1 + 1e-9) + Self.cellDegrees / 1000 * .pi / 180
+        let dLat = angle * 180 / .pi
+        let cosine = cos(center.latitude * .pi / 180), sine = sin(min(angle, .pi / 2))
+        guard cosine > 0.01, sine < cosine, abs(center.latitude) + dLat < 90 else { return fileWide(key) }
+        let dLon = asin(sine / cosine) * 180 / .pi
         let low = Self.cell(of: GeoCoordinate(latitude: center.latitude - dLat, longitude: center.longitude - dLon))
         let high = Self.cell(of: GeoCoordinate(latitude: center.latitude + dLat, longitude: center.longitude + dLon))
         let count = (high.latitude - low.latitude + 1) * (high.longitude - low.longitude + 1)
