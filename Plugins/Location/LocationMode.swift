@@ -505,11 +505,38 @@ final class LocationMode: ModePlugin {
 
     /// Stores an event, then wakes its app for it (or leaves it waiting).
     private func newEvent(_ event: LocationEvent) {
+        guard supersedeWaiting(by: event) else { return }
         setEvent(event.id, event)
         persist("store location event \(event.id)") {
             try host.put(event.json, collection: "events", key: event.id)
         }
         deliver(event.id)
+    }
+
+    /// What still waits for the app (not yet on its way) about the same
+    /// region, or its previous significant change, is out of date, so that
+    /// an app that cannot be woken for months finds at most one event a
+    /// region and one position, not thousands of wakes. A region's crossings
+    /// alternate: a new one cancels a waiting one, and both go (the app
+    /// already holds the side they lead back to; the region's record keeps
+    /// it). Returns whether the new event is still to be stored and sent.
+    private func supersedeWaiting(by event: LocationEvent) -> Bool {
+        guard !events.isEmpty else { return true }
+        let stale = events.values.filter {
+            $0.app == event.app && $0.kind == event.kind && $0.region == event.region && !inFlight.contains($0.id)
+        }
+        guard !stale.isEmpty else { return true }
+        for old in stale {
+            setEvent(old.id, nil)
+            persist("delete location event \(old.id)") { try host.delete(collection: "events", key: old.id) }
+        }
+        guard event.kind == .region, let region = event.region, stale.count % 2 == 1 else {
+            host.logWhenCommitted(.info, "\(event.app): \(stale.count) waiting location event(s) replaced by \(event.id)")
+            return true
+        }
+        persist("store region \(region) of \(event.app)") { try saveRegion(RegionMonitor.Key(app: event.app, region: region)) }
+        host.logWhenCommitted(.info, "\(event.app): \(event.crossing ?? "") region \(region) cancels the crossing still waiting")
+        return false
     }
 
     /// Wakes the event's app for it, unless it is on its way or the app may not be woken.

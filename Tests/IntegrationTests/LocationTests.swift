@@ -370,6 +370,47 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// While an app cannot be woken, crossings of a region do not pile up:
+    /// each cancels the one still waiting (the app already holds the side
+    /// they lead back to), and a significant change replaces the one before.
+    /// Before, every crossing waited, and an app away for long came back to
+    /// thousands of wakes that stalled the daemon.
+    @Test func whatWaitsForAnAppIsOneEventARegionAndOnePosition() throws {
+        let daemon = try daemon(["Location.DwellSec=0", "Location.SignificantChangeMinIntervalSec=0"])
+        var client: RawClient? = try app(daemon)
+        try monitor(client!, "office")
+        try monitor(client!, "cafe", radius: 200, at: Self.north(3000))
+        try client!.call("Location", "StartSignificantLocationChanges")
+        try simulate(client!, Self.north(1000))
+        pass(client!, 0.3)
+        let admin = try RawClient(daemon)
+        try admin.call("Manager", "SetBackgroundRefreshEnabled") {
+            try $0.append(Self.app)
+            try $0.append(false)
+        }
+        client = nil  // the app quits
+        // Into the office and out, seven crossings ending inside (one enter waits),
+        // each fix 1 km from the last (a significant change every time).
+        for step in 0..<7 { try simulate(admin, Self.north(step % 2 == 0 ? 0 : 1000)) }
+        #expect(try field(admin, "location_events_waiting")?.unwrapped == .uint64(2), "the enter and the last position")
+        // Out of the office and into the cafe, then out of the cafe: no crossing waits.
+        try simulate(admin, Self.north(3000))
+        try simulate(admin, Self.north(5000))
+        pass(admin, 0.3)
+        #expect(daemon.log.contains("cancels the crossing still waiting"), "\(daemon.log.suffix(3000))")
+        #expect(daemon.log.contains("replaced by"), "\(daemon.log.suffix(3000))")
+        #expect(try field(admin, "location_events_waiting")?.unwrapped == .uint64(1), "the last position only")
+        let back = try RawClient(daemon)
+        try back.listen(for: "RegionEvent")
+        try back.listen(for: "SignificantLocationChange")
+        try back.call("Manager", "CheckIn") { try $0.append(Self.app) }
+        #expect(back.waitForSignals(1))
+        pass(back, 0.5)
+        #expect(try regionEvents(back).isEmpty)
+        #expect(back.received.filter { $0.member == "SignificantLocationChange" }.count == 1)
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A crossing stored but not yet delivered (its app could not be
     /// launched) survives a SIGKILL of the daemon, as do the regions and the
     /// side the device is on; the app gets it when it checks in.
