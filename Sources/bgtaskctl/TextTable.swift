@@ -1,8 +1,11 @@
+import BgTaskProtocol
+
 /// A plain-text table with a header row and aligned columns, for terminals.
 ///
-/// Cells are made printable (control characters are shown escaped, so a task
-/// name cannot break the layout or send escape sequences to the terminal) and
-/// cut to the column's maximum width with "…". Columns are separated by two
+/// Cells are made printable (control characters and bidirectional overrides
+/// are shown escaped, so a task name cannot break the layout, send escape
+/// sequences to the terminal or show the rest of its row reversed) and cut
+/// to the column's maximum width with "…". Columns are separated by two
 /// spaces; lines carry no trailing blanks.
 struct TextTable {
     enum Alignment {
@@ -56,23 +59,8 @@ struct TextTable {
         return text
     }
 
-    /// `text` with control characters escaped (`\n`, `\t`, `\u{1B}` …).
-    static func printable(_ text: String) -> String {
-        var out = ""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\n": out += "\\n"
-            case "\t": out += "\\t"
-            case "\r": out += "\\r"
-            case _ where scalar.properties.generalCategory == .control
-                || scalar.properties.generalCategory == .lineSeparator
-                || scalar.properties.generalCategory == .paragraphSeparator:
-                out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
+    /// `text` with control characters and bidirectional overrides escaped (`\n`, `\u{1B}`, `\u{202E}` …).
+    static func printable(_ text: String) -> String { LogText.escaped(text) }
 
     /// `text` cut to `width` characters, the last being "…".
     static func fit(_ text: String, to width: Int?) -> String {

@@ -79,6 +79,27 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A region id is the app's text: a right-to-left override in it is shown
+    /// escaped, not obeyed (it showed "gnp.exe" as "exe.png" and reversed
+    /// the rest of its row).
+    @Test func aRegionIdCannotReorderItsRow() throws {
+        let daemon = try DaemonUnderTest(desktopEntries: [
+            DesktopEntrySpec(id: "org.example.Places", modes: ["location"], exec: "/bin/false"),
+        ])
+        let app = try RawClient(daemon)
+        try app.call("Manager", "CheckIn") { try $0.append("org.example.Places") }
+        try app.call("Location", "StartMonitoringRegion") {
+            try $0.append("\u{202E}gnp.exe\u{2066}")
+            try $0.append(48.8566)
+            try $0.append(2.3522)
+            try $0.append(200.0)
+        }
+        let table = try daemon.bgtaskctl(["location", "regions"])
+        #expect(table.succeeded && table.standardOutput.contains("\\u{202E}gnp.exe\\u{2066}"), "\(table)")
+        #expect(!table.standardOutput.unicodeScalars.contains { [0x202E, 0x2066].contains($0.value) }, "\(table)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// `location simulate` moves the device as GeoClue would, `location
     /// regions` shows the side of each region; numbers that cannot be a
     /// position are refused as usage errors before any call.

@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import Foundation
 public import Logging
 

@@ -1,15 +1,15 @@
-/// Makes text safe to put in one log line. Apps choose much of what is
+/// Makes text safe to put in one log line or table cell. Apps choose much of what is
 /// logged (region ids, URLs, session ids): a line break in it would forge a
 /// line of its own, under systemd one with the `<N>` priority it chooses, and
 /// an escape sequence would restyle the terminal, and a bidirectional override
 /// would show the rest of the line reversed (a URL read backwards). Such
 /// characters are therefore written visibly, as Swift writes them; all else
 /// is kept.
-enum LogText {
+public enum LogText {
     /// `text` with every control character escaped: C0 (tab, CR and LF
     /// included), DEL, C1, the line and paragraph separators, and the
     /// bidirectional marks, embeddings, overrides and isolates.
-    static func escaped(_ text: String) -> String {
+    public static func escaped(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: needsEscape) else { return text }
         var result = ""
         result.unicodeScalars.reserveCapacity(text.unicodeScalars.count + 8)

@@ -1,4 +1,4 @@
-@testable import BgTaskDaemon
+import BgTaskProtocol
 import Testing
 
 /// What an app puts into a log line stays in that line and cannot style it.
