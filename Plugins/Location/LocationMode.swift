@@ -66,6 +66,9 @@ final class LocationMode: ModePlugin {
     private var monitor: RegionMonitor
     /// Apps that asked for significant changes, with what was last reported to each.
     private var significant: [String: SignificantChangeFilter] = [:]
+    /// Apps with regions or significant changes stored that no desktop entry
+    /// declaring the mode claims: not followed (see ``followDeclaredApps()``).
+    private var setAside: Set<String> = []
     /// Events not yet completed, by id.
     private var events: [String: LocationEvent] = [:]
     /// Tokens of events on their way: token → event id.
@@ -126,6 +129,7 @@ final class LocationMode: ModePlugin {
             .signal(S.significantLocationChange.rawValue, [("token", "s"), ("latitude", "d"), ("longitude", "d"), ("accuracy_m", "d")]),
         ]))
         try load()
+        followDeclaredApps()
         updateSource()
         armTimer()
     }
@@ -147,29 +151,8 @@ final class LocationMode: ModePlugin {
             events[event.id] = event
             lastSequence = max(lastSequence, event.sequence)
         }
-        let regionEvents = Dictionary(grouping: events.values.filter { $0.kind == .region }) {
-            RegionMonitor.Key(app: $0.app, region: $0.region ?? "")
-        }
-        var unsequenced: [RegionMonitor.Key] = []
-        for (key, data) in try host.records(collection: "regions") {
-            guard let slash = key.firstIndex(of: "/") else { continue }
-            let app = String(key[..<slash]), id = String(key[key.index(after: slash)...])
-            do {
-                let stored = try decoder.decode(StoredRegion.self, from: Data(data))
-                let side = stored.sideAfter(regionEvents[RegionMonitor.Key(app: app, region: id)] ?? [])
-                monitor.add(try stored.region(id: id, minimumRadius: minRadius), for: app, side: side)
-                // Events continue after every record, those with no event pending included.
-                lastSequence = max(lastSequence, stored.sequence ?? 0)
-                if stored.sequence == nil { unsequenced.append(RegionMonitor.Key(app: app, region: id)) }
-            } catch {
-                host.log(.warning, "ignoring the unreadable region \(key): \(error)")
-            }
-        }
-        for (app, data) in try host.records(collection: "significant") {
-            var filter = SignificantChangeFilter(minimumDistance: significantDistance, minimumInterval: significantInterval)
-            if let last = try? decoder.decode(StoredFix.self, from: Data(data)).fix { filter.restore(last) }
-            significant[app] = filter
-        }
+        let unsequenced = try loadRegions { _ in true }
+        try loadSignificant { _ in true }
         for (app, data) in try host.records(collection: "apps") {
             counters[app] = (try? decoder.decode(LocationAppCounters.self, from: Data(data))) ?? LocationAppCounters()
         }
@@ -192,6 +175,73 @@ final class LocationMode: ModePlugin {
     }
 
     private static func regionKey(_ app: String, _ id: String) -> String { "\(app)/\(id)" }
+
+    /// Monitors the stored regions of the apps `including` takes, each on
+    /// the side its record or a later event of it gives; returns those whose
+    /// record has no sequence yet (from before events carried sides).
+    private func loadRegions(of including: (String) -> Bool) throws -> [RegionMonitor.Key] {
+        let decoder = JSONDecoder()
+        let regionEvents = Dictionary(grouping: events.values.filter { $0.kind == .region && including($0.app) }) {
+            RegionMonitor.Key(app: $0.app, region: $0.region ?? "")
+        }
+        var unsequenced: [RegionMonitor.Key] = []
+        for (key, data) in try host.records(collection: "regions") {
+            guard let slash = key.firstIndex(of: "/") else { continue }
+            let app = String(key[..<slash]), id = String(key[key.index(after: slash)...])
+            guard including(app) else { continue }
+            do {
+                let stored = try decoder.decode(StoredRegion.self, from: Data(data))
+                let side = stored.sideAfter(regionEvents[RegionMonitor.Key(app: app, region: id)] ?? [])
+                monitor.add(try stored.region(id: id, minimumRadius: minRadius), for: app, side: side)
+                // Events continue after every record, those with no event pending included.
+                lastSequence = max(lastSequence, stored.sequence ?? 0)
+                if stored.sequence == nil { unsequenced.append(RegionMonitor.Key(app: app, region: id)) }
+            } catch {
+                host.log(.warning, "ignoring the unreadable region \(key): \(error)")
+            }
+        }
+        return unsequenced
+    }
+
+    /// Follows significant changes again for the stored apps `including` takes.
+    private func loadSignificant(of including: (String) -> Bool) throws {
+        let decoder = JSONDecoder()
+        for (app, data) in try host.records(collection: "significant") where including(app) {
+            var filter = SignificantChangeFilter(minimumDistance: significantDistance, minimumInterval: significantInterval)
+            if let last = try? decoder.decode(StoredFix.self, from: Data(data)).fix { filter.restore(last) }
+            significant[app] = filter
+        }
+    }
+
+    /// Whether the app has a desktop entry declaring the location mode.
+    private func declaresLocation(_ app: String) -> Bool { appInfo(app)?.modes.contains(Self.name) == true }
+
+    /// An app whose desktop entry is gone or no longer declares the mode (it
+    /// was uninstalled) is not followed: its regions and significant changes
+    /// stay stored but are set aside, so GeoClue is not kept on for it and no
+    /// event is made for it, and they are followed again if it declares the
+    /// mode again. Apps set aside come back the same way.
+    private func followDeclaredApps() {
+        let followed = Set(monitor.apps).union(significant.keys)
+        for app in followed.sorted() where !declaresLocation(app) {
+            let regions = monitor.count(of: app)
+            monitor.removeAll(for: app)
+            significant[app] = nil
+            setAside.insert(app)
+            host.log(.notice, "\(app) no longer declares the location mode: its \(regions) regions and significant changes are set aside until it does")
+        }
+        for app in setAside.sorted() where declaresLocation(app) {
+            setAside.remove(app)
+            do {
+                _ = try loadRegions { $0 == app }
+                try loadSignificant { $0 == app }
+                host.log(.notice, "\(app) declares the location mode again: following its \(monitor.count(of: app)) regions")
+            } catch {
+                setAside.insert(app)
+                host.log(.warning, "cannot read the regions of \(app) again: \(error); they stay set aside")
+            }
+        }
+    }
 
     private func saveRegion(_ key: RegionMonitor.Key) throws {
         guard let region = monitor.region(key) else { return }
@@ -600,6 +650,10 @@ final class LocationMode: ModePlugin {
             }
         case .refreshChanged, .appsChanged:
             appInfos.clear()
+            if case .appsChanged = event {
+                followDeclaredApps()
+                updateSource()
+            }
             // Apps allowed again get what waited for them.
             for app in Set(events.values.map(\.app)).sorted() { deliverWaiting(app) }
         case .tokenCompleted, .appStateChanged, .appGone, .sleepChanged:

@@ -411,6 +411,43 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An app whose desktop entry goes (it was uninstalled) is not followed:
+    /// no event is made for it and GeoClue is not kept on for it, while its
+    /// regions stay stored; when an entry declaring the mode comes back, they
+    /// are followed again, on the side stored. Before, its regions went on
+    /// making events for whichever app took the id next.
+    @Test func anAppWhoseEntryGoesIsNotFollowedUntilItComesBack() throws {
+        let daemon = try daemon(["Location.DwellSec=0"])
+        let client = try app(daemon)
+        try monitor(client, "home")
+        try client.call("Location", "StartSignificantLocationChanges")
+        try simulate(client, Self.north(1000))
+        pass(client, 0.3)
+        let before = client.received.count
+        let admin = try RawClient(daemon)
+        try FileManager.default.removeItem(atPath: daemon.applicationsDirectory + "/\(Self.app).desktop")
+        // The registry notices on its own; a fix after that makes nothing for the app.
+        #expect(daemon.waitForLog(containing: "\(Self.app) no longer declares the location mode"), "\(daemon.log.suffix(2000))")
+        let listed = try admin.call("Location", "ListRegions") { try $0.append(Self.app) }
+        guard case .array(_, let regions) = try listed.readValue() else { return #expect(Bool(false)) }
+        #expect(regions.isEmpty, "set aside: \(regions)")
+        try simulate(admin, Self.north(0))
+        pass(client, 0.5)
+        #expect(client.received.count == before, "no event for an app with no entry")
+        #expect(!daemon.log.contains("\(Self.app): enter region home"))
+
+        try daemon.installDesktopEntry(DesktopEntrySpec(id: Self.app, name: "Walk", modes: ["location"], exec: "/bin/false"))
+        #expect(daemon.waitForLog(containing: "\(Self.app) declares the location mode again"), "\(daemon.log.suffix(2000))")
+        #expect(try state(of: admin) == "outside", "the side stored")
+        try simulate(admin, Self.north(0))
+        #expect(client.waitForSignals(before + 1))
+        #expect(daemon.waitForLog(containing: "\(Self.app): enter region home"))
+        pass(client, 0.3)
+        #expect(try regionEvents(client).last?.event == "enter" && regionEvents(client).last?.region == "home")
+        #expect(try state(of: admin) == "inside")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A crossing stored but not yet delivered (its app could not be
     /// launched) survives a SIGKILL of the daemon, as do the regions and the
     /// side the device is on; the app gets it when it checks in.
