@@ -82,6 +82,14 @@ import Testing
         return state
     }
 
+    /// Turns the app's Background App Refresh off: its events wait.
+    func refreshOff(_ admin: RawClient) throws {
+        try admin.call("Manager", "SetBackgroundRefreshEnabled") {
+            try $0.append(Self.app)
+            try $0.append(false)
+        }
+    }
+
     func field(_ client: RawClient, _ key: String) throws -> BusValue? {
         try client.applications().first { $0["app_id"] == .string(Self.app) }?[key]
     }
@@ -351,10 +359,7 @@ import Testing
         try simulate(client!, Self.north(1000))
         pass(client!, 1.3)
         let admin = try RawClient(daemon)
-        try admin.call("Manager", "SetBackgroundRefreshEnabled") {
-            try $0.append(Self.app)
-            try $0.append(false)
-        }
+        try refreshOff(admin)
         client = nil  // the app quits
         try simulate(admin, Self.north(0))
         #expect(daemon.waitForLog(containing: "waits: Background App Refresh is denied"))
@@ -384,10 +389,7 @@ import Testing
         try simulate(client!, Self.north(1000))
         pass(client!, 0.3)
         let admin = try RawClient(daemon)
-        try admin.call("Manager", "SetBackgroundRefreshEnabled") {
-            try $0.append(Self.app)
-            try $0.append(false)
-        }
+        try refreshOff(admin)
         client = nil  // the app quits
         // Into the office and out, seven crossings ending inside (one enter waits),
         // each fix 1 km from the last (a significant change every time).
