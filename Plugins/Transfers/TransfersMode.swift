@@ -305,10 +305,14 @@ final class TransfersMode: ModePlugin {
         guard scheme == "http" || scheme == "https" else { return "only http and https URLs are transferred, not \(scheme.prefix(20))" }
         guard let hostName = components.host, !hostName.isEmpty else { return "'\(TransferURL.redacted(url).prefix(200))' names no host" }
         // The HTTP client traps on a port that does not fit 16 bits: refused here, never handed on.
-        if let range = components.rangeOfPort, !range.isEmpty {
-            let port = url[range]
+        // The range is in the components' own (escaped) string: a user name or
+        // password with an escaped character makes it longer than `url`.
+        if let range = components.rangeOfPort, !range.isEmpty, let escaped = components.string {
+            let port = escaped[range]
             guard let number = Int(port), (1...65535).contains(number) else { return "port \(port.prefix(40)) is not between 1 and 65535" }
         }
+        // And as the HTTP client itself reads the URL, whatever the above made of it.
+        if let port = URL(string: url)?.port, !(1...65535).contains(port) { return "port \(port) is not between 1 and 65535" }
         return nil
     }
 

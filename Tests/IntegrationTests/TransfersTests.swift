@@ -181,7 +181,10 @@ import Testing
         #expect(startError(client, url: "file:///etc/passwd", path: cache(daemon) + "/x.bin") == invalid)
         #expect(startError(client, url: "not a url", path: cache(daemon) + "/x.bin") == invalid)
         // Ports that do not fit 16 bits: the HTTP client trapped on them, and the stored transfer crashed every restart.
-        for bad in ["http://127.0.0.1:99999/", "http://[::1]:65536/x", "http://127.0.0.1:0/x", "http://127.0.0.1:99999999999999999999999/"] {
+        // A user name or password holding a character URLComponents escapes moved
+        // the port's range: the first crashed the daemon, the second let 99999 through.
+        for bad in ["http://127.0.0.1:99999/", "http://[::1]:65536/x", "http://127.0.0.1:0/x", "http://127.0.0.1:99999999999999999999999/",
+                    "http://u:p\\\\s@127.0.0.1:99999/12345678", "http://u:p@ss:w@127.0.0.1:70000"] {
             #expect(startError(client, "StartDownload", url: bad, path: cache(daemon) + "/x.bin") == invalid, "\(bad)")
             #expect(startError(client, "StartUpload", url: bad, path: cache(daemon) + "/x.bin") == invalid, "\(bad)")
         }
@@ -202,6 +205,9 @@ import Testing
         let id = try start(client, url: url, path: cache(daemon) + "/x.bin", options: ["resource_timeout_s": .double(1e300)])
         let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
         #expect(done.result == "success")
+        // A good port after a password with an escaped character is taken.
+        let escaped = try start(client, url: url.replacingOccurrences(of: "http://", with: "http://u:p@ss:w@"), path: cache(daemon) + "/y.bin")
+        #expect(try waitForFinished(client, escaped)?.result == "success", "\(daemon.log.suffix(2000))")
     }
 
     @Test func a503AndADroppedConnectionAreRetriedAndTheDownloadResumes() throws {
