@@ -63,6 +63,11 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
                 // Bytes of elsewhere, or of another file: the next attempt asks for the whole file.
                 return startAgain(status, "\(problem): starting again from zero")
             }
+            // A server that ignores If-Range answers with the file it has now:
+            // another validator means other bytes, which must not follow ours.
+            if have > 0, let now = HTTPTransferRunner.validator(of: head.headers), now != job.validator {
+                return startAgain(status, "the server's file changed (\(now.prefix(80)) after \(job.validator?.prefix(80) ?? "none")): starting again from zero")
+            }
             expected = range.end + 1
             completes = range.reachesEnd
             total = range.total ?? job.total

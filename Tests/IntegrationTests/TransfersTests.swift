@@ -293,6 +293,23 @@ import Testing
         #expect(daemon.log.contains("starting again from zero"), "\(daemon.log)")
     }
 
+    /// A server that ignores If-Range and answers the resumed range from a
+    /// file that changed (another ETag): those bytes would have been spliced
+    /// after the old ones and the whole reported a success. The download
+    /// starts again from zero instead.
+    @Test func aRangeFromAChangedFileStartsAgainFromZero() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let path = "/blob/100000?drop=1000&newetag=v2"
+        let id = try start(client, url: server.url(path), path: cache(daemon) + "/changed.bin")
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "success" && done.info["restarted"] == .bool(true), "\(done.info)")
+        #expect(try server.ranges(of: path) == [nil, "bytes=1000-", nil])
+        #expect(daemon.log.contains("the server's file changed"), "\(daemon.log.suffix(2000))")
+        #expect(TransferServer.isBlob(cache(daemon) + "/changed.bin", size: 100_000))
+    }
+
     @Test func anErrorStatusFailsTheTransferAndLeavesNoPartialFile() throws {
         let server = try TransferServer()
         let daemon = try daemon()

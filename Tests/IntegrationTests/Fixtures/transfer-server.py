@@ -19,6 +19,9 @@ GET|HEAD /blob/<size>[?query]
     Range ignored (200, full body). Query parameters, combinable:
       norange=1  ignore Range and If-Range, no Accept-Ranges header
       etag=X     the ETag is "X" instead (simulates the content changing)
+      newetag=X  a Range is answered (206) whatever If-Range says, with ETag
+                 "X": a file that changed between attempts, on a server that
+                 ignores If-Range
       fail=K     the first K requests for this URL (path and query, any method)
                  answer 503 with Retry-After: 1 (or retry_after=S seconds) and a short body
       drop=N     the first GET for this URL that sends a body (after any fail=
@@ -360,7 +363,10 @@ class Handler(BaseHTTPRequestHandler):
         if not norange:
             headers.append(('Accept-Ranges', 'bytes'))
             range_value = self.headers.get('Range')
-            if range_value is not None and self.if_range_matches(etag):
+            newetag = query.get('newetag')
+            if range_value is not None and newetag is not None:
+                headers = [('ETag', '"%s"' % newetag), ('Last-Modified', LAST_MODIFIED), ('Accept-Ranges', 'bytes')]
+            if range_value is not None and (newetag is not None or self.if_range_matches(etag)):
                 span = parse_range(range_value, size)
                 if span == UNSATISFIABLE:
                     return self.reply(416, 'range not satisfiable\n',
