@@ -94,8 +94,7 @@ final class HTTPTransferRunner: Sendable {
         let have = job.validator == nil ? 0 : UInt64(info.st_size)
         if have == 0, info.st_size > 0 { _ = ftruncate(fd, 0) }
 
-        var headers = HTTPHeaders()
-        for (name, value) in job.headers { headers.add(name: name, value: value) }
+        var headers = Self.headers(of: job)
         if have > 0, let validator = job.validator {
             headers.replaceOrAdd(name: "Range", value: "bytes=\(have)-")
             headers.replaceOrAdd(name: "If-Range", value: validator)
@@ -121,6 +120,18 @@ final class HTTPTransferRunner: Sendable {
             if let verdict = delegate.verdict { return verdict }
             return Task.isCancelled ? .cancelled : .network("the connection broke after \(delegate.bytesDone) bytes: \(error)")
         }
+    }
+
+    /// The app's headers, and the credentials of the URL's userinfo unless
+    /// the app gave an `Authorization` of its own. (Like the app's headers,
+    /// the client drops it on a redirect to another host.)
+    static func headers(of job: TransferJob) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        for (name, value) in job.headers { headers.add(name: name, value: value) }
+        if !headers.contains(name: "Authorization"), let credentials = TransferURL.basicAuthorization(of: job.url) {
+            headers.add(name: "Authorization", value: credentials)
+        }
+        return headers
     }
 
     /// A strong ETag, else Last-Modified: what If-Range may send back.
@@ -161,7 +172,7 @@ final class HTTPTransferRunner: Sendable {
         let size = UInt64(info.st_size)
         var request = HTTPClientRequest(url: job.url)
         request.method = HTTPMethod(rawValue: job.method)
-        for (name, value) in job.headers { request.headers.add(name: name, value: value) }
+        request.headers = Self.headers(of: job)
         let chunks = FileChunks(fd: fd, size: size, chunk: uploadChunk) { sent in report(.progress(id: job.id, done: sent, total: size)) }
         request.body = .stream(chunks, length: .known(Int64(size)))
         report(.started(id: job.id, status: 0, validator: nil, done: 0, total: size, resumed: false, restarted: false))

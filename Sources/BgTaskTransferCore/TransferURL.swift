@@ -1,3 +1,5 @@
+import Foundation
+
 /// How a transfer's URL is shown in logs and in what the daemon tells of a
 /// transfer: without the password its userinfo may carry
 /// (`https://user:secret@host/`). The URL requested stays as the app gave it.
@@ -24,5 +26,13 @@ public enum TransferURL {
         shown.append(contentsOf: mask.unicodeScalars)
         shown.append(contentsOf: text[at...])
         return String(shown)
+    }
+
+    /// The `Authorization` a URL's userinfo asks for (`Basic` with the user
+    /// and password, percent-decoded), or nil when it has none: the HTTP
+    /// client sends no credentials of a URL by itself.
+    public static func basicAuthorization(of url: String) -> String? {
+        guard let components = URLComponents(string: url), let user = components.user else { return nil }
+        return "Basic " + Data("\(user):\(components.password ?? "")".utf8).base64EncodedString()
     }
 }

@@ -332,6 +332,10 @@ import Testing
         let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
         #expect(done.result == "success", "\(done.info)")
         #expect(TransferServer.isBlob(cache(daemon) + "/private.bin", size: 1 << 10))
+        // It reaches the server as Basic credentials (the HTTP client sends none of a URL's by itself).
+        let perPath = try server.json("/stats")["per_path"] as? [String: Any]
+        let authorizations = (perPath?["/blob/1K"] as? [String: Any])?["authorizations"] as? [Any]
+        #expect(authorizations?.first as? String == "Basic " + Data("user:secretpw".utf8).base64EncodedString(), "\(String(describing: authorizations))")
         let shown = server.url("/blob/1K").replacingOccurrences(of: "http://", with: "http://user:***@")
         #expect(done.info["url"] == .string(shown))
         #expect(try list(client).first?["url"] == .string(shown))

@@ -54,7 +54,8 @@ GET /uploads/<name>
 GET /stats
     {"requests": n, "bytes_sent": b, "bytes_received": r, "per_path":
      {"<path?query>": {"requests": n, "bytes_sent": b, "bytes_received": r,
-                       "ranges": [Range header of each request, or null]}}}
+                       "ranges": [Range header of each request, or null],
+                       "authorizations": [Authorization header of each, or null]}}}
     bytes_sent counts blob content bytes the kernel accepted (exact for
     dropped and aborted transfers too); short status/error/JSON bodies are not
     counted. bytes_received counts upload body bytes. /stats and /stats/reset
@@ -109,15 +110,17 @@ class State:
         self.done_once = set()
         self.uploads = {}
 
-    def record(self, url, range_value):
+    def record(self, url, range_value, authorization=None):
         """Counts a request; returns its ordinal for this URL (1 for the first)."""
         with self.lock:
             self.requests += 1
             entry = self.per_path.get(url)
             if entry is None:
-                entry = self.per_path[url] = {'requests': 0, 'bytes_sent': 0, 'bytes_received': 0, 'ranges': []}
+                entry = self.per_path[url] = {'requests': 0, 'bytes_sent': 0, 'bytes_received': 0, 'ranges': [],
+                                              'authorizations': []}
             entry['requests'] += 1
             entry['ranges'].append(range_value)
+            entry['authorizations'].append(authorization)
             return entry['requests']
 
     def take_once(self, url, name):
@@ -140,7 +143,7 @@ class State:
     def snapshot(self):
         with self.lock:
             return {'requests': self.requests, 'bytes_sent': self.bytes_sent, 'bytes_received': self.bytes_received,
-                    'per_path': {url: dict(entry, ranges=list(entry['ranges']))
+                    'per_path': {url: dict(entry, ranges=list(entry['ranges']), authorizations=list(entry['authorizations']))
                                  for url, entry in self.per_path.items()}}
 
 
@@ -320,7 +323,7 @@ class Handler(BaseHTTPRequestHandler):
                 with STATE.lock:
                     STATE.reset()
                 return self.reply_json(200, {'reset': True})
-            ordinal = STATE.record(self.path, self.headers.get('Range'))
+            ordinal = STATE.record(self.path, self.headers.get('Range'), self.headers.get('Authorization'))
             if path.startswith('/upload/') and method in ('PUT', 'POST'):
                 return self.upload(unquote(path[len('/upload/'):]), query, ordinal)
             self.discard_body()
