@@ -33,7 +33,7 @@ public struct PushInbox: Sendable, Equatable {
         public var offences = 0
     }
 
-    /// Held pushes an app may have before the oldest silent ones are dropped.
+    /// Held pushes an app may have before the oldest silent ones (then the oldest alerts) are dropped.
     public static let limit = 1000
 
     public private(set) var pushes: [PushRecord] = []
@@ -90,7 +90,10 @@ public struct PushInbox: Sendable, Equatable {
         push.state = admission == .deliverNow ? .due : .held
         pushes.append(push)
         var held = heldCount
-        while held > Self.limit, let oldest = pushes.firstIndex(where: { $0.state == .held && !$0.hasAlert }) {
+        // Silent ones first; an alert (shown when it came) only when no silent one is left,
+        // so that a sender of alerts alone cannot fill the disk either.
+        while held > Self.limit,
+              let oldest = pushes.firstIndex(where: { $0.state == .held && !$0.hasAlert }) ?? pushes.firstIndex(where: { $0.state == .held }) {
             removed.append((pushes.remove(at: oldest), "the app had more than \(Self.limit) pushes waiting"))
             counts.overflowed += 1
             held -= 1

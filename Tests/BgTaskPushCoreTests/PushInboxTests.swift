@@ -153,4 +153,17 @@ import Testing
         #expect(!inbox.pushes.contains { $0.id == "s0" })
         #expect(inbox.counts.overflowed == 1)
     }
+
+    /// Alerts alone have a bound too: over the limit the oldest goes. A
+    /// sender of alerts (a UnifiedPush server) filled the disk with them.
+    @Test mutating func overflowOfAlertsAloneDropsTheOldestAlert() {
+        var inbox = PushInbox(bucket: TokenBucket(capacity: 0, now: now))
+        for i in 0...PushInbox.limit {
+            var alert = push("a\(i)", alert: true)
+            _ = inbox.admit(&alert, canWake: false, now: now)
+        }
+        #expect(inbox.heldCount == PushInbox.limit)
+        #expect(inbox.pushes.first?.id == "a1" && inbox.pushes.last?.id == "a\(PushInbox.limit)")
+        #expect(inbox.counts.overflowed == 1)
+    }
 }
