@@ -118,6 +118,7 @@ final class HTTPTransferRunner: Sendable {
         } catch {
             // The delegate's own verdict (a write that failed) says more than the cancellation it caused.
             if let verdict = delegate.verdict { return verdict }
+            if let fatal = Self.fatalRedirect(error) { return fatal }
             return Task.isCancelled ? .cancelled : .network("the connection broke after \(delegate.bytesDone) bytes: \(error)")
         }
     }
@@ -132,6 +133,17 @@ final class HTTPTransferRunner: Sendable {
             headers.add(name: "Authorization", value: credentials)
         }
         return headers
+    }
+
+    /// Redirects that go round or on for ever fail the transfer: trying again
+    /// later would only go round again (for up to its resource timeout).
+    static func fatalRedirect(_ error: any Error) -> TransferOutcome? {
+        guard let error = error as? HTTPClientError else { return nil }
+        switch error {
+        case .redirectCycleDetected: return .fatal("the server's redirects go round in a cycle")
+        case .redirectLimitReached: return .fatal("the server redirects more than 10 times")
+        default: return nil
+        }
     }
 
     /// A strong ETag, else Last-Modified: what If-Range may send back.
@@ -186,6 +198,7 @@ final class HTTPTransferRunner: Sendable {
             }
             return .success(status: status, bytes: size)
         } catch {
+            if let fatal = Self.fatalRedirect(error) { return fatal }
             return Task.isCancelled ? .cancelled : .network("\(error)")
         }
     }

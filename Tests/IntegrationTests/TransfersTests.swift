@@ -310,6 +310,19 @@ import Testing
         #expect(TransferServer.isBlob(cache(daemon) + "/changed.bin", size: 100_000))
     }
 
+    /// A redirect loop fails the transfer at once: it was retried, going
+    /// round again, until its resource timeout (7 days by default).
+    @Test func aRedirectLoopFailsTheTransfer() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let id = try start(client, url: server.url("/redirect"), path: cache(daemon) + "/loop.bin")
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "failed", "\(done.info)")
+        #expect((done.info["error"].map { "\($0)" } ?? "").contains("cycle"), "\(done.info)")
+        #expect(partialFiles(in: cache(daemon)).isEmpty)
+    }
+
     @Test func anErrorStatusFailsTheTransferAndLeavesNoPartialFile() throws {
         let server = try TransferServer()
         let daemon = try daemon()

@@ -48,6 +48,9 @@ PUT|POST /upload/<name>[?fail=K&status=C]
     (the body is then discarded, or the connection closed if the client is
     still waiting for 100 Continue).
 
+GET /redirect[?to=URL]
+    302 to URL (by default to itself: a redirect loop).
+
 GET /uploads/<name>
     The last upload of <name> as that same JSON, or 404.
 
@@ -329,6 +332,8 @@ class Handler(BaseHTTPRequestHandler):
             self.discard_body()
             if path.startswith('/blob/') and method in ('GET', 'HEAD'):
                 return self.blob(path[len('/blob/'):], query, ordinal)
+            if path == '/redirect' and method in ('GET', 'HEAD'):
+                return self.reply(302, 'see elsewhere\n', headers=[('Location', query.get('to', '/redirect'))])
             if path.startswith('/uploads/') and method in ('GET', 'HEAD'):
                 with STATE.lock:
                     info = STATE.uploads.get(unquote(path[len('/uploads/'):]))
