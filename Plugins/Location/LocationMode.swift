@@ -277,11 +277,6 @@ final class LocationMode: ModePlugin {
     /// The batch's writes were rolled back (a full disk): what it changed in memory goes too.
     func rollBack() {
         undo.undoAll()
-        // Undoing puts sides back through the monitor, which notes each as a
-        // change: back to what is stored, nothing to write or to undo. Left
-        // there, the next batch would note them again, and its own undo
-        // would replay them after its crossings' (a crossing lost for good).
-        _ = monitor.drainSideChanges()
         armedAt = nil
         armTimer()
         updateSource()

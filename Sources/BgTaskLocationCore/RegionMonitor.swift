@@ -88,12 +88,13 @@ public struct RegionMonitor: Sendable {
     }
 
     /// Puts a region's side back to `side` with nothing pending (a crossing
-    /// whose event could not be stored is undone, to be seen again).
+    /// whose event could not be stored is undone, to be seen again). An
+    /// undo: the side is what is stored already, so it is not noted as a
+    /// change (noted, a later batch wrote it again and undid it wrongly).
     public mutating func reset(_ key: Key, to side: RegionBoundary.Side?) {
         guard let number = slotOf[key], var slot = slots[number] else { return }
-        let before = slot.boundary.side
         slot.boundary = RegionBoundary(side: side)
-        store(slot, at: number, before: before)
+        store(slot, at: number, before: side)
     }
 
     /// Every monitored region, by app and id, with the side that counts.

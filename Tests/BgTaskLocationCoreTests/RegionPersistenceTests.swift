@@ -53,8 +53,11 @@ struct RegionPersistenceTests {
         var monitor = RegionMonitor(dwell: 0)
         monitor.add(try Self.region(), for: Self.key.app, side: .outside)
         #expect(monitor.update(with: Self.fix(north: 0, at: 0)).count == 1)
+        #expect(monitor.drainSideChanges().map(\.side) == [.inside])
         monitor.reset(Self.key, to: .outside)
         #expect(monitor.boundary(Self.key)?.side == .outside)
+        // An undo is not a change to store: noted, the next batch took it as one.
+        #expect(monitor.drainSideChanges().isEmpty)
         #expect(monitor.update(with: Self.fix(north: 0, at: 1)).map(\.event) == [.enter])
     }
 
