@@ -37,6 +37,6 @@ struct RefreshStatusCommand: ClientCommand {
         case .restricted: "held back while the system saves power (power saver, or a low battery)"
         case nil: "unknown to this bgtaskctl"
         }
-        print("Background App Refresh: \(TextTable.printable(status)) (\(meaning))")
+        print("Background App Refresh: \(LogText.escaped(status)) (\(meaning))")
     }
 }

@@ -100,7 +100,7 @@ struct StatusCommand: ClientCommand {
         let width = lines.map(\.0.count).max()! + 1
         for (label, value) in lines {
             let head = label.isEmpty ? "" : label + ":"
-            print("  " + head + String(repeating: " ", count: width - head.count) + " " + TextTable.printable(value))
+            print("  " + head + String(repeating: " ", count: width - head.count) + " " + LogText.escaped(value))
         }
     }
 

@@ -35,7 +35,7 @@ struct TextTable {
     /// Adds a row; it must have one cell per column.
     mutating func append(_ cells: [String]) {
         precondition(cells.count == columns.count, "a row needs \(columns.count) cells")
-        rows.append(zip(cells, columns).map { cell, column in Self.fit(Self.printable(cell), to: column.maxWidth) })
+        rows.append(zip(cells, columns).map { cell, column in Self.fit(LogText.escaped(cell), to: column.maxWidth) })
     }
 
     /// The table as lines joined by newlines, with a final newline.
@@ -58,9 +58,6 @@ struct TextTable {
         }
         return text
     }
-
-    /// `text` with control characters and bidirectional overrides escaped (`\n`, `\u{1B}`, `\u{202E}` …).
-    static func printable(_ text: String) -> String { LogText.escaped(text) }
 
     /// `text` cut to `width` characters, the last being "…".
     static func fit(_ text: String, to width: Int?) -> String {
