@@ -63,6 +63,8 @@ final class TransfersMode: ModePlugin {
     /// then, so two attempts never write one partial file.
     private var draining: [String: UInt64] = [:]
     private var lastAttempt: UInt64 = 0
+    /// Per app, the attempt that last started one of its transfers: who was served longest ago (``fairTurns(_:slots:)``).
+    private var lastServed: [String: UInt64] = [:]
     /// Downloads cancelled while their attempt ran: their partial files go once it has stopped writing.
     private var discarded: [String: TransferRecord] = [:]
     /// Whether the host runs work posted from other threads (ABI 1.7): without it no report would come back.
@@ -478,7 +480,7 @@ final class TransfersMode: ModePlugin {
             let current = conditions?.current ?? TransferConditions()
             let ready = Self.oldestFirst(transfers.values.lazy
                 .filter { $0.state == .waiting && $0.notBefore <= now && self.draining[$0.id] == nil && current.blocker(for: $0.options) == nil })
-            for record in ready.prefix(maxConcurrent - running.count) {
+            for record in fairTurns(ready, slots: maxConcurrent - running.count) {
                 // A transfer stored by a build that let a bad URL through fails instead of reaching the HTTP client.
                 if let problem = Self.problem(withURL: record.url) {
                     finish(record, result: .failed, error: problem)
@@ -488,6 +490,35 @@ final class TransfersMode: ModePlugin {
             }
         }
         armTimer()
+    }
+
+    /// Which of `ready` (oldest first) take the `slots` free: a free slot goes
+    /// to the app with the fewest transfers running, between equals to the
+    /// one served longest ago, and within an app to its oldest. So one app's
+    /// long queue does not hold back another app's one download: that one
+    /// starts at the next free slot.
+    private func fairTurns(_ ready: [TransferRecord], slots: Int) -> [TransferRecord] {
+        guard slots > 0, !ready.isEmpty else { return [] }
+        var queues: [String: ArraySlice<TransferRecord>] = [:]
+        for record in ready { queues[record.app, default: []].append(record) }
+        var runningPerApp: [String: Int] = [:]
+        for id in running.keys { if let app = transfers[id]?.app { runningPerApp[app, default: 0] += 1 } }
+        var served = lastServed
+        var turns: [TransferRecord] = []
+        while turns.count < slots {
+            let next = queues.filter { !$0.value.isEmpty }.min { a, b in
+                let (ra, rb) = (runningPerApp[a.key] ?? 0, runningPerApp[b.key] ?? 0)
+                if ra != rb { return ra < rb }
+                let (sa, sb) = (served[a.key] ?? 0, served[b.key] ?? 0)
+                return sa != sb ? sa < sb : a.key < b.key
+            }
+            guard let (app, queue) = next, let record = queue.first else { break }
+            turns.append(record)
+            queues[app] = queue.dropFirst()
+            runningPerApp[app, default: 0] += 1
+            served[app] = lastAttempt + UInt64(turns.count)
+        }
+        return turns
     }
 
     /// The next moment something waits for: a retry, or a timeout.
@@ -515,6 +546,7 @@ final class TransfersMode: ModePlugin {
         setRecord(record.id, record)
         lastAttempt += 1
         let attempt = lastAttempt
+        lastServed[record.app] = attempt
         running[record.id] = attempt
         let gate = self.gate
         let poster = host.poster

@@ -13,6 +13,8 @@ import Testing
 @Suite struct TransfersTests {
     static let app = "org.example.Dl"
     static let interface = "Transfers"
+    /// A second app with transfers of its own.
+    static let otherApp = "org.example.Dl2"
 
     func daemon(
         settings: [String] = [], environment: [String: String] = [:], exec: String = "/bin/false"
@@ -20,13 +22,15 @@ import Testing
         let daemon = try DaemonUnderTest(settings: settings, desktopEntries: [
             DesktopEntrySpec(id: Self.app, name: "Dl", modes: ["transfer"], exec: exec),
             DesktopEntrySpec(id: "org.example.Plain", modes: ["fetch"], exec: "/bin/false"),
+            DesktopEntrySpec(id: Self.otherApp, name: "Dl2", modes: ["transfer"], exec: "/bin/false"),
         ], environment: environment)
         try FileManager.default.createDirectory(atPath: cache(daemon), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: cache(daemon, of: Self.otherApp), withIntermediateDirectories: true)
         return daemon
     }
 
     /// The app's cache directory: a place its downloads may land.
-    func cache(_ daemon: DaemonUnderTest) -> String { daemon.home + "/.cache/" + Self.app }
+    func cache(_ daemon: DaemonUnderTest, of app: String = TransfersTests.app) -> String { daemon.home + "/.cache/" + app }
 
     /// A checked-in connection of the app, listening for the mode's signals.
     func app(_ daemon: DaemonUnderTest, id: String = TransfersTests.app) throws -> RawClient {
@@ -617,6 +621,24 @@ import Testing
         #expect(partialFiles(in: cache(daemon)).isEmpty)
         let listed = try list(client)
         #expect(listed.first?["result"] == .string("timedOut"), "\(listed)")
+    }
+
+    /// A free slot goes to the app with the fewest transfers running, not to
+    /// the oldest transfer: one app's queue does not hold back another app's
+    /// download, which starts when the first of the queue is done.
+    @Test func oneAppsQueueDoesNotHoldBackAnotherAppsDownload() throws {
+        let server = try TransferServer()
+        let daemon = try daemon(settings: ["Transfers.MaxConcurrent=1"])
+        let busy = try app(daemon)
+        let other = try app(daemon, id: Self.otherApp)
+        // Each of the queue takes a second.
+        for n in 1...3 { try start(busy, url: server.url("/blob/1M?rate=1000000&n=\(n)"), path: cache(daemon) + "/q\(n).bin") }
+        let mine = try start(other, url: server.url("/blob/64K"), path: cache(daemon, of: Self.otherApp) + "/mine.bin")
+        let done = try #require(try waitForFinished(other, mine, timeout: .seconds(30)), "\(daemon.log)")
+        #expect(done.result == "success", "\(done.info)")
+        // Oldest first, it would have waited for all three.
+        let queue = try list(busy)
+        #expect(queue.count == 3 && queue.filter { $0["state"] == .string("finished") }.count <= 1, "\(queue)")
     }
 
     /// Results that waited for the app come together on its check-in, under
