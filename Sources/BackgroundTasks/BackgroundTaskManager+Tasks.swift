@@ -50,7 +50,9 @@ extension BackgroundTaskManager {
     ///   - expirationHandler: Runs once when the task's time is about to run out.
     /// - Returns: The new task's id (never ``BackgroundTaskIdentifier/invalid``).
     /// - Throws: ``BackgroundTasksError``: `.limitExceeded` when this
-    ///   connection holds too many open tasks, `.invalidArgument` for too long
+    ///   connection holds too many open tasks, or when the app is in the
+    ///   background with no time left (as iOS's `.invalid`: do the work
+    ///   without a task, or not at all), `.invalidArgument` for too long
     ///   a name, `.daemonUnavailable`, `.disconnected`.
     public func beginBackgroundTask(
         name: String = "", expirationHandler: (@Sendable () -> Void)? = nil

@@ -134,6 +134,16 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         guard lastTaskID < UInt32.max else {
             throw CoreError(.limitExceeded, "task ids are exhausted until the daemon restarts")
         }
+        // A task begun with no time left could only expire at once, and its
+        // process be terminated before its expiration handler could end it:
+        // an app left in the background past its budget (which Linux does not
+        // suspend) is refused, as iOS answers UIBackgroundTaskInvalid, and
+        // goes on untouched.
+        let caller = connections[connection]!.app
+        if apps[caller]?.state == .background, secondsRemaining(of: caller) <= 0 {
+            throw CoreError(.limitExceeded, "no background time is left: the app has been in the background for its whole"
+                + " budget (Tasks.BudgetSec); it gets time again once it is in the foreground")
+        }
         lastTaskID += 1
         let id = lastTaskID
         tasks[id] = TaskRecord(name: name, connection: connection)

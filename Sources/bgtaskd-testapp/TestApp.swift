@@ -155,6 +155,9 @@ struct TestApp: AsyncParsableCommand {
     @Flag(help: "Switch to the background (SetApplicationState background) once the tasks are begun, which starts the background clock.")
     var background = false
 
+    @Option(name: .customLong("begin-after"), help: ArgumentHelp("Switch to the background first, then begin the tasks this many seconds later (the background clock runs meanwhile). Implies --background.", valueName: "SECONDS"))
+    var beginAfter: Double?
+
     @Option(name: .customLong("end-after"), help: ArgumentHelp("End every task still open this many seconds after beginning them (fractions allowed). Without it, tasks stay open.", valueName: "SECONDS"))
     var endAfter: Double?
 
@@ -173,6 +176,7 @@ struct TestApp: AsyncParsableCommand {
     func validate() throws {
         guard tasks >= 0 else { throw ValidationError("--tasks must be 0 or more") }
         guard (endAfter ?? 0) >= 0, (endAfter ?? 0).isFinite else { throw ValidationError("--end-after must be a number of seconds, 0 or more") }
+        guard (beginAfter ?? 0) >= 0, (beginAfter ?? 0) <= 86_400 else { throw ValidationError("--begin-after must be a number of seconds from 0 to 86400") }
         guard (hold ?? 0) >= 0, (hold ?? 0).isFinite else { throw ValidationError("--hold must be a number of seconds, 0 or more") }
         guard (fetchHandlerDelay ?? 0) >= 0, (fetchHandlerDelay ?? 0).isFinite else { throw ValidationError("--fetch-handler-delay must be a number of seconds, 0 or more") }
         if fetchHandlerDelay != nil && fetchResult == nil { throw ValidationError("--fetch-handler-delay needs --fetch-result") }
@@ -308,13 +312,18 @@ struct TestApp: AsyncParsableCommand {
         }
 
         do {
+            if let beginAfter {
+                try await manager.setApplicationState(.background)
+                EventLog.emit("state", ["state": .string(ApplicationState.background.rawValue)])
+                try await Task.sleep(for: .seconds(beginAfter))
+            }
             for _ in 0..<tasks {
                 let id = try await manager.beginBackgroundTask(name: name)
                 book.opened(id)
                 let remaining = try await manager.backgroundTimeRemaining
                 EventLog.emit("begun", ["task_id": .int(Int(id.rawValue)), "seconds_remaining": .double(remaining)])
             }
-            if background {
+            if background && beginAfter == nil {
                 try await manager.setApplicationState(.background)
                 EventLog.emit("state", ["state": .string(ApplicationState.background.rawValue)])
             }

@@ -149,17 +149,34 @@ import Testing
         #expect(late.actions == [.tasksChanged, .sendTaskExpiring(alice.connection, task: late.id, secondsLeft: 5)])
     }
 
-    @Test mutating func aTaskOpenedAfterExpiryExpiresAtOnce() throws {
+    /// An app left in the background past its budget with no task open (Linux
+    /// does not suspend it) is refused a task, not terminated the moment it
+    /// asks: the task could only expire at once, before its expiration
+    /// handler could end it. In the foreground it gets its time back.
+    @Test mutating func aTaskAskedForWithNoTimeLeftIsRefusedAndTheAppLeftAlone() throws {
+        _ = engine.setState(.background, caller: alice)
+        clock.advance(by: .seconds(31))
+        #expect(engine.secondsRemaining(for: alice) == 0)
+        #expect(throws: CoreError.self) { try engine.beginTask(named: "late", caller: alice) }
+        #expect(engine.taskCount == 0 && engine.nextDeadline() == nil)
+        _ = engine.setState(.active, caller: alice)
+        _ = engine.setState(.background, caller: alice)
+        #expect(try engine.beginTask(named: "again", caller: alice).secondsRemaining == 30)
+    }
+
+    @Test mutating func aTaskAskedForAfterExpiryIsRefused() throws {
         _ = try engine.beginTask(named: "a", caller: alice)
         _ = engine.setState(.background, caller: alice)
         _ = fireNext()
         _ = fireNext()
-        let again = try engine.beginTask(named: "again", caller: alice)
-        #expect(again.secondsRemaining == 0)
-        #expect(engine.nextDeadline() == clock.now)
-        let actions = engine.fireDueTimers()
-        #expect(actions.contains(.sendTaskExpired(alice.connection, task: again.id)))
-        #expect(actions.contains(.signalProcess(alice.process!, .terminate, app: .connection(alice.connection))))
+        do {
+            _ = try engine.beginTask(named: "again", caller: alice)
+            Issue.record("a task was opened with no time left")
+        } catch {
+            #expect(error.code == .limitExceeded && error.message.contains("Tasks.BudgetSec"), "\(error)")
+        }
+        // The overstaying process still gets its SIGKILL.
+        #expect(fireNext() == [.signalProcess(alice.process!, .kill, app: .connection(alice.connection))])
     }
 
     @Test mutating func warningLongerThanTheBudgetWarnsImmediately() throws {

@@ -70,6 +70,22 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An app left in the background past its budget (Linux does not suspend
+    /// it) that then begins a task is refused (`LimitExceeded`) and goes on
+    /// running: the task could only have expired at once and the app been
+    /// terminated before its expiration handler could end it.
+    @Test func aTaskBegunWithNoTimeLeftIsRefusedAndTheAppLivesOn() throws {
+        let daemon = try DaemonUnderTest(settings: Self.budget)
+        let app = try daemon.startTestApp(["--begin-after", "3", "--hold", "30"])
+        let error = try #require(app.waitForEvent("error", timeout: .seconds(15)), "\(app.lines) \(app.standardError)")
+        #expect(error["name"] as? String == "org.bgtaskd.BackgroundTasks1.Error.LimitExceeded", "\(error)")
+        #expect((error["message"] as? String ?? "").contains("no background time is left"), "\(error)")
+        #expect(app.waitForExit(timeout: .seconds(10)) == .status(1), "the app exits on its own after the error, not by SIGTERM")
+        #expect(!app.eventNames.contains("sigterm") && !app.eventNames.contains("expired"), "\(app.eventNames)")
+        #expect(!daemon.log.contains("overstayed"), "\(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func appIgnoringSigtermIsKilled() throws {
         let daemon = try DaemonUnderTest(settings: Self.budget)
         let app = try daemon.startTestApp(["--background", "--ignore-sigterm"])
