@@ -88,7 +88,12 @@ public final class Daemon {
         self.settings = settings
         self.logger = logger
         self.wallClock = wallClock
-        store = try StateStore(directory: settings.stateDirectory, logger: logger)
+        do {
+            store = try StateStore(directory: settings.stateDirectory, logger: logger)
+        } catch {
+            Self.thawLeftovers(refusedWith: error, settings: settings, logger: logger)
+            throw error
+        }
         refreshSettings = try store.refreshSettings()
         usage = UsageLog(store: store, logger: logger)
         try usage.closeOpen(at: wallClock.now.microseconds)

@@ -71,12 +71,19 @@ public final class StateStore {
         try self.init(directory: directory, logger: logger, migrations: Self.migrations, exclusive: exclusive)
     }
 
+    /// The database's path in a state directory.
+    public static func path(inDirectory directory: String) -> String {
+        var directory = directory
+        while directory.count > 1, directory.hasSuffix("/") { directory.removeLast() }
+        return (directory == "/" ? "" : directory) + "/" + fileName
+    }
+
     /// Opens the store with an explicit schema; tests pass extra migrations to
     /// play a newer bgtaskd.
     init(directory: String, logger: Logger, migrations: [Migration], exclusive: Bool = true) throws(StoreError) {
         var directory = directory
         while directory.count > 1, directory.hasSuffix("/") { directory.removeLast() }
-        self.path = (directory == "/" ? "" : directory) + "/" + Self.fileName
+        self.path = Self.path(inDirectory: directory)
         self.logger = logger
         try Self.prepareFiles(directory: directory, path: path)
         queue = try Self.openDatabase(path: path, migrations: migrations, exclusive: exclusive, logger: logger)

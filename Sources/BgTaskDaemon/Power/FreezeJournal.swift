@@ -68,6 +68,24 @@ final class FreezeJournal {
         return text.split(separator: "\n").compactMap(Entry.init(line:))
     }
 
+    /// Thaws one thing an earlier run left frozen: a cgroup or a process
+    /// here, a unit through `thawUnit` (the user manager is on the bus).
+    static func thaw(_ entry: Entry, logger: Logger, thawUnit: (String) -> Void) {
+        switch entry {
+        case .cgroup(let path):
+            do throws(Cgroup.Failure) {
+                try Cgroup(path: path).setFrozen(false)
+            } catch {
+                if error.errno != ENOENT { logger.warning("\(error)") }
+            }
+        case .unit(let name):
+            thawUnit(name)
+        case .process(let pid, let start):
+            // Only the very process that was stopped: a pid can have been reused since.
+            if startTime(of: pid) == start { kill(pid, SIGCONT) }
+        }
+    }
+
     func add(_ entry: Entry) {
         guard !entries.contains(entry) else { return }
         entries.append(entry)

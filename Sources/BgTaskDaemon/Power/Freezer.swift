@@ -170,20 +170,10 @@ final class Freezer {
         guard let journal else { return }
         let leftovers = journal.takeLeftovers()
         for entry in leftovers {
-            switch entry {
-            case .cgroup(let path):
-                do throws(Cgroup.Failure) {
-                    try Cgroup(path: path).setFrozen(false)
-                } catch {
-                    if error.errno != ENOENT { logger.warning("\(error)") }
-                }
-            case .unit(let name):
+            FreezeJournal.thaw(entry, logger: logger) { name in
                 systemd?.setFrozen(unit: name, false) { [logger] result in
                     if case .failure(let error) = result { logger.debug("cannot thaw unit \(name): \(error.message)") }
                 }
-            case .process(let pid, let start):
-                // Only the very process that was stopped: a pid can have been reused since.
-                if FreezeJournal.startTime(of: pid) == start { kill(pid, SIGCONT) }
             }
         }
         if !leftovers.isEmpty {

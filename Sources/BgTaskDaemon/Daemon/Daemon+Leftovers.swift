@@ -1,0 +1,34 @@
+import Logging
+import SDBus
+
+extension Daemon {
+    /// Thaws what a daemon killed while apps were frozen left so, when this
+    /// start cannot go on because its database is refused: the journal beside
+    /// it needs nothing from the database, and a frozen app must not wait
+    /// for a damaged database to be mended (nor stay frozen for good when the
+    /// state directory is moved away with its journal). Not when another
+    /// daemon holds the database (`busy`): the journal is that daemon's.
+    static func thawLeftovers(refusedWith error: StoreError, settings: Settings, logger: Logger) {
+        guard error.code != .busy else { return }
+        let journal = FreezeJournal(path: StateStore.path(inDirectory: settings.stateDirectory) + ".frozen", logger: logger) { $0() }
+        let leftovers = journal.takeLeftovers()
+        guard !leftovers.isEmpty else { return }
+        // Opened only for a unit, which the user manager thaws.
+        var bus: Bus?
+        for entry in leftovers {
+            FreezeJournal.thaw(entry, logger: logger) { name in
+                do throws(BusError) {
+                    if bus == nil { bus = try Bus.open(settings.bus, description: "bgtaskd-thaw") }
+                    let call = try bus!.newMethodCall(
+                        destination: SystemdUserManager.busName, path: SystemdUserManager.path,
+                        interface: SystemdUserManager.interface, member: "ThawUnit")
+                    try call.append(name)
+                    _ = try bus!.call(call, timeout: SystemdUserManager.timeout)
+                } catch {
+                    logger.warning("cannot thaw unit \(name): \(error.message)")
+                }
+            }
+        }
+        logger.notice("thawed \(leftovers.count) apps left frozen by a daemon that stopped without thawing them, before giving up")
+    }
+}
