@@ -313,6 +313,9 @@ final class FetchMode: ModePlugin {
             // (A fact, not a write: nothing of it is undone if the event's batch fails.)
             planner.setSleeping(sleeping, at: now)
             self.sleeping = sleeping
+            // A SimulateFetch waiting for its app to start is answered now (it
+            // was launched), not held for the whole sleep past any caller's timeout.
+            if sleeping { for token in simulations.keys.sorted() { answerSimulation(token) } }
         case .appWoken(let app, _, let reason):
             // Another mode woke an app: the machine is awake anyway, and apps
             // far enough into their spacing are fetched with it. A push also

@@ -358,4 +358,20 @@ import Testing
         #expect(opened.waitUntilFrozen(false))
         #expect(daemon.stop() == .status(0))
     }
+
+    /// A SimulateFetch waiting for its launched app to start is answered when
+    /// the machine goes to sleep (it was launched), not held until the wake,
+    /// past any caller's timeout.
+    @Test func aSimulatedFetchWaitingForItsAppIsAnsweredWhenTheMachineSleeps() throws {
+        let daemon = try DaemonUnderTest(
+            settings: ["Fetch.WakeBudgetSec=60"],
+            desktopEntries: [DesktopEntrySpec(id: "org.example.Sleeper", modes: ["fetch"], exec: "/bin/sleep 60")])
+        let simulate = try ChildProcess(BinaryLocator.path(of: "bgtaskctl"), ["--bus", daemon.bus.address, "fetch", "simulate", "org.example.Sleeper"])
+        #expect(daemon.process.waitForStandardError(containing: "launched org.example.Sleeper for fetch"), "\(daemon.log)")
+        _ = try daemon.callManager("SimulateSleep")
+        let exit = simulate.waitForExit(timeout: .seconds(20))
+        #expect(exit == .status(0), "answered while the machine still sleeps: \(String(describing: exit)) \(simulate.lines) \(simulate.standardError)")
+        _ = try daemon.callManager("SimulateWake")
+        #expect(daemon.stop() == .status(0))
+    }
 }
