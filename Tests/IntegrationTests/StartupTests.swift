@@ -52,6 +52,20 @@ import Testing
         #expect(first.stop() == .status(0))
     }
 
+    /// A daemon whose bus goes away stops (69) instead of running on for
+    /// nobody with its state directory locked: a daemon started when the bus
+    /// is back takes over.
+    @Test func aDaemonThatLosesItsBusStopsAndLetsTheNextOneStart() throws {
+        let bus = try PrivateBus()
+        let state = NSTemporaryDirectory() + "bgt-\(UUID())"
+        let daemon = try DaemonUnderTest(bus: bus, stateDirectory: state)
+        bus.stop()
+        #expect(daemon.process.waitForExit(timeout: .seconds(10)) == .status(69), "\(daemon.log)")
+        #expect(daemon.log.contains("lost the bus"), "\(daemon.log)")
+        let next = try DaemonUnderTest(stateDirectory: state)
+        #expect(next.stop() == .status(0))
+    }
+
     @Test func sigtermAndSigintStopCleanly() throws {
         let daemon = try DaemonUnderTest()
         #expect(daemon.stop() == .status(0))

@@ -76,6 +76,8 @@ public final class Daemon {
     private var deadlineTimer: SDBus.Timer?
     private(set) var properties: PropertyBatcher!
     private var signalSources: [EventSource] = []
+    /// Watches the daemon's own bus: losing it stops the daemon.
+    private var busLost: Slot?
 
     /// Opens the state database and connects to the bus; nothing is exported
     /// or owned until ``run()``. Throws ``StoreError`` or `BusError`.
@@ -165,6 +167,14 @@ public final class Daemon {
                 self.properties.flush()
                 self.loop.exit(code: 0)
             })
+        }
+        // Without its bus the daemon serves nobody, yet it would hold the state
+        // directory locked against a daemon started on the bus's return.
+        busLost = try bus.addMatch(
+            "type='signal',path='/org/freedesktop/DBus/Local',interface='org.freedesktop.DBus.Local',member='Disconnected'"
+        ) { [unowned self] _ in
+            self.logger.critical("lost the bus (\(self.settings.bus)): stopping, so that a daemon started on it again can take over")
+            self.loop.exit(code: 69)
         }
         deadlineTimer = try loop.makeTimer { [unowned self] in
             self.perform(self.engine.fireDueTimers())

@@ -25,7 +25,7 @@ public struct DaemonCommand: ParsableCommand {
             configuration (naming file, line and key); 65, a state database it must not touch \
             (damaged, another program's, from a newer bgtaskd, empty but not new, or in use by \
             another bgtaskd); 74, a full disk under the state directory; 73, a state directory \
-            (or --bus-introspect file) it cannot create; 69, no bus, or the bus name is taken; \
+            (or --bus-introspect file) it cannot create; 69, no bus, the bus name is taken, or the bus went away; \
             64, a command line it does not understand.
             """)
 
