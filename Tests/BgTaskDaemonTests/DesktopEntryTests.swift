@@ -30,6 +30,16 @@ import Testing
             hidden: false))
     }
 
+    /// What D-Bus refuses in a string (valid UTF-8 though it is) becomes U+FFFD.
+    @Test func noncharactersAreReplacedSoThatTheEntryCanGoOnTheBus() throws {
+        func scalar(_ value: UInt32) -> String { String(Character(Unicode.Scalar(value)!)) }
+        let entry = try #require(parse(
+            "[Desktop Entry]\nType=Application\nName=Bad\(scalar(0xFFFE))Name\nIcon=i\(scalar(0xFDD0))\(scalar(0x10FFFF))\nExec=w\n"))
+        #expect(entry.name == "Bad\u{FFFD}Name")
+        #expect(entry.icon == "i\u{FFFD}\u{FFFD}")
+        #expect(DesktopEntry.busSafe("plain é 😀") == "plain é 😀")
+    }
+
     // MARK: Groups and lines
 
     @Test func notADesktopEntry() {

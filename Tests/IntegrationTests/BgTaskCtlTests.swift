@@ -4,6 +4,18 @@ import Testing
 
 /// `bgtaskctl` against the real daemon.
 @Suite struct BgTaskCtlTests {
+    /// One entry whose name D-Bus would refuse (U+FFFE is valid UTF-8) does
+    /// not fail the list of every app.
+    @Test func anEntryWithANoncharacterInItsNameDoesNotBreakTheAppList() throws {
+        let daemon = try DaemonUnderTest(desktopEntries: [
+            DesktopEntrySpec(id: "org.example.Odd", name: "Bad\u{FFFE}Name", modes: ["fetch"], exec: "/bin/true"),
+            DesktopEntrySpec(id: "org.example.Fine", name: "Fine", modes: ["fetch"], exec: "/bin/true"),
+        ])
+        let apps = try daemon.bgtaskctl(["apps"])
+        #expect(apps.succeeded && apps.standardOutput.contains("org.example.Odd") && apps.standardOutput.contains("org.example.Fine"), "\(apps)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func statusAndTasksShowWhatTheDaemonHolds() throws {
         let daemon = try DaemonUnderTest()
         let app = try daemon.startTestApp(["--app-id", "org.example.Weather", "--tasks", "2", "--name", "forecast"])

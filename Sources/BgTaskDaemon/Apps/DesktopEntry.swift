@@ -52,6 +52,20 @@ struct DesktopEntry: Sendable, Equatable {
         return text.withUTF8 { Parser(bytes: $0).entry(id: id, path: path) }
     }
 
+    /// `text` with what D-Bus refuses in a string (NUL, and the Unicode
+    /// noncharacters U+FDD0…U+FDEF and U+xFFFE/U+xFFFF, which are valid UTF-8)
+    /// replaced by U+FFFD: one entry's odd name must not fail every reply
+    /// that lists the apps.
+    static func busSafe(_ text: String) -> String {
+        func refused(_ scalar: Unicode.Scalar) -> Bool {
+            scalar.value == 0 || (0xFDD0...0xFDEF).contains(scalar.value) || scalar.value & 0xFFFE == 0xFFFE
+        }
+        guard text.unicodeScalars.contains(where: refused) else { return text }
+        var safe = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars { safe.append(refused(scalar) ? "\u{FFFD}" : scalar) }
+        return String(safe)
+    }
+
     /// The key the daemon prefers over `Exec=` for a background launch.
     static let backgroundExecKey = "X-BgTaskd-Exec"
 
@@ -158,7 +172,7 @@ struct DesktopEntry: Sendable, Equatable {
 
         /// A string value with its escape sequences undone.
         private func string(_ range: Range<Int>) -> String {
-            DesktopEntry.unescape(UnsafeBufferPointer(rebasing: bytes[range]), splittingList: false)[0]
+            DesktopEntry.busSafe(DesktopEntry.unescape(UnsafeBufferPointer(rebasing: bytes[range]), splittingList: false)[0])
         }
 
         /// The modes of a `X-BgTaskd-Modes=` value: trimmed, without empty items or repeats.
