@@ -315,23 +315,35 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A daemon, and an app the user opened in an app scope, in the
+    /// background and frozen by a sleep.
+    func frozenOpenedApp() throws -> (DaemonUnderTest, ScopedApp) {
+        let daemon = try DaemonUnderTest(settings: ["Tasks.BudgetSec=120"])
+        let opened = try ScopedApp(daemon, appID: "org.example.Opened", ["--background", "--hold", "60"])
+        #expect(opened.process.waitForEvent("state") != nil)
+        _ = try daemon.callManager("SimulateSleep")
+        #expect(opened.isFrozen, "\(daemon.log)")
+        return (daemon, opened)
+    }
+
+    /// A second `bgtaskd` on `daemon`'s bus and state directory, run to its end.
+    func anotherStart(of daemon: DaemonUnderTest) throws -> CommandResult {
+        try CommandResult.run(
+            BinaryLocator.path(of: "bgtaskd"), ["--bus", daemon.bus.address, "--state-dir", daemon.stateDirectory],
+            environment: ["HOME": daemon.home, "XDG_DATA_HOME": daemon.home + "/data", "XDG_CONFIG_HOME": daemon.home + "/config"])
+    }
+
     /// A start that refuses its database (here emptied) still thaws what the
     /// killed daemon left frozen before it gives up: the journal needs
     /// nothing from the database.
     @Test(.enabled(if: ScopedApp.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
     func aStartThatRefusesItsDatabaseStillThawsWhatWasLeftFrozen() throws {
-        let daemon = try DaemonUnderTest(settings: ["Tasks.BudgetSec=120"])
-        let opened = try ScopedApp(daemon, appID: "org.example.Opened", ["--background", "--hold", "60"])
+        let (daemon, opened) = try frozenOpenedApp()
         defer { opened.stop() }
-        #expect(opened.process.waitForEvent("state") != nil)
-        _ = try daemon.callManager("SimulateSleep")
-        #expect(opened.isFrozen, "\(daemon.log)")
         daemon.process.send(SIGKILL)
         _ = daemon.process.waitForExit(timeout: .seconds(10))
         #expect(truncate(daemon.stateDirectory + "/bgtaskd.sqlite3", 0) == 0)
-        let refused = try CommandResult.run(
-            BinaryLocator.path(of: "bgtaskd"), ["--bus", daemon.bus.address, "--state-dir", daemon.stateDirectory],
-            environment: ["HOME": daemon.home, "XDG_DATA_HOME": daemon.home + "/data", "XDG_CONFIG_HOME": daemon.home + "/config"])
+        let refused = try anotherStart(of: daemon)
         #expect(refused.exit == .status(65), "\(refused)")
         #expect(refused.standardError.contains("left frozen by a daemon that stopped without thawing them, before giving up"), "\(refused)")
         #expect(opened.waitUntilFrozen(false), "the app the user opened runs again")
@@ -342,15 +354,9 @@ import Testing
     /// journal is the first daemon's.
     @Test(.enabled(if: ScopedApp.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
     func aSecondDaemonOnTheSameStateLeavesTheFirstsFreezesAlone() throws {
-        let daemon = try DaemonUnderTest(settings: ["Tasks.BudgetSec=120"])
-        let opened = try ScopedApp(daemon, appID: "org.example.Opened", ["--background", "--hold", "60"])
+        let (daemon, opened) = try frozenOpenedApp()
         defer { opened.stop() }
-        #expect(opened.process.waitForEvent("state") != nil)
-        _ = try daemon.callManager("SimulateSleep")
-        #expect(opened.isFrozen, "\(daemon.log)")
-        let second = try CommandResult.run(
-            BinaryLocator.path(of: "bgtaskd"), ["--bus", daemon.bus.address, "--state-dir", daemon.stateDirectory],
-            environment: ["HOME": daemon.home, "XDG_DATA_HOME": daemon.home + "/data", "XDG_CONFIG_HOME": daemon.home + "/config"])
+        let second = try anotherStart(of: daemon)
         #expect(second.exit == .status(65), "\(second)")
         #expect(!second.standardError.contains("thawed"), "\(second)")
         #expect(opened.isFrozen, "the first daemon's freeze holds")
