@@ -129,12 +129,13 @@ public final class Bus {
 
     /// Queues a message for sending.
     public func send(_ message: Message) throws(BusError) {
-        try check(sd_bus_send(handle, message.handle, nil), "sending")
+        try check(message.isSpoiled ? -EBADMSG : sd_bus_send(handle, message.handle, nil), "sending")
     }
 
     /// Calls a method and waits for the reply (not for use inside a loop callback).
     /// `timeout` is in microseconds; 0 means sd-bus's default (25 s).
     public func call(_ message: Message, timeout: UInt64 = 0) throws(BusError) -> Message {
+        if message.isSpoiled { throw BusError.errno(-EBADMSG, "call to \(message.member ?? "?") with a value that could not be written") }
         var error = sd_bus_error()
         var reply: OpaquePointer?
         let r = sd_bus_call(handle, message.handle, timeout, &error, &reply)
@@ -147,6 +148,7 @@ public final class Bus {
     public func callAsync(
         _ message: Message, timeout: UInt64 = 0, _ completion: @escaping (Result<Message, BusError>) -> Void
     ) throws(BusError) {
+        if message.isSpoiled { throw BusError.errno(-EBADMSG, "call to \(message.member ?? "?") with a value that could not be written") }
         final class Box {
             let completion: (Result<Message, BusError>) -> Void
             init(_ completion: @escaping (Result<Message, BusError>) -> Void) { self.completion = completion }

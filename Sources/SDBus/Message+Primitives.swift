@@ -1,4 +1,5 @@
 import CSystemd
+import Glibc
 
 // The plugin ABI hands plugins a message handle with C accessor functions
 // (bgtaskd_plugin.h). These are those accessors' Swift side: one basic value
@@ -13,7 +14,7 @@ extension Message {
 
     /// Appends one basic value of `type` from `value`.
     public func appendBasic(_ type: CChar, from value: UnsafeRawPointer?) -> Int32 {
-        sd_bus_message_append_basic(handle, type, value)
+        wrote(sd_bus_message_append_basic(handle, type, value))
     }
 
     /// Enters a container to read it (`contents` may be NULL to accept any).
@@ -34,11 +35,11 @@ extension Message {
 
     /// Opens a container to write into.
     public func open(_ type: CChar, _ contents: UnsafePointer<CChar>?) -> Int32 {
-        sd_bus_message_open_container(handle, type, contents)
+        wrote(sd_bus_message_open_container(handle, type, contents))
     }
 
     /// Closes the container being written.
-    public func close() -> Int32 { sd_bus_message_close_container(handle) }
+    public func close() -> Int32 { wrote(sd_bus_message_close_container(handle)) }
 
     /// A new, empty method return to this call.
     public func newMethodReturn() throws(BusError) -> Message {
@@ -48,9 +49,11 @@ extension Message {
         return Message(adopting: reply!)
     }
 
-    /// Queues the message on the connection it was made for; a negative errno on failure.
+    /// Queues the message on the connection it was made for; a negative errno
+    /// on failure, -EBADMSG for a message a write to which failed (``isSpoiled``).
     public func send() -> Int32 {
-        min(sd_bus_send(sd_bus_message_get_bus(handle), handle, nil), 0)
+        guard !isSpoiled else { return -EBADMSG }
+        return min(sd_bus_send(sd_bus_message_get_bus(handle), handle, nil), 0)
     }
 }
 

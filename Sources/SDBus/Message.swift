@@ -11,6 +11,19 @@ public final class Message {
     /// The `sd_bus_message *`.
     public let handle: OpaquePointer
 
+    /// Whether a write to the body failed. sd-bus may have added the value's
+    /// type to the signature already (a string that is not valid UTF-8 does
+    /// that): the body no longer matches it, and a bus daemon cuts off a
+    /// connection that sends such a message. Sending one is refused instead.
+    public private(set) var isSpoiled = false
+
+    /// Notes a failed write (a negative `r`) and passes `r` on.
+    @discardableResult
+    func wrote(_ r: Int32) -> Int32 {
+        if r < 0 { isSpoiled = true }
+        return r
+    }
+
     /// Takes over a reference the caller owns.
     init(adopting handle: OpaquePointer) {
         self.handle = handle
@@ -147,17 +160,17 @@ public final class Message {
 
     private func appendBasic<T>(_ type: UInt8, _ value: T) throws(BusError) {
         var value = value
-        let r = withUnsafePointer(to: &value) { sd_bus_message_append_basic(handle, CChar(bitPattern: type), $0) }
+        let r = wrote(withUnsafePointer(to: &value) { sd_bus_message_append_basic(handle, CChar(bitPattern: type), $0) })
         try check(r, "appending '\(Character(Unicode.Scalar(type)))'")
     }
 
     public func append(_ value: String) throws(BusError) {
-        let r = value.withCString { sd_bus_message_append_basic(handle, CChar(UInt8(ascii: "s")), $0) }
+        let r = wrote(value.withCString { sd_bus_message_append_basic(handle, CChar(UInt8(ascii: "s")), $0) })
         try check(r, "appending a string")
     }
 
     public func appendObjectPath(_ value: String) throws(BusError) {
-        let r = value.withCString { sd_bus_message_append_basic(handle, CChar(UInt8(ascii: "o")), $0) }
+        let r = wrote(value.withCString { sd_bus_message_append_basic(handle, CChar(UInt8(ascii: "o")), $0) })
         try check(r, "appending an object path")
     }
 
@@ -172,11 +185,11 @@ public final class Message {
     public func append(unixFD fd: Int32) throws(BusError) { try appendBasic(UInt8(ascii: "h"), fd) }
 
     public func openContainer(_ type: Character, _ contents: String) throws(BusError) {
-        try check(sd_bus_message_open_container(handle, CChar(type.asciiValue!), contents), "opening '\(type)\(contents)'")
+        try check(wrote(sd_bus_message_open_container(handle, CChar(type.asciiValue!), contents)), "opening '\(type)\(contents)'")
     }
 
     public func closeContainer() throws(BusError) {
-        try check(sd_bus_message_close_container(handle), "closing a container")
+        try check(wrote(sd_bus_message_close_container(handle)), "closing a container")
     }
 
     /// Writes `body` inside a container.

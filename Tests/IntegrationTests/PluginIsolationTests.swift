@@ -42,6 +42,36 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A reply whose string sd-bus refused (not UTF-8) would carry a
+    /// signature its body does not match, and the bus daemon cuts off the
+    /// connection that sends one: the whole daemon. The caller gets Failed
+    /// instead, and the daemon stays on the bus.
+    @Test func aReplyAPluginCouldNotWriteIsNotSent() throws {
+        let source = PluginFixture.source(name: "badutf", start: """
+            static const bgt_member members[] = {
+                { .kind = BGT_MEMBER_METHOD, .name = "Echo", .in_signature = "", .in_names = "", .out_signature = "s", .out_names = "text" },
+            };
+            static const bgt_interface interface = { .name = "org.bgtaskd.BackgroundTasks1.BadUtf", .members = members, .n_members = 1 };
+            if (api->export_interface(host, &interface) < 0) return -1;
+            """, call: """
+            bgt_message *reply = api->reply_new(call);
+            const char *text = "\\xff\\xfe";
+            int appended = api->message_append(reply, 's', text);
+            int sent = api->reply_send(call, reply);
+            /* -22: EINVAL, -74: EBADMSG. */
+            if (appended == -22 && sent == -74) api->log(host, 6, "the append and the send were both refused");
+            """)
+        let fixtures = try PluginFixture.directory([("libbgtaskd-mode-badutf.so", source)])
+        defer { try? FileManager.default.removeItem(atPath: fixtures) }
+        let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures])
+        let echo = try daemon.busctl(["call", "org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1", "org.bgtaskd.BackgroundTasks1.BadUtf", "Echo"])
+        #expect(!echo.succeeded && echo.standardError.contains("could not write its reply"), "\(echo)")
+        #expect(daemon.waitForLog(containing: "the append and the send were both refused"), "\(daemon.log)")
+        // Still on the bus.
+        #expect(try daemon.property("Plugins") == #"a(ssu) 1 "badutf" "1.0.0" 1"#)
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func badPluginsAreRefusedAndTheDaemonRunsOn() throws {
         let fixtures = try PluginFixture.directory([
             ("libbgtaskd-mode-demo.so", Self.misbehaving),

@@ -111,6 +111,7 @@ enum PluginHostAPI {
             } catch {
                 return host.fail(EINVAL, "cannot send the signal to \(String(cString: cConnection)): \(error.message)")
             }
+            if message.isSpoiled { return host.fail(EBADMSG, "cannot send the signal: a value appended to it was refused") }
             if let outbox = host.outbox(forSignalTo: String(cString: cConnection)) {
                 outbox.signal(message)
                 return 0
@@ -143,6 +144,13 @@ enum PluginHostAPI {
             guard let call = PluginCallInFlight.from(call), let reply = PluginHostAPI.take(reply) else { return -EINVAL }
             guard call.markReplied() else { return -EALREADY }
             guard call.message.expectsReply else { return 0 }
+            // A reply a write to which failed would cut the daemon off the bus: the caller gets Failed.
+            if reply.isSpoiled {
+                let error = BusError.failed("the \(call.host?.name ?? "plugin") plugin could not write its reply")
+                call.host?.logger.warning("\(error.message): a value it appended was refused")
+                if let outbox = call.host?.outbox { outbox.error(error, to: call) } else { call.message.replyError(error) }
+                return -EBADMSG
+            }
             if let outbox = call.host?.outbox {
                 outbox.reply(reply, to: call)
                 return 0

@@ -249,8 +249,13 @@ typedef struct bgt_host_api {
      * returns 1 on success and 0 at the end of a container. enter()/open()
      * take a container type ('a', 'v', 'r', 'e') and its contents' signature;
      * exit()/close() leave it. Strings read are valid while the message is.
+     * append() takes the value itself for strings (a const char * for "s",
+     * "o", "g", which must be valid UTF-8) and a pointer to it otherwise.
      * Every function returns a negative errno on failure (-ENXIO: no more
-     * values; -EBADMSG: a value of another type or an unreadable string). */
+     * values; -EBADMSG: a value of another type or an unreadable string).
+     * A message an append(), open() or close() failed on is never sent:
+     * reply_send() then answers the call org.freedesktop.DBus.Error.Failed and
+     * returns -EBADMSG, signal_send() and method_call_send() refuse it. */
     int (*message_read)(bgt_message *message, char type, void *value);
     int (*message_enter)(bgt_message *message, char type, const char *contents);
     int (*message_exit)(bgt_message *message);
