@@ -189,8 +189,9 @@ final class FetchMode: ModePlugin {
         let app = try declaringApp(call.caller.appID)
         let record = planner.apps[app]?.record
         let interval = planner.effectiveInterval(of: app) ?? .infinity
-        // The earliest moment allowed; `bgtaskctl apps` shows the plan, which may be later.
-        let next = planner.earliestFetch(of: app) ?? 0
+        // The earliest moment allowed; `bgtaskctl apps` shows the plan, which may
+        // be later. None while the app is held out of the schedule (refresh off).
+        let next = planner.apps[app]?.isEligible == true ? planner.earliestFetch(of: app) ?? 0 : 0
         try call.reply { (reply) throws(ModeError) in
             try reply.append((record?.interval.policy ?? .never).rawValue)
             try reply.append(interval)

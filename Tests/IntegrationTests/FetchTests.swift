@@ -139,12 +139,17 @@ import Testing
         let app = try client(daemon)
         let admin = try RawClient(daemon)
         #expect(try app.call("Manager", "GetBackgroundRefreshStatus").readString() == "available")
+        try app.call("Fetch", "SetMinimumFetchInterval") { try $0.append(0.0) }
+        #expect(try registration(app).next > 0)
         // Allowed while on (the plugin now knows the app), refused once off.
         #expect(admin.errorName("Fetch", "SimulateFetch") { try $0.append(Self.app) } == nil)
         try admin.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.app); try $0.append(false) }
         #expect(try app.call("Manager", "GetBackgroundRefreshStatus").readString() == "denied")
         #expect(admin.errorName("Fetch", "SimulateFetch") { try $0.append(Self.app) } == "org.bgtaskd.BackgroundTasks1.Error.RefreshDisabled")
+        // Held out of the schedule: no next fetch, as GetFetchRegistration documents.
+        #expect(try waitFor { try registration(app).next == 0 })
         try admin.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.app); try $0.append(true) }
+        #expect(try waitFor { try registration(app).next > 0 })
         try admin.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(""); try $0.append(false) }
         #expect(try app.call("Manager", "GetBackgroundRefreshStatus").readString() == "denied", "the global switch wins")
         #expect(daemon.stop() == .status(0))
