@@ -72,6 +72,34 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A plugin may not export the daemon's own interface, nor one another
+    /// plugin exports already: sd-bus would merge the two, and the contract
+    /// would silently grow.
+    @Test func aPluginCannotTakeAnInterfaceThatIsTaken() throws {
+        func exporting(_ name: String, _ interface: String) -> String {
+            PluginFixture.source(name: name, start: """
+                static const bgt_member members[] = {
+                    { .kind = BGT_MEMBER_METHOD, .name = "Ping", .in_signature = "", .in_names = "", .out_signature = "", .out_names = "" },
+                };
+                static const bgt_interface interface = { .name = "\(interface)", .members = members, .n_members = 1 };
+                if (api->export_interface(host, &interface) < 0) return -1;
+                """)
+        }
+        let fixtures = try PluginFixture.directory([
+            ("libbgtaskd-mode-alpha.so", exporting("alpha", "org.bgtaskd.BackgroundTasks1.Demo")),
+            ("libbgtaskd-mode-beta.so", exporting("beta", "org.bgtaskd.BackgroundTasks1.Demo")),
+            ("libbgtaskd-mode-gamma.so", exporting("gamma", "org.bgtaskd.BackgroundTasks1.Manager")),
+        ])
+        defer { try? FileManager.default.removeItem(atPath: fixtures) }
+        let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures])
+        #expect(try daemon.property("Plugins") == #"a(ssu) 1 "alpha" "1.0.0" 1"#)
+        #expect(daemon.waitForLog(containing: "libbgtaskd-mode-beta.so: start failed: cannot export org.bgtaskd.BackgroundTasks1.Demo: the interface org.bgtaskd.BackgroundTasks1.Demo is exported already"), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "libbgtaskd-mode-gamma.so: start failed: cannot export org.bgtaskd.BackgroundTasks1.Manager: the interface org.bgtaskd.BackgroundTasks1.Manager is the daemon's own"), "\(daemon.log)")
+        let manager = try daemon.busctl(["introspect", "org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1", "org.bgtaskd.BackgroundTasks1.Manager"])
+        #expect(manager.succeeded && !manager.standardOutput.contains(".Ping"), "\(manager)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func badPluginsAreRefusedAndTheDaemonRunsOn() throws {
         let fixtures = try PluginFixture.directory([
             ("libbgtaskd-mode-demo.so", Self.misbehaving),

@@ -106,7 +106,9 @@ final class LoadedPlugin {
         if result < 0 {
             descriptor.pointee.stop!(context)
             self.context = nil
-            throw PluginError("start failed: \(Self.text(error, or: String(cString: strerror(-result))))")
+            // Without a reason of its own, the last host call it saw fail is the likely one.
+            let fallback = lastErrorText.map { String(cString: $0) } ?? String(cString: strerror(-result))
+            throw PluginError("start failed: \(Self.text(error, or: fallback))")
         }
     }
 

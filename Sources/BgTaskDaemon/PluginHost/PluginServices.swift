@@ -88,6 +88,19 @@ final class PluginServices {
     /// the daemon's interfaces, listed in ``interfaces``), or at another
     /// path a protocol fixes.
     func export(_ interface: BusInterface, at path: String = BgTaskNames.objectPath) throws(BusError) {
+        // sd-bus would merge a second vtable of a name into the first: a
+        // plugin could grow the daemon's own contract, or another plugin's.
+        if interface.name.hasPrefix("org.freedesktop.DBus.") {
+            throw BusError.invalidArgs("the interface name \(interface.name) belongs to D-Bus itself")
+        }
+        if path == BgTaskNames.objectPath {
+            if interface.name == BgTaskNames.manager {
+                throw BusError.invalidArgs("the interface \(interface.name) is the daemon's own")
+            }
+            if interfaces.contains(where: { $0.name == interface.name }) {
+                throw BusError.invalidArgs("the interface \(interface.name) is exported already, by another plugin")
+            }
+        }
         if let bus { objects.append(try bus.export(interface, at: path)) }
         if path == BgTaskNames.objectPath { interfaces.append(interface) }
     }
