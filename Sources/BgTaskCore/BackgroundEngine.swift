@@ -335,6 +335,28 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         return .app(id)
     }
 
+    /// Gives the daemon's user the apps another uid claimed before their
+    /// desktop entries came: an app with an entry is the user's (the shell's
+    /// `defaultOwner`). The other uid's connections become apps of their own,
+    /// and the wakes handed to them fail; the user's processes may then check
+    /// in as the app and get its events. Call when desktop entries change.
+    public mutating func reclaimApps() -> [CoreAction] {
+        var actions: [CoreAction] = []
+        let claimed = apps.keys.filter { key in
+            guard case .app(let id) = key, let owner = defaultOwner(id) else { return false }
+            return apps[key]!.owner != owner
+        }.sorted { $0.description < $1.description }
+        for key in claimed {
+            guard case .app(let id) = key, let owner = defaultOwner(id) else { continue }
+            for connection in apps[key]?.connections ?? [] where connections[connection]?.identity.uid != owner {
+                actions += failWakes(handedTo: connection, of: id)
+                actions += move(connection, to: .connection(connection))
+            }
+            modifyApp(key) { $0.owner = owner }
+        }
+        return actions
+    }
+
     /// The uid an app belongs to: its record's, else the shell's default.
     func owner(of app: AppID) -> UInt32? {
         if let record = apps[.app(app)] { return record.owner }

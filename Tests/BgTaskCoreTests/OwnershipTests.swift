@@ -47,6 +47,27 @@ import Testing
         _ = try engine.checkIn(appID: plain.rawValue, caller: caller(":1.3", pid: 201, uid: Self.stranger))
     }
 
+    /// Another uid that claimed an app before its desktop entry came loses it
+    /// when the entry comes: its connection becomes an app of its own, the
+    /// wake it held fails, and the user's own process may check in.
+    @Test mutating func anAppClaimedBeforeItsEntryCameIsTheUsersOnceItComes() throws {
+        final class Entries: @unchecked Sendable { var ids: Set<AppID> = [] }
+        let entries = Entries()
+        var engine = BackgroundEngine(
+            policy: TaskPolicy(budget: .seconds(600), warning: .seconds(5), killGrace: .seconds(2)), clock: clock,
+            defaultOwner: { entries.ids.contains($0) ? Self.user : nil })
+        let theirs = caller(":1.2", pid: 200, uid: Self.stranger)
+        _ = try engine.checkIn(appID: plain.rawValue, caller: theirs)
+        #expect(engine.reclaimApps() == [], "no entry yet: the first claimant keeps it")
+        entries.ids.insert(plain)
+        let actions = engine.reclaimApps()
+        #expect(actions.contains(.appGone(plain)), "\(actions)")
+        #expect(engine.app(of: theirs.connection) == .connection(theirs.connection))
+        _ = try engine.checkIn(appID: plain.rawValue, caller: caller(":1.3", pid: 101, uid: Self.user))
+        #expect(throws: CoreError.self) { try engine.checkIn(appID: plain.rawValue, caller: caller(":1.4", pid: 201, uid: Self.stranger)) }
+        #expect(engine.reclaimApps() == [])
+    }
+
     @Test mutating func aSandboxedAppOfAnotherUserIsAnAppOfItsOwn() throws {
         _ = try engine.checkIn(appID: weather.rawValue, caller: caller(":1.1", pid: 100, uid: Self.user))
         // Another user's Flatpak of the same id: its own connection-app, never the user's.

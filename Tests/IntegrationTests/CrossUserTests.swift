@@ -54,4 +54,35 @@ import Testing
         #expect(own.succeeded, "\(own)")
         #expect(daemon.stop() == .status(0))
     }
+
+    /// Another user that claimed an id before its desktop entry came loses
+    /// it when the entry comes: the app is the user's from then on.
+    @Test func anAppAnotherUserClaimedBeforeItsEntryCameIsTheUsersOnceItComes() throws {
+        let bus = try PrivateBus(allowOtherUsers: true)
+        let daemon = try DaemonUnderTest(bus: bus)
+        let later = "org.example.Later"
+        let script = """
+            import dbus, sys, time
+            bus = dbus.bus.BusConnection(sys.argv[1])
+            manager = dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
+                                     "org.bgtaskd.BackgroundTasks1.Manager")
+            manager.CheckIn(sys.argv[2])
+            print("claimed", flush=True)
+            time.sleep(60)
+            """
+        let stranger = try ChildProcess("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/python3", "-c", script, bus.address, later])
+        defer { stranger.stop() }
+        #expect(stranger.waitForLine { $0 == "claimed" } != nil, "\(stranger.standardError)")
+        let refused = try RawClient(daemon).errorName("Manager", "CheckIn") { try $0.append(later) }
+        #expect(refused == Self.prefix + "NotPermitted", "the first claimant holds an id without an entry")
+        try daemon.installDesktopEntry(DesktopEntrySpec(id: later, name: "Later", modes: ["fetch"], exec: "/bin/false"))
+        let deadline = ContinuousClock.now + .seconds(10)
+        var error: String? = "not tried"
+        while error != nil, ContinuousClock.now < deadline {
+            error = try RawClient(daemon).errorName("Manager", "CheckIn") { try $0.append(later) }
+            if error != nil { Thread.sleep(forTimeInterval: 0.1) }
+        }
+        #expect(error == nil, "\(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
 }

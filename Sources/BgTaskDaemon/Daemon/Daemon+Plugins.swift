@@ -83,6 +83,8 @@ extension Daemon {
             engine.clearLaunchBackoff(id)
         }
         knownEntries = current
+        // An app another uid claimed before its entry came is the user's now.
+        perform(engine.reclaimApps())
         broadcast(QueuedPluginEvent(type: BGT_EVENT_APPS_CHANGED, realtimeMicroseconds: realtimeMicroseconds))
     }
 
