@@ -264,9 +264,28 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
             if !frozenBefore.isEmpty { actions.append(.thaw(record.app, frozenBefore)) }
             leaveDrain(record.app, into: &actions)
         } else {
+            backgroundIfOnlyTheLaunchedInstanceIsLeft(record.app, into: &actions)
             reconcile(record.app, into: &actions)
         }
         return actions
+    }
+
+    /// The user's instance left an app in the foreground while the instance
+    /// the daemon launched for an event runs on: the app is back in the
+    /// background, where that instance is. Left `active`, it would be held
+    /// out of fetches, its clock paused, and its launched instance never
+    /// suspended nor held to its wakes' budgets.
+    private mutating func backgroundIfOnlyTheLaunchedInstanceIsLeft(_ key: AppKey, into actions: inout [CoreAction]) {
+        guard case .app(let id) = key, let app = apps[key], app.state != .background, let launch = app.launch,
+              !app.connections.isEmpty
+        else { return }
+        let onlyLaunched = app.connections.allSatisfy { connection in
+            guard let identity = connections[connection]?.identity else { return false }
+            return launch.isLaunchedInstance(identity.process, launchedByDaemon: identity.appIDSource == .launched)
+        }
+        guard onlyLaunched else { return }
+        modifyApp(key) { $0.state = .background }
+        actions.append(.appStateChanged(id, .background))
     }
 
     /// The machine goes to sleep or wakes. Asleep, every background app is

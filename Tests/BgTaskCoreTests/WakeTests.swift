@@ -56,6 +56,23 @@ import Testing
         #expect(try engine.checkIn(appID: weather.rawValue, caller: caller(":1.42", pid: 500)).reason == "fetch")
     }
 
+    /// The user opens the app while the launched instance runs, then quits:
+    /// the launched instance is left, in the background, and so is the app.
+    @Test mutating func theAppIsBackInTheBackgroundWhenTheUsersInstanceLeavesTheLaunchedOne() throws {
+        _ = try engine.requestWake(request("t1"))
+        engine.launchStarted(weather, process: launched)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: caller(":1.40", pid: 500))
+        #expect(engine.state(of: .app(weather)) == .background)
+        let byHand = caller(":1.41", pid: 900)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: byHand)
+        _ = engine.setState(.active, caller: byHand)
+        #expect(engine.state(of: .app(weather)) == .active)
+        let actions = engine.disconnect(byHand.connection)
+        #expect(actions.contains(.appStateChanged(weather, .background)), "\(actions)")
+        #expect(engine.state(of: .app(weather)) == .background)
+        #expect(engine.secondsRemaining(for: caller(":1.40", pid: 500)) < .greatestFiniteMagnitude)
+    }
+
     /// A launched wrapper whose child checks in: the child is the launched
     /// instance, a later copy started by hand is not.
     @Test mutating func theFirstProcessToCheckInForAWrapperIsTheLaunchedOne() throws {

@@ -6,6 +6,44 @@ import Testing
 /// Apps launched for background events: failures reported and held back,
 /// launched apps that never answer terminated.
 @Suite struct LaunchTests {
+    /// The user opens an app while the instance the daemon launched for a
+    /// fetch runs on, then quits it: the app is in the background again, as
+    /// its launched instance is, not left `active` (held from fetches, never
+    /// suspended).
+    @Test func theAppIsBackInTheBackgroundWhenTheUsersInstanceQuits() throws {
+        let app = "org.example.Twice"
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
+            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(testapp) --fetch-result newData --tasks 0 --hold 60"),
+        ])
+        let admin = try RawClient(daemon)
+        func state() throws -> String? {
+            guard case .string(let state)? = try admin.applications().first(where: { $0["app_id"] == .string(app) })?["state"] else { return nil }
+            return state
+        }
+        func waitForState(_ wanted: Set<String>) throws -> String? {
+            let deadline = ContinuousClock.now + .seconds(15)
+            var current = try state()
+            while !wanted.contains(current ?? ""), ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: 0.05)
+                current = try state()
+            }
+            return current
+        }
+        try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
+        #expect(daemon.waitForLog(containing: "launched \(app) for fetch"), "\(daemon.log)")
+        #expect(try waitForState(["background", "suspended"]) != nil)
+        // Opened by the user: a connection of its own that brings the app to the foreground.
+        var byHand: RawClient? = try RawClient(daemon)
+        try byHand!.call("Manager", "CheckIn") { try $0.append(app) }
+        try byHand!.call("Manager", "SetApplicationState") { try $0.append("active") }
+        #expect(try waitForState(["active"]) == "active")
+        byHand = nil
+        let after = try waitForState(["background", "suspended"])
+        #expect(after == "background" || after == "suspended", "\(String(describing: after)) \(daemon.log.suffix(1500))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func entryThatCannotStartIsReportedNotRetried() throws {
         let daemon = try DaemonUnderTest(desktopEntries: [
             DesktopEntrySpec(id: "org.example.Broken", modes: ["fetch"], exec: "/nonexistent/broken-app --fetch"),
