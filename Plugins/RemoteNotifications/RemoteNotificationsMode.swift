@@ -456,6 +456,13 @@ final class RemoteNotificationsMode: ModePlugin {
         case .appsChanged, .refreshChanged:
             appInfos.clear()
             bridge?.registerApps()
+            // An alert held while its app could not be woken goes once it can
+            // (refresh back on), not at some later wake; silent ones ride along.
+            for app in inboxes.keys.sorted()
+            where inboxes[app]?.pushes.contains(where: { $0.state == .held && $0.hasAlert && !inFlight.contains($0.id) }) == true
+                && appInfo(app)?.refreshStatus == "available" {
+                deliverWithHeld(app)
+            }
         case .appGone(let app):
             connections[app] = nil
         case .tokenCompleted, .appStateChanged, .sleepChanged:
