@@ -297,7 +297,8 @@ final class FetchMode: ModePlugin {
         case .launchFailed(let app, let token, let reason):
             if let token {
                 setToken(token, nil)
-                answerSimulation(token, failure: "cannot launch \(app): \(reason)")
+                // The host's reason names the app and the command already ("cannot launch …").
+                answerSimulation(token, failure: reason.hasPrefix("cannot launch") ? reason : "cannot launch \(app): \(reason)")
             }
             host.log(.warning, "cannot wake \(app) to fetch: \(reason)")
         case .wakeOpportunity(let now):

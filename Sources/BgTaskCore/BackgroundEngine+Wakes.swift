@@ -115,6 +115,7 @@ extension BackgroundEngine {
     /// checked in, that counts as a failed launch, and the wakes it was
     /// launched for fail with it: no budget ran out (it did not wait for
     /// it), so no offence is counted, and their events wait for the next wake.
+    /// `status` reads after "it": "exited with code 1", "was killed by SIGTERM".
     public mutating func launchedProcessExited(_ app: AppID, process: ProcessRef, status: String) -> [CoreAction] {
         let key = AppKey.app(app)
         dying.remove(process)

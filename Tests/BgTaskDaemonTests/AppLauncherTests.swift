@@ -33,6 +33,12 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
 
     // MARK: Pure parts
 
+    /// How an exit reads after "it" in a failed launch's reason.
+    @Test func anExitReadsAsAClause() {
+        #expect(LaunchExit.exited(code: 1).clause == "exited with code 1")
+        #expect(LaunchExit.killed(signal: SIGTERM, coreDumped: false).clause == "was killed by SIGTERM")
+    }
+
     @Test func unitNamesMapBackToTheAppID() throws {
         for id in ["org.example.App", "org.example.Launch-Test", "com.ex-ample.my_app-2", "a.b"] {
             let appID = try AppID(validating: id)

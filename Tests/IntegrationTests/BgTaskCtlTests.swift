@@ -71,6 +71,7 @@ import Testing
         #expect(missing.exit == .status(1), "\(missing)")
         #expect(missing.standardError.contains("cannot launch org.example.Missing") && missing.standardError.contains("/nonexistent/weather"),
                 "\(missing)")
+        #expect(!missing.standardError.contains("cannot launch org.example.Missing: cannot launch"), "said once: \(missing)")
         let quits = try daemon.bgtaskctl(["fetch", "simulate", "org.example.Quits"])
         #expect(quits.exit == .status(1), "\(quits)")
         // No "did not complete within 30 s": it went at once, and is no offence.

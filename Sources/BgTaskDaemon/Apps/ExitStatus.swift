@@ -22,6 +22,12 @@ enum ExitStatus: Sendable, Hashable, CustomStringConvertible {
         SIGXCPU: "SIGXCPU", SIGXFSZ: "SIGXFSZ", SIGSYS: "SIGSYS",
     ]
 
+    /// As a clause after a subject: "exited with code 1", "was killed by SIGTERM".
+    var clause: String {
+        if case .killed = self { return "was \(description)" }
+        return description
+    }
+
     var description: String {
         switch self {
         case .exited(let code): return "exited with code \(code)"

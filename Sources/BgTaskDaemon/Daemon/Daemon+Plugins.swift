@@ -31,7 +31,7 @@ extension Daemon {
         launches.onFailed = { [unowned self] app, why in perform(engine.launchFailed(app, error: why)) }
         launches.onExited = { [unowned self] process, status in
             freezer.forget(pid: process.pid)
-            perform(engine.launchedProcessExited(process.appID, process: process.ref, status: status.description))
+            perform(engine.launchedProcessExited(process.appID, process: process.ref, status: status.clause))
         }
         logind.onPrepareForSleep = { [unowned self] sleeping in self.logindPrepareForSleep(sleeping) }
         logind.onVanished = { [unowned self] in self.logindVanished() }
