@@ -20,7 +20,7 @@ import Testing
 
     // MARK: Values
 
-    @Test(arguments: ["abc", "", "30s", "1,5", "0x", "ten"])
+    @Test(arguments: ["abc", "", "30s", "1,5", "0x", "ten", "0x10", "0x1p4"])
     func badNumberNamesFileLineAndKey(_ value: String) throws {
         let error = try #require(failure("# comment\n\n[Tasks]\nBudgetSec=\(value)\n"))
         #expect(error.origin == .init(file: "/etc/bgtaskd/bgtaskd.conf", line: 4))

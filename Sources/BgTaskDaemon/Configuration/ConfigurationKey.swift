@@ -15,7 +15,9 @@ extension Configuration {
             func parse(_ text: String) throws(Refusal) -> Value {
                 switch self {
                 case .number(let minimum, let maximum, let positive, let unit):
-                    guard let value = Double(text), value.isFinite else {
+                    // Decimal only: Double(_:) also reads hexadecimal ("0x10" is 16).
+                    let decimal = text.allSatisfy { "0123456789.eE+-".contains($0) }
+                    guard decimal, let value = Double(text), value.isFinite else {
                         throw Refusal(reason: unit.isEmpty ? "'\(text)' is not a number" : "'\(text)' is not a number of \(unit)")
                     }
                     if positive && value <= 0 { throw Refusal(reason: "must be greater than 0, got \(text)") }
