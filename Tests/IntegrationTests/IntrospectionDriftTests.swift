@@ -42,6 +42,8 @@ import Testing
         #expect(unwritable.exit == .status(73), "\(unwritable)")
         #expect(unwritable.standardError.contains("cannot write the introspection XML to /nonexistent-bgtaskd-dir/x.xml"), "\(unwritable)")
         #expect(!unwritable.standardError.contains("Error Domain"), "\(unwritable)")
+        let directory = try CommandResult.run(bgtaskd, ["--bus-introspect", NSTemporaryDirectory()])
+        #expect(directory.exit == .status(73) && directory.standardError.contains("it is a directory"), "\(directory)")
     }
 
     @Test func everyArgumentIsNamed() {

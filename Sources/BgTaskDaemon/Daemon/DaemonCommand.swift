@@ -131,6 +131,11 @@ public struct DaemonCommand: ParsableCommand {
         let plugins = PluginInterfaceCollector.interfaces(of: candidates, configuration: configuration, logger: logger)
         let xml = IntrospectionXML.render(Daemon.busInterfaces(for: nil) + plugins)
         if path == "-" { return print(xml, terminator: "") }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            logger.critical("cannot write the introspection XML to \(path): it is a directory (name a file in it, or '-' for standard output)")
+            throw ExitCode(73)  // EX_CANTCREAT
+        }
         do {
             try xml.write(toFile: path, atomically: true, encoding: .utf8)
         } catch {
