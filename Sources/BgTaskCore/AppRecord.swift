@@ -6,6 +6,9 @@ struct AppRecord: Sendable {
     var clock: BackgroundClock
     /// Connections bound to the app, in the order they joined.
     var connections: [ConnectionID] = []
+    /// Connections whose latest `SetApplicationState` put the app in the
+    /// foreground (emptied when one puts it in the background).
+    var foregroundBy: Set<ConnectionID> = []
     /// Connections that checked in as the app, latest last: events go to the latest.
     var checkedIn: [ConnectionID] = []
     /// Open tasks across all of the app's connections.

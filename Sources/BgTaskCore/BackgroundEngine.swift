@@ -180,6 +180,9 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     /// Moves the caller's app to `state`; the background clock follows.
     public mutating func setState(_ state: ApplicationState, caller: CallerIdentity) -> [CoreAction] {
         let key = connections[register(caller)]!.app
+        modifyApp(key) { app in
+            if state == .background { app.foregroundBy.removeAll() } else { app.foregroundBy.insert(caller.connection) }
+        }
         guard apps[key]!.state != state else { return [] }
         modifyApp(key) { $0.state = state }
         var actions: [CoreAction] = []
@@ -256,6 +259,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         }
         let frozenBefore = apps[record.app]?.frozen ?? []
         var actions: [CoreAction] = record.tasks.isEmpty ? [] : [.tasksChanged]
+        let heldForeground = apps[record.app]?.foregroundBy.contains(connection) ?? false
         if case .app(let id) = record.app { actions += failWakes(handedTo: connection, of: id) }
         actions += detach(connection, from: record.app, taking: record.tasks.count)
         // A frozen process the daemon can no longer tie to the app (its
@@ -264,20 +268,21 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
             if !frozenBefore.isEmpty { actions.append(.thaw(record.app, frozenBefore)) }
             leaveDrain(record.app, into: &actions)
         } else {
-            backgroundIfOnlyTheLaunchedInstanceIsLeft(record.app, into: &actions)
+            if heldForeground { backgroundIfOnlyTheLaunchedInstanceIsLeft(record.app, into: &actions) }
             reconcile(record.app, into: &actions)
         }
         return actions
     }
 
-    /// The user's instance left an app in the foreground while the instance
-    /// the daemon launched for an event runs on: the app is back in the
-    /// background, where that instance is. Left `active`, it would be held
-    /// out of fetches, its clock paused, and its launched instance never
-    /// suspended nor held to its wakes' budgets.
+    /// The connection that put the app in the foreground left, and the only
+    /// ones left are of the instance the daemon launched for an event (which
+    /// did not ask for the foreground itself): the user quit the copy they
+    /// opened, and the app is back in the background, where that instance
+    /// is. Left `active`, it would be held out of fetches, its clock paused,
+    /// and its launched instance never suspended nor held to its wakes' budgets.
     private mutating func backgroundIfOnlyTheLaunchedInstanceIsLeft(_ key: AppKey, into actions: inout [CoreAction]) {
-        guard case .app(let id) = key, let app = apps[key], app.state != .background, let launch = app.launch,
-              !app.connections.isEmpty
+        guard case .app(let id) = key, let app = apps[key], app.state != .background, app.foregroundBy.isEmpty,
+              let launch = app.launch, !app.connections.isEmpty
         else { return }
         let onlyLaunched = app.connections.allSatisfy { connection in
             guard let identity = connections[connection]?.identity else { return false }
@@ -435,6 +440,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     private mutating func move(_ connection: ConnectionID, to newKey: AppKey) -> [CoreAction] {
         let record = connections[connection]!
         let oldApp = apps[record.app]!
+        let heldForeground = oldApp.foregroundBy.contains(connection)
         var actions = detach(connection, from: record.app, taking: record.tasks.count)
         if apps[newKey] == nil {
             let owner = if case .app(let id) = newKey { defaultOwner(id) ?? record.identity.uid } else { record.identity.uid }
@@ -452,7 +458,10 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
             }
         }
         join(connection, newKey)
-        modifyApp(newKey) { $0.openTasks += record.tasks.count }
+        modifyApp(newKey) { app in
+            app.openTasks += record.tasks.count
+            if heldForeground && app.state != .background { app.foregroundBy.insert(connection) }
+        }
         connections[connection]!.app = newKey
         refreshClock(newKey)
         if !record.tasks.isEmpty { actions.append(.tasksChanged) }
@@ -464,6 +473,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         let lastGone = modifyApp(key) { app -> Bool in
             app.connections.removeAll { $0 == connection }
             app.checkedIn.removeAll { $0 == connection }
+            app.foregroundBy.remove(connection)
             app.openTasks -= taskCount
             return app.connections.isEmpty && app.launch?.process == nil
         } ?? false

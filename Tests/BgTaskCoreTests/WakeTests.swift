@@ -73,6 +73,22 @@ import Testing
         #expect(engine.secondsRemaining(for: caller(":1.40", pid: 500)) < .greatestFiniteMagnitude)
     }
 
+    /// The launched instance itself asked for the foreground (the user
+    /// brought it up): a second process that checks in and leaves (a
+    /// single-instance app handing over its activation) leaves it there.
+    @Test mutating func theLaunchedInstanceInTheForegroundStaysThereWhenAnotherProcessLeaves() throws {
+        _ = try engine.requestWake(request("t1"))
+        engine.launchStarted(weather, process: launched)
+        let instance = caller(":1.40", pid: 500)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: instance)
+        _ = engine.setState(.active, caller: instance)
+        let handover = caller(":1.41", pid: 900)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: handover)
+        let actions = engine.disconnect(handover.connection)
+        #expect(!actions.contains(.appStateChanged(weather, .background)), "\(actions)")
+        #expect(engine.state(of: .app(weather)) == .active)
+    }
+
     /// A launched wrapper whose child checks in: the child is the launched
     /// instance, a later copy started by hand is not.
     @Test mutating func theFirstProcessToCheckInForAWrapperIsTheLaunchedOne() throws {
