@@ -127,6 +127,9 @@ public final class Bus {
         return Message(adopting: message!)
     }
 
+    /// Whether the connection is still open (not closed, its peer not gone).
+    public var isOpen: Bool { sd_bus_is_open(handle) > 0 }
+
     /// Queues a message for sending.
     public func send(_ message: Message) throws(BusError) {
         try check(message.isSpoiled ? -EBADMSG : sd_bus_send(handle, message.handle, nil), "sending")

@@ -380,4 +380,42 @@ import Testing
         _ = try daemon.callManager("SimulateWake")
         #expect(daemon.stop() == .status(0))
     }
+
+    /// A daemon that loses its bus cannot ask the user manager to thaw the
+    /// units it froze: it leaves them listed, for the start on the bus's
+    /// return to thaw, instead of forgetting them frozen.
+    @Test(.enabled(if: ScopedApp.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func unitsFrozenWhenTheBusIsLostStayListedForTheNextStart() throws {
+        let bus = try PrivateBus()
+        // The user manager, as far as freezing goes: FreezeUnit and ThawUnit that answer.
+        let manager = try ChildProcess("/usr/bin/python3", [
+            "-m", "dbusmock", "--session", "org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
+        ], environment: bus.environment)
+        defer { manager.stop() }
+        func gdbus(_ arguments: [String]) throws -> CommandResult {
+            try CommandResult.run("/usr/bin/gdbus", ["call", "--address", bus.address] + arguments)
+        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try !gdbus(["--dest", "org.freedesktop.systemd1", "--object-path", "/org/freedesktop/systemd1",
+                          "--method", "org.freedesktop.DBus.Peer.Ping"]).succeeded, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        for method in ["FreezeUnit", "ThawUnit"] {
+            let added = try gdbus(["--dest", "org.freedesktop.systemd1", "--object-path", "/org/freedesktop/systemd1",
+                                   "--method", "org.freedesktop.DBus.Mock.AddMethod", "", method, "s", "", ""])
+            #expect(added.succeeded, "\(added)")
+        }
+        let daemon = try DaemonUnderTest(settings: ["Tasks.BudgetSec=120"], bus: bus)
+        let opened = try ScopedApp(daemon, appID: "org.example.Opened", ["--background", "--hold", "60"])
+        defer { opened.stop() }
+        #expect(opened.process.waitForEvent("state") != nil)
+        _ = try daemon.callManager("SimulateSleep")
+        let journal = daemon.stateDirectory + "/bgtaskd.sqlite3.frozen"
+        #expect((try? String(contentsOfFile: journal, encoding: .utf8))?.contains("unit app-gnome-org.example.Opened") == true,
+                "frozen through the user manager: \(daemon.log.suffix(1500))")
+        bus.stop()
+        #expect(daemon.process.waitForExit(timeout: .seconds(10)) == .status(69), "\(daemon.log.suffix(1500))")
+        #expect((try? String(contentsOfFile: journal, encoding: .utf8))?.contains("unit app-gnome-org.example.Opened") == true,
+                "still listed for the next start: \(daemon.log.suffix(1500))")
+    }
 }

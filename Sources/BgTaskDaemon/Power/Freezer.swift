@@ -242,6 +242,12 @@ final class Freezer {
     private func thawNow(_ target: Target) {
         switch target {
         case .unit(let name):
+            // Without the bus the user manager cannot be asked: the unit stays
+            // listed, for the next start (on the bus's return) to thaw.
+            if let systemd, !systemd.bus.isOpen {
+                logger.warning("cannot thaw unit \(name): the bus is gone; the next start thaws it")
+                return
+            }
             systemd?.setFrozen(unit: name, false) { [logger] result in
                 if case .failure(let error) = result { logger.warning("cannot thaw unit \(name): \(error.message)") }
             }
