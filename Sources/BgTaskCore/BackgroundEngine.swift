@@ -374,9 +374,19 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
             guard case .app(let id) = key, let owner = defaultOwner(id) else { continue }
             for connection in apps[key]?.connections ?? [] where connections[connection]?.identity.uid != owner {
                 actions += failWakes(handedTo: connection, of: id)
+                // Frozen as the app, its process is thawed here; as an app of its own it is held as such.
+                if let process = connections[connection]?.identity.process, apps[key]?.frozen.contains(process) == true {
+                    modifyApp(key) { $0.frozen.removeAll { $0 == process } }
+                    actions.append(.thaw(key, [process]))
+                }
                 actions += move(connection, to: .connection(connection))
+                reconcile(.connection(connection), into: &actions)
             }
-            modifyApp(key) { $0.owner = owner }
+            if apps[key] == nil {
+                leaveDrain(key, into: &actions)
+            } else {
+                modifyApp(key) { $0.owner = owner }
+            }
         }
         return actions
     }

@@ -56,12 +56,18 @@ import Testing
         var engine = BackgroundEngine(
             policy: TaskPolicy(budget: .seconds(600), warning: .seconds(5), killGrace: .seconds(2)), clock: clock,
             defaultOwner: { entries.ids.contains($0) ? Self.user : nil })
-        let theirs = caller(":1.2", pid: 200, uid: Self.stranger)
+        // Another user's Flatpak of that id (a verified id: frozen while the machine sleeps).
+        let theirs = caller(":1.2", pid: 200, uid: Self.stranger, appID: plain)
         _ = try engine.checkIn(appID: plain.rawValue, caller: theirs)
         #expect(engine.reclaimApps() == [], "no entry yet: the first claimant keeps it")
+        // In the background while the machine sleeps: frozen as the app.
+        _ = engine.setState(.background, caller: theirs)
+        #expect(engine.setSleeping(true).contains(.freeze(.app(plain), [theirs.process!])))
         entries.ids.insert(plain)
         let actions = engine.reclaimApps()
         #expect(actions.contains(.appGone(plain)), "\(actions)")
+        #expect(actions.contains(.thaw(.app(plain), [theirs.process!])), "nothing would thaw it later: \(actions)")
+        _ = engine.setSleeping(false)
         #expect(engine.app(of: theirs.connection) == .connection(theirs.connection))
         _ = try engine.checkIn(appID: plain.rawValue, caller: caller(":1.3", pid: 101, uid: Self.user))
         #expect(throws: CoreError.self) { try engine.checkIn(appID: plain.rawValue, caller: caller(":1.4", pid: 201, uid: Self.stranger)) }
