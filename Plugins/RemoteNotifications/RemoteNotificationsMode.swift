@@ -58,6 +58,10 @@ final class RemoteNotificationsMode: ModePlugin {
     private var tokens: [String: (app: String, push: String)] = [:]
     /// Push ids on their way, to tell which due pushes have no wake yet.
     private var inFlight: Set<String> = []
+    /// Apps with an alert held because their refresh status was not
+    /// `available`: woken when it is again (not remembered across restarts;
+    /// those alerts then wait for the app's next wake).
+    private var heldForRefresh: Set<String> = []
     private var lastSequence: UInt64 = 0
     /// The version of the last app state written (see ``PushAppState/version``).
     private var stateVersion: UInt64 = 0
@@ -331,7 +335,9 @@ final class RemoteNotificationsMode: ModePlugin {
         // Taken out of the dictionary while it changes, so that its pushes are not copied on append.
         touch(app)
         var box = inboxes.removeValue(forKey: app) ?? inbox(app)
-        let (admission, removed) = box.admit(&push, canWake: info.refreshStatus == "available", now: now)
+        let canWake = info.refreshStatus == "available"
+        let (admission, removed) = box.admit(&push, canWake: canWake, now: now)
+        if !canWake && push.hasAlert && push.state == .held { heldForRefresh.insert(app) }
         inboxes[app] = box
         for (old, reason) in removed {
             try host.delete(collection: "pushes", key: old.id)
@@ -456,12 +462,12 @@ final class RemoteNotificationsMode: ModePlugin {
         case .appsChanged, .refreshChanged:
             appInfos.clear()
             bridge?.registerApps()
-            // An alert held while its app could not be woken goes once it can
-            // (refresh back on), not at some later wake; silent ones ride along.
-            for app in inboxes.keys.sorted()
-            where inboxes[app]?.pushes.contains(where: { $0.state == .held && $0.hasAlert && !inFlight.contains($0.id) }) == true
-                && appInfo(app)?.refreshStatus == "available" {
-                deliverWithHeld(app)
+            // An alert held because refresh was off goes once it is on again,
+            // not at some later wake; silent ones ride along. (Alerts held for
+            // another reason, an overstayed wake or a failed launch, wait.)
+            for app in heldForRefresh.sorted() where appInfo(app)?.refreshStatus == "available" {
+                heldForRefresh.remove(app)
+                if inboxes[app]?.pushes.contains(where: { $0.state == .held && $0.hasAlert }) == true { deliverWithHeld(app) }
             }
         case .appGone(let app):
             connections[app] = nil

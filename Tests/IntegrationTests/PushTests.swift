@@ -194,6 +194,22 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An alert held because its wake ran out (an offence) waits for the
+    /// app's next wake: switching refresh off and on again is none.
+    @Test func anAlertHeldAfterAMissedWakeWaitsForTheNextWake() throws {
+        let daemon = try daemon(["RemoteNotifications.WakeBudgetSec=1"])
+        let app = try app(daemon)
+        let sender = try RawClient(daemon)
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"hi"}}"#))
+        #expect(app.waitForSignals(1))
+        #expect(daemon.waitForLog(containing: "offence counted"), "\(daemon.log)")
+        for enabled in [false, true] {
+            try sender.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(""); try $0.append(enabled) }
+        }
+        #expect(!app.waitForSignals(2, timeout: .seconds(1)), "not woken again by the switch")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A push handed to an instance that crashed waited out its budget, was
     /// counted an offence, and reached the app's next instance only at some
     /// later wake. Now it goes to the next instance as it checks in.
