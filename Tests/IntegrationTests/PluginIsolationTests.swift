@@ -100,6 +100,36 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A plugin refused after it exported an interface (its start failed
+    /// later) takes the interface with it: nothing may call a stopped
+    /// plugin, and another plugin may export that name.
+    @Test func aPluginRefusedAfterItExportedTakesItsInterfaceWithIt() throws {
+        let half = PluginFixture.source(name: "alpha", start: """
+            static const bgt_member members[] = {
+                { .kind = BGT_MEMBER_METHOD, .name = "Ping", .in_signature = "", .in_names = "", .out_signature = "", .out_names = "" },
+            };
+            static const bgt_interface first = { .name = "org.bgtaskd.BackgroundTasks1.Demo", .members = members, .n_members = 1 };
+            static const bgt_interface second = { .name = "org.bgtaskd.BackgroundTasks1.Manager", .members = members, .n_members = 1 };
+            if (api->export_interface(host, &first) < 0) return -1;
+            if (api->export_interface(host, &second) < 0) return -1;
+            """)
+        let whole = PluginFixture.source(name: "beta", start: """
+            static const bgt_member members[] = {
+                { .kind = BGT_MEMBER_METHOD, .name = "Pong", .in_signature = "", .in_names = "", .out_signature = "", .out_names = "" },
+            };
+            static const bgt_interface interface = { .name = "org.bgtaskd.BackgroundTasks1.Demo", .members = members, .n_members = 1 };
+            if (api->export_interface(host, &interface) < 0) return -1;
+            """)
+        let fixtures = try PluginFixture.directory([("libbgtaskd-mode-alpha.so", half), ("libbgtaskd-mode-beta.so", whole)])
+        defer { try? FileManager.default.removeItem(atPath: fixtures) }
+        let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures])
+        #expect(try daemon.property("Plugins") == #"a(ssu) 1 "beta" "1.0.0" 1"#, "\(daemon.log)")
+        let demo = try daemon.busctl(["introspect", "org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1", "org.bgtaskd.BackgroundTasks1.Demo"])
+        #expect(demo.standardOutput.contains(".Pong") && !demo.standardOutput.contains(".Ping"), "\(demo)")
+        #expect(daemon.waitForLog(containing: "libbgtaskd-mode-alpha.so: start failed: cannot export org.bgtaskd.BackgroundTasks1.Manager"), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func badPluginsAreRefusedAndTheDaemonRunsOn() throws {
         let fixtures = try PluginFixture.directory([
             ("libbgtaskd-mode-demo.so", Self.misbehaving),

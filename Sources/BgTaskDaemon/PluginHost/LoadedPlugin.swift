@@ -102,10 +102,16 @@ final class LoadedPlugin {
             throw PluginError("init failed: \(Self.text(error, or: "no reason given"))")
         }
         self.context = context
+        // Only a host call of its start can be the reason its start gives none.
+        free(lastErrorText)
+        lastErrorText = nil
         let result = descriptor.pointee.start!(context, &error, error.count)
         if result < 0 {
             descriptor.pointee.stop!(context)
             self.context = nil
+            // What it exported goes with it: nothing may call a stopped plugin.
+            services.unexport(by: self)
+            interfaces.removeAll()
             // Without a reason of its own, the last host call it saw fail is the likely one.
             let fallback = lastErrorText.map { String(cString: $0) } ?? String(cString: strerror(-result))
             throw PluginError("start failed: \(Self.text(error, or: fallback))")
@@ -157,7 +163,7 @@ final class LoadedPlugin {
         }
         let busInterface = BusInterface(name: interfaceName, methods: methods, signals: signals)
         do {
-            try services.export(busInterface, at: path)
+            try services.export(busInterface, at: path, by: self)
         } catch {
             throw PluginError("cannot export \(interfaceName): \(error.message)")
         }

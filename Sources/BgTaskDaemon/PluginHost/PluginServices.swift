@@ -31,6 +31,9 @@ final class PluginServices {
     /// The interfaces plugins exported, in order.
     private(set) var interfaces: [BusInterface] = []
     private var objects: [ExportedObject] = []
+    /// What each plugin exported (by its object), so that a plugin refused
+    /// after it exported takes its interfaces with it.
+    private var exportsBy: [ObjectIdentifier: [(interface: String, path: String, object: ExportedObject?)]] = [:]
 
     init(
         logger: Logger, wallClock: any WallClock, configuration: Configuration, loop: EventLoop?, bus: Bus?,
@@ -60,6 +63,7 @@ final class PluginServices {
     /// The exported objects go (the daemon is stopping).
     func unexportAll() {
         objects.removeAll()
+        exportsBy.removeAll()
         subscriptions.removeAll()
     }
 
@@ -87,7 +91,7 @@ final class PluginServices {
     /// Publishes a plugin's interface: on the daemon's object (those are
     /// the daemon's interfaces, listed in ``interfaces``), or at another
     /// path a protocol fixes.
-    func export(_ interface: BusInterface, at path: String = BgTaskNames.objectPath) throws(BusError) {
+    func export(_ interface: BusInterface, at path: String = BgTaskNames.objectPath, by owner: AnyObject? = nil) throws(BusError) {
         // sd-bus would merge a second vtable of a name into the first: a
         // plugin could grow the daemon's own contract, or another plugin's.
         if interface.name.hasPrefix("org.freedesktop.DBus.") {
@@ -101,8 +105,19 @@ final class PluginServices {
                 throw BusError.invalidArgs("the interface \(interface.name) is exported already, by another plugin")
             }
         }
-        if let bus { objects.append(try bus.export(interface, at: path)) }
+        let object = try bus.map { (bus) throws(BusError) in try bus.export(interface, at: path) }
+        if let object { objects.append(object) }
         if path == BgTaskNames.objectPath { interfaces.append(interface) }
+        if let owner { exportsBy[ObjectIdentifier(owner), default: []].append((interface.name, path, object)) }
+    }
+
+    /// Takes back what `owner` exported (a plugin refused after it started exporting).
+    func unexport(by owner: AnyObject) {
+        guard let exported = exportsBy.removeValue(forKey: ObjectIdentifier(owner)) else { return }
+        for entry in exported {
+            if let object = entry.object { objects.removeAll { $0 === object } }
+            if entry.path == BgTaskNames.objectPath { interfaces.removeAll { $0.name == entry.interface } }
+        }
     }
 
     /// A new signal on the daemon's object, or nil offline; the interface
