@@ -197,7 +197,7 @@ extension Message {
         case .string(let v): try append(v)
         case .objectPath(let v): try appendObjectPath(v)
         case .signature(let v):
-            let r = v.withCString { sd_bus_message_append_basic(handle, CChar(UInt8(ascii: "g")), $0) }
+            let r = wrote(v.withCString { sd_bus_message_append_basic(handle, CChar(UInt8(ascii: "g")), $0) })
             try check(r, "appending a signature")
         case .array(let element, let values):
             try container("a", element) { () throws(BusError) in
@@ -223,7 +223,7 @@ extension Message {
 
     private func appendRaw<T>(_ type: UInt8, _ value: T) throws(BusError) {
         var value = value
-        let r = withUnsafePointer(to: &value) { sd_bus_message_append_basic(handle, CChar(bitPattern: type), $0) }
+        let r = wrote(withUnsafePointer(to: &value) { sd_bus_message_append_basic(handle, CChar(bitPattern: type), $0) })
         try check(r, "appending '\(Character(Unicode.Scalar(type)))'")
     }
 }

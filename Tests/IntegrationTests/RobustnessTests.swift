@@ -29,6 +29,27 @@ import Testing
         }
     }
 
+    /// A value sd-bus refuses leaves the message unsendable: sd-bus may have
+    /// added the value's type to the signature already, and a bus daemon
+    /// cuts off a connection that sends a message whose body does not match.
+    @Test func aMessageAWriteToWhichFailedIsNeverSent() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let connection = try Bus.open(Bus.Address(parsing: bus.address), description: "spoiled")
+        let noncharacter = String(Character(Unicode.Scalar(0xFFFE)!))
+        let signal = try connection.newSignal(path: "/t", interface: "org.example.T", member: "S")
+        #expect(throws: BusError.self) { try signal.append("bad " + noncharacter) }
+        #expect(signal.isSpoiled)
+        #expect(throws: BusError.self) { try connection.send(signal) }
+        let other = try connection.newSignal(path: "/t", interface: "org.example.T", member: "S")
+        #expect(throws: BusError.self) { try other.append(value: .signature("((")) }
+        #expect(other.isSpoiled)
+        let fine = try connection.newSignal(path: "/t", interface: "org.example.T", member: "S")
+        try fine.append("fine")
+        #expect(!fine.isSpoiled)
+        try connection.send(fine)
+    }
+
     @Test func survivesRandomCallsFromVanishingClients() throws {
         let daemon = try DaemonUnderTest()
         var rng = SplitMix64(seed: 20261121)
