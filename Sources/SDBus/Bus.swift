@@ -130,6 +130,11 @@ public final class Bus {
     /// Whether the connection is still open (not closed, its peer not gone).
     public var isOpen: Bool { sd_bus_is_open(handle) > 0 }
 
+    /// A call whose body could not be written is not sent (``Message/isSpoiled``).
+    private func refuseIfSpoiled(_ message: Message) throws(BusError) {
+        if message.isSpoiled { throw BusError.errno(-EBADMSG, "call to \(message.member ?? "?") with a value that could not be written") }
+    }
+
     /// Queues a message for sending.
     public func send(_ message: Message) throws(BusError) {
         try check(message.isSpoiled ? -EBADMSG : sd_bus_send(handle, message.handle, nil), "sending")
@@ -138,7 +143,7 @@ public final class Bus {
     /// Calls a method and waits for the reply (not for use inside a loop callback).
     /// `timeout` is in microseconds; 0 means sd-bus's default (25 s).
     public func call(_ message: Message, timeout: UInt64 = 0) throws(BusError) -> Message {
-        if message.isSpoiled { throw BusError.errno(-EBADMSG, "call to \(message.member ?? "?") with a value that could not be written") }
+        try refuseIfSpoiled(message)
         var error = sd_bus_error()
         var reply: OpaquePointer?
         let r = sd_bus_call(handle, message.handle, timeout, &error, &reply)
@@ -151,7 +156,7 @@ public final class Bus {
     public func callAsync(
         _ message: Message, timeout: UInt64 = 0, _ completion: @escaping (Result<Message, BusError>) -> Void
     ) throws(BusError) {
-        if message.isSpoiled { throw BusError.errno(-EBADMSG, "call to \(message.member ?? "?") with a value that could not be written") }
+        try refuseIfSpoiled(message)
         final class Box {
             let completion: (Result<Message, BusError>) -> Void
             init(_ completion: @escaping (Result<Message, BusError>) -> Void) { self.completion = completion }

@@ -59,14 +59,23 @@ struct SystemdUserManager {
     /// once the unit's cgroup is frozen or thawed.
     func setFrozen(unit: String, _ frozen: Bool, _ completion: @escaping (Result<Void, BusError>) -> Void) {
         do throws(BusError) {
-            let call = try bus.newMethodCall(
-                destination: Self.busName, path: Self.path, interface: Self.interface,
-                member: frozen ? "FreezeUnit" : "ThawUnit")
-            try call.append(unit)
-            try bus.callAsync(call, timeout: Self.timeout) { result in completion(result.map { _ in () }) }
+            try bus.callAsync(try freezeCall(unit: unit, frozen), timeout: Self.timeout) { result in completion(result.map { _ in () }) }
         } catch {
             completion(.failure(error))
         }
+    }
+
+    /// Thaws a unit and waits for systemd's answer: only where no event
+    /// loop runs (a start that gives up).
+    func thawAndWait(unit: String) throws(BusError) {
+        _ = try bus.call(try freezeCall(unit: unit, false), timeout: Self.timeout)
+    }
+
+    private func freezeCall(unit: String, _ frozen: Bool) throws(BusError) -> Message {
+        let call = try bus.newMethodCall(
+            destination: Self.busName, path: Self.path, interface: Self.interface, member: frozen ? "FreezeUnit" : "ThawUnit")
+        try call.append(unit)
+        return call
     }
 
     /// The `a(sv)` properties of a launched app's scope.

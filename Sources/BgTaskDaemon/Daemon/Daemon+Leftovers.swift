@@ -19,11 +19,7 @@ extension Daemon {
             FreezeJournal.thaw(entry, logger: logger) { name in
                 do throws(BusError) {
                     if bus == nil { bus = try Bus.open(settings.bus, description: "bgtaskd-thaw") }
-                    let call = try bus!.newMethodCall(
-                        destination: SystemdUserManager.busName, path: SystemdUserManager.path,
-                        interface: SystemdUserManager.interface, member: "ThawUnit")
-                    try call.append(name)
-                    _ = try bus!.call(call, timeout: SystemdUserManager.timeout)
+                    try SystemdUserManager(bus: bus!).thawAndWait(unit: name)
                 } catch {
                     logger.warning("cannot thaw unit \(name): \(error.message)")
                 }

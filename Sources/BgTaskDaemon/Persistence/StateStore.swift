@@ -73,16 +73,20 @@ public final class StateStore {
 
     /// The database's path in a state directory.
     public static func path(inDirectory directory: String) -> String {
+        let directory = withoutTrailingSlashes(directory)
+        return (directory == "/" ? "" : directory) + "/" + fileName
+    }
+
+    private static func withoutTrailingSlashes(_ directory: String) -> String {
         var directory = directory
         while directory.count > 1, directory.hasSuffix("/") { directory.removeLast() }
-        return (directory == "/" ? "" : directory) + "/" + fileName
+        return directory
     }
 
     /// Opens the store with an explicit schema; tests pass extra migrations to
     /// play a newer bgtaskd.
     init(directory: String, logger: Logger, migrations: [Migration], exclusive: Bool = true) throws(StoreError) {
-        var directory = directory
-        while directory.count > 1, directory.hasSuffix("/") { directory.removeLast() }
+        let directory = Self.withoutTrailingSlashes(directory)
         self.path = Self.path(inDirectory: directory)
         self.logger = logger
         try Self.prepareFiles(directory: directory, path: path)
