@@ -59,9 +59,14 @@ final class RemoteNotificationsMode: ModePlugin {
     /// Push ids on their way, to tell which due pushes have no wake yet.
     private var inFlight: Set<String> = []
     /// Apps with an alert held because their refresh status was not
-    /// `available`: woken when it is again (not remembered across restarts;
-    /// those alerts then wait for the app's next wake).
+    /// `available`: woken when it is again. Not stored: at start, an app
+    /// whose refresh is off and that holds an alert is one.
     private var heldForRefresh: Set<String> = []
+    /// Pushes ``deliverWithHeld(_:)`` made due and has not stored so yet:
+    /// if no wake can be had they go back to held as they are stored, with
+    /// no write (an app that cannot be launched had every held push written
+    /// twice for each new alert).
+    private var takenUnstored: Set<String> = []
     private var lastSequence: UInt64 = 0
     /// The version of the last app state written (see ``PushAppState/version``).
     private var stateVersion: UInt64 = 0
@@ -173,6 +178,9 @@ final class RemoteNotificationsMode: ModePlugin {
             waiting += 1
         }
         expirationBound = exactExpirationBound()
+        for (app, box) in inboxes where box.pushes.contains(where: { $0.state == .held && $0.hasAlert }) {
+            if let info = appInfo(app), info.refreshStatus != "available" { heldForRefresh.insert(app) }
+        }
         if waiting > 0 {
             redeliverAfter = host.realtimeMicroseconds + Self.restartGrace
             host.log(.info, "\(waiting) pushes from before the restart wait for their apps")
@@ -335,8 +343,10 @@ final class RemoteNotificationsMode: ModePlugin {
         // Taken out of the dictionary while it changes, so that its pushes are not copied on append.
         touch(app)
         var box = inboxes.removeValue(forKey: app) ?? inbox(app)
-        let canWake = info.refreshStatus == "available"
-        let (admission, removed) = box.admit(&push, canWake: canWake, now: now)
+        // Refresh governs background wakes only: an app in the foreground gets its pushes, as on iOS.
+        let canWake = info.refreshStatus == "available" || isInForeground(app)
+        let inFlight = inFlight
+        let (admission, removed) = box.admit(&push, canWake: canWake, now: now) { inFlight.contains($0.id) }
         if !canWake && push.hasAlert && push.state == .held { heldForRefresh.insert(app) }
         inboxes[app] = box
         for (old, reason) in removed {
@@ -489,8 +499,21 @@ final class RemoteNotificationsMode: ModePlugin {
         guard var box = inboxes.removeValue(forKey: app) else { return }
         let taken = box.takeHeld()
         inboxes[app] = box
-        for push in taken { persist("store push \(push.id)") { try store(push) } }
+        let takenIDs = Set(taken.map(\.id))
+        takenUnstored = takenIDs
         deliverDue(app)
+        takenUnstored = []
+        // Stored as due only those that stay due (on their way, or waiting their turn among the sixteen).
+        guard !takenIDs.isEmpty, let box = inboxes[app] else { return }
+        for push in box.pushes where push.state == .due && takenIDs.contains(push.id) {
+            persist("store push \(push.id)") { try store(push) }
+        }
+    }
+
+    /// Whether the app is in the foreground (`active` or `inactive`), asked of the host: the cache may be older than its last SetApplicationState.
+    private func isInForeground(_ app: String) -> Bool {
+        guard let state = host.appInfo(app)?.state else { return false }
+        return state == ApplicationState.active.rawValue || state == ApplicationState.inactive.rawValue
     }
 
     /// Wakes the app once per due push that has no wake yet, oldest first,
@@ -523,7 +546,7 @@ final class RemoteNotificationsMode: ModePlugin {
         let held = box.holdDue { !inFlight.contains($0.id) }
         inboxes[app] = box
         for push in held {
-            persist("store push \(push.id)") { try store(push) }
+            if !takenUnstored.contains(push.id) { persist("store push \(push.id)") { try store(push) } }
             lowerExpirationBound(push.expiration)
         }
         persist("store the state of \(app)") { try saveState(app) }

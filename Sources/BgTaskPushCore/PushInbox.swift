@@ -12,7 +12,9 @@ import BgTaskProtocol
 //     push that asks for no wake at all. Held pushes ride along with the
 //     app's next wake of any kind, without spending tokens.
 // A newer push with the same collapse id replaces a held one. Over `limit`
-// held pushes, the oldest silent ones go; an alert never does.
+// waiting pushes (held, or due with no wake yet: an app being launched that
+// never checks in keeps them due), the oldest silent ones go, then the
+// oldest alerts; a push on its way to the app never does.
 
 /// One app's waiting pushes and silent-push budget, with the rules for them.
 public struct PushInbox: Sendable, Equatable {
@@ -33,7 +35,7 @@ public struct PushInbox: Sendable, Equatable {
         public var offences = 0
     }
 
-    /// Held pushes an app may have before the oldest silent ones (then the oldest alerts) are dropped.
+    /// Waiting pushes an app may have before the oldest silent ones (then the oldest alerts) are dropped.
     public static let limit = 1000
 
     public private(set) var pushes: [PushRecord] = []
@@ -59,8 +61,9 @@ public struct PushInbox: Sendable, Equatable {
 
     /// Decides a new push's fate and applies it. Returns the decision (the push's
     /// state is set to match) and the pushes this removed, with why.
+    /// `isOnItsWay` names the pushes a wake carries now: never dropped.
     public mutating func admit(
-        _ push: inout PushRecord, canWake: Bool, now: UInt64
+        _ push: inout PushRecord, canWake: Bool, now: UInt64, isOnItsWay: (PushRecord) -> Bool = { _ in false }
     ) -> (admission: Admission, removed: [(push: PushRecord, reason: String)]) {
         counts.received += 1
         if push.isExpired(at: now) {
@@ -89,14 +92,16 @@ public struct PushInbox: Sendable, Equatable {
         }
         push.state = admission == .deliverNow ? .due : .held
         pushes.append(push)
-        var held = heldCount
+        // Counted only past the limit: most apps hold a few pushes.
+        guard pushes.count > Self.limit else { return (admission, removed) }
+        var waiting = pushes.count { !isOnItsWay($0) }
         // Silent ones first; an alert (shown when it came) only when no silent one is left,
         // so that a sender of alerts alone cannot fill the disk either.
-        while held > Self.limit,
-              let oldest = pushes.firstIndex(where: { $0.state == .held && !$0.hasAlert }) ?? pushes.firstIndex(where: { $0.state == .held }) {
+        while waiting > Self.limit,
+              let oldest = pushes.firstIndex(where: { !$0.hasAlert && !isOnItsWay($0) }) ?? pushes.firstIndex(where: { !isOnItsWay($0) }) {
             removed.append((pushes.remove(at: oldest), "the app had more than \(Self.limit) pushes waiting"))
             counts.overflowed += 1
-            held -= 1
+            waiting -= 1
         }
         return (admission, removed)
     }

@@ -166,4 +166,21 @@ import Testing
         #expect(inbox.pushes.first?.id == "a1" && inbox.pushes.last?.id == "a\(PushInbox.limit)")
         #expect(inbox.counts.overflowed == 1)
     }
+
+    /// Alerts to an app being launched that never checks in stay due (each
+    /// wants a wake now): they were never counted against the limit, and
+    /// 3,000 of them were kept. Those waiting count now, whatever their
+    /// state; those a wake carries are never dropped.
+    @Test mutating func duePushesWithNoWakeCountAgainstTheLimit() {
+        var inbox = PushInbox(bucket: TokenBucket(capacity: 0, now: now))
+        let onTheirWay: Set<String> = ["a0", "a1"]
+        for i in 0...(PushInbox.limit + 2) {
+            var alert = push("a\(i)", alert: true)
+            #expect(inbox.admit(&alert, canWake: true, now: now) { onTheirWay.contains($0.id) }.admission == .deliverNow)
+        }
+        #expect(inbox.heldCount == 0)
+        #expect(inbox.pushes.count == PushInbox.limit + 2, "1,000 waiting and the two on their way")
+        #expect(inbox.pushes.prefix(3).map(\.id) == ["a0", "a1", "a3"], "the oldest waiting one went, not those on their way")
+        #expect(inbox.counts.overflowed == 1)
+    }
 }

@@ -182,6 +182,8 @@ import Testing
         // Delivered while refresh is on (the plugin now knows the app).
         try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"n":1}"#))
         #expect(app.waitForSignals(1))
+        // Refresh governs background wakes: an app in the foreground is not held (see below).
+        try app.call("Manager", "SetApplicationState") { try $0.append("background") }
         try sender.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.app); try $0.append(false) }
         try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"n":2}"#))
         try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"hi"},"n":3}"#))
@@ -191,6 +193,72 @@ import Testing
         #expect(app.waitForSignals(3), "refresh on again: the held alert wakes the app at once, the silent push rides along")
         try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"again"},"n":4}"#))
         #expect(app.waitForSignals(4), "a new alert wakes the app")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// Refresh switched off held every push, even from an app the user had
+    /// open in the foreground, which got them only when it checked in
+    /// again. As on iOS, refresh governs background wakes only.
+    @Test func anAppInTheForegroundGetsItsPushesWhileRefreshIsOff() throws {
+        let daemon = try daemon()
+        let app = try app(daemon)
+        let sender = try RawClient(daemon)
+        try app.call("Manager", "SetApplicationState") { try $0.append("active") }
+        try sender.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.app); try $0.append(false) }
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"hi"},"n":1}"#))
+        #expect(app.waitForSignals(1), "\(daemon.log)")
+        try app.call("Manager", "SetApplicationState") { try $0.append("background") }
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"later"},"n":2}"#))
+        #expect(!app.waitForSignals(2, timeout: .milliseconds(500)), "in the background it is held")
+        #expect(try held(sender).filter { $0["state"] == .string("held") }.count == 1)
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// Which apps held an alert because refresh was off was known only in
+    /// memory: after a restart, switching refresh on left the alert waiting
+    /// for some unrelated wake.
+    @Test func anAlertHeldForRefreshGoesWhenItIsOnAgainAfterARestart() throws {
+        let daemon = try daemon()
+        var sender = try RawClient(daemon)
+        try sender.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.app); try $0.append(false) }
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"hi"}}"#))
+        #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
+        sender = try RawClient(daemon)
+        #expect(try held(sender).map { $0["state"] } == [.string("held")])
+        #expect(!daemon.log.contains("for remote-notification"), "not launched while refresh is off: \(daemon.log)")
+        try sender.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.app); try $0.append(true) }
+        #expect(daemon.waitForLog(containing: "for remote-notification"), "launched for its alert at once: \(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// An alert for an app that cannot be launched made every held push due
+    /// and stored each, failed to wake the app, held them again and stored
+    /// each again: two writes per held push for every alert (90 ms a push
+    /// with 1,000 held, other callers waiting meanwhile). A wake that cannot
+    /// be had now writes nothing but the new push. Seen in the write-ahead
+    /// log's growth, which the rewrites made about tenfold.
+    @Test func anAlertForAnAppThatCannotBeLaunchedDoesNotRewriteItsHeldPushes() throws {
+        let daemon = try daemon(["RemoteNotifications.SilentPerHour=0"])
+        let sender = try RawClient(daemon)
+        let padding = String(repeating: "x", count: 1000)
+        for n in 0..<100 {
+            try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"n":\#(n),"pad":"\#(padding)"}"#))
+        }
+        // The first alert launches /bin/false, which exits without checking in: the wake fails, all wait.
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"first"}}"#))
+        #expect(daemon.waitForLog(containing: "cannot wake \(Self.app) for a push"), "\(daemon.log)")
+        #expect(try held(sender).allSatisfy { $0["state"] == .string("held") })
+        let wal = daemon.stateDirectory + "/bgtaskd.sqlite3-wal"
+        func size() -> Int { ((try? FileManager.default.attributesOfItem(atPath: wal))?[.size] as? Int) ?? 0 }
+        let before = size()
+        #expect(before > 0)
+        // Launches are backed off now: each wake fails at once.
+        for n in 0..<10 {
+            try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"again"},"n":\#(n)}"#))
+        }
+        let grown = size() - before
+        #expect(grown < 400_000, "the log grew by \(grown) bytes for ten alerts: \(daemon.log.suffix(1500))")
+        #expect(try held(sender).count == 111)
         #expect(daemon.stop() == .status(0))
     }
 
