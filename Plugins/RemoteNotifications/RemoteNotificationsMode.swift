@@ -186,7 +186,7 @@ final class RemoteNotificationsMode: ModePlugin {
             host.log(.info, "\(waiting) pushes from before the restart wait for their apps")
         }
         armTimer()
-        let bridge = UnifiedPushBridge(host: host) { [unowned self] (app, payload, acknowledge) in
+        let bridge = UnifiedPushBridge(host: host, maximumPayloadBytes: maxPayloadBytes) { [unowned self] (app, payload, acknowledge) in
             try self.admit(app: app, payload: payload, options: try PushOptions([:]), acknowledge: acknowledge)
         }
         // What a call changed in the bridge is undone with the rest of its batch.

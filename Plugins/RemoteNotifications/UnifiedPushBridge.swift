@@ -41,11 +41,11 @@ final class UnifiedPushBridge {
     static let maximumEndpointBytes = 1000
     static let maximumTokenBytes = 100
     /// A message's id, carried in the wrapped payload: short enough that a
-    /// wrapped message always fits ``maximumPayloadBytes`` (every byte
+    /// wrapped message always fits ``maximumWrappedBytes`` (every byte
     /// escaped as \u00XX: 6 × 256 bytes, with 5.5 kB of base64).
     static let maximumMessageIDBytes = 256
-    /// A wrapped 4096-byte message is about 5.5 kB of JSON: the payload limit for bridged pushes.
-    static let maximumPayloadBytes = 8192
+    /// A wrapped 4096-byte message is about 5.5 kB of JSON: the payload limit for wrapped messages.
+    static let maximumWrappedBytes = 8192
 
     /// What is stored per app.
     struct Registration: Codable, Equatable {
@@ -61,13 +61,22 @@ final class UnifiedPushBridge {
     private(set) var distributor: (name: String, owner: String)?
     /// Apps registered with the current owner.
     private var registered: Set<String> = []
+    /// Apps the current owner unregistered (the user removed them there):
+    /// registered again only when a distributor appears and at the next start,
+    /// not by any change to the apps.
+    private var unregisteredByDistributor: Set<String> = []
+    /// RemoteNotifications.MaxPayloadBytes: a message passes as itself only
+    /// within it, as DeliverPush's payload would, and is refused beyond it.
+    private let maximumPayloadBytes: Int
     /// Records how to undo a change if the batch that made it is rolled back.
     var recordUndo: ((@escaping () -> Void) -> Void)?
     /// Tells the app its endpoint changed (nil: it has none any more).
     var endpointChanged: ((String, String?) -> Void)?
 
-    init(host: PluginHost, deliver: @escaping (String, PushPayload, (String) throws(ModeError) -> Void) throws -> Void) {
+    init(host: PluginHost, maximumPayloadBytes: Int,
+         deliver: @escaping (String, PushPayload, (String) throws(ModeError) -> Void) throws -> Void) {
         self.host = host
+        self.maximumPayloadBytes = maximumPayloadBytes
         self.deliver = deliver
     }
 
@@ -150,6 +159,7 @@ final class UnifiedPushBridge {
             host.log(.notice, "UnifiedPush distributor \(name) left the bus")
             distributor = nil
             registered.removeAll()
+            unregisteredByDistributor.removeAll()
             findDistributor()
             return
         }
@@ -157,6 +167,7 @@ final class UnifiedPushBridge {
         if distributor?.owner == owner { return }
         distributor = (name, owner)
         registered.removeAll()
+        unregisteredByDistributor.removeAll()
         host.log(.info, "UnifiedPush distributor \(name) (\(owner)): registering apps")
         registerApps()
     }
@@ -170,7 +181,7 @@ final class UnifiedPushBridge {
         let declaring = Set(host.apps(declaring: RemoteNotificationsMode.name))
         for app in registrations.keys.sorted() where !declaring.contains(app) { unregister(app) }
         guard let distributor else { return }
-        for app in declaring.sorted() where !registered.contains(app) {
+        for app in declaring.sorted() where !registered.contains(app) && !unregisteredByDistributor.contains(app) {
             register(app, with: distributor)
         }
     }
@@ -186,6 +197,7 @@ final class UnifiedPushBridge {
         recordUndo? { [weak self] in self?.registrations[app] = registration }
         registrations[app] = nil
         registered.remove(app)
+        unregisteredByDistributor.remove(app)
         host.logWhenCommitted(.info, "\(app) no longer declares remote-notification: unregistered from UnifiedPush")
         guard let distributor else { return }
         // Version 2 first, as registering does; a version 1 distributor answers UnknownMethod.
@@ -333,7 +345,11 @@ final class UnifiedPushBridge {
             guard id.utf8.count <= Self.maximumMessageIDBytes else {
                 throw ModeError.invalidArgs("a message id of at most \(Self.maximumMessageIDBytes) bytes is needed")
             }
-            try deliver(app, try Self.payload(of: message, id: id)) { (_) throws(ModeError) in try reply() }
+            let limit = min(Self.maximumMessageBytes, maximumPayloadBytes)
+            guard message.count <= limit else {
+                throw ModeError(.payloadTooLarge, "the message is \(message.count) bytes; the limit is \(limit) (RemoteNotifications.MaxPayloadBytes)")
+            }
+            try deliver(app, try Self.payload(of: message, id: id, maximumBytes: maximumPayloadBytes)) { (_) throws(ModeError) in try reply() }
         case "NewEndpoint":
             guard case .string(let endpoint)? = fields["endpoint"], !endpoint.isEmpty, endpoint.utf8.count <= Self.maximumEndpointBytes else {
                 throw ModeError.invalidArgs("an endpoint of 1 to \(Self.maximumEndpointBytes) bytes is needed")
@@ -344,6 +360,7 @@ final class UnifiedPushBridge {
         case "Unregistered":
             try setEndpoint(nil, of: app)
             registered.remove(app)
+            unregisteredByDistributor.insert(app)
             try reply()
             host.logWhenCommitted(.notice, "UnifiedPush distributor unregistered \(app)")
         default:
@@ -365,11 +382,11 @@ final class UnifiedPushBridge {
     /// The push payload a message becomes: itself when it is a valid push
     /// payload (a JSON object with an "aps" object), else a silent push
     /// carrying it base64-encoded.
-    static func payload(of message: [UInt8], id: String) throws(BgTaskError) -> PushPayload {
+    static func payload(of message: [UInt8], id: String, maximumBytes: Int) throws(BgTaskError) -> PushPayload {
         // Passed on only when it is a push payload as DeliverPush takes it; anything
         // else (an "aps" that is no object, a noncharacter sd-bus will not send) goes wrapped.
         if let text = String(validating: message, as: UTF8.self),
-           let payload = try? PushPayload(json: text, maximumBytes: maximumPayloadBytes) {
+           let payload = try? PushPayload(json: text, maximumBytes: maximumBytes) {
             return payload
         }
         let wrapped: [String: Any] = [
@@ -377,7 +394,7 @@ final class UnifiedPushBridge {
             "unifiedpush": ["message": Data(message).base64EncodedString(), "id": id],
         ]
         let data = (try? JSONSerialization.data(withJSONObject: wrapped, options: [.sortedKeys])) ?? Data()
-        return try PushPayload(json: String(decoding: data, as: UTF8.self), maximumBytes: maximumPayloadBytes)
+        return try PushPayload(json: String(decoding: data, as: UTF8.self), maximumBytes: maximumWrappedBytes)
     }
 }
 

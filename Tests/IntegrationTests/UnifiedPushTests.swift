@@ -43,9 +43,9 @@ import Testing
         }
     }
 
-    func daemon(bus: PrivateBus, stateDirectory: String? = nil) throws -> DaemonUnderTest {
+    func daemon(bus: PrivateBus, stateDirectory: String? = nil, settings: [String] = []) throws -> DaemonUnderTest {
         // More silent pushes than the default 3 an hour: most messages here arrive wrapped in one.
-        try DaemonUnderTest(settings: ["RemoteNotifications.SilentPerHour=20"], bus: bus, stateDirectory: stateDirectory, desktopEntries: [
+        try DaemonUnderTest(settings: ["RemoteNotifications.SilentPerHour=20"] + settings, bus: bus, stateDirectory: stateDirectory, desktopEntries: [
             DesktopEntrySpec(id: Self.app, name: "Chat", modes: ["remote-notification"], exec: "/bin/false"),
             DesktopEntrySpec(id: "org.example.Plain", modes: ["fetch"], exec: "/bin/false"),
         ])
@@ -288,6 +288,59 @@ import Testing
         defer { _ = mock.stop() }
         #expect(try eventually { try registrations(bus).count == 1 }, "\(daemon.log)")
         #expect(try eventually { try endpoint(daemon) != nil })
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// A message passed on as itself skipped RemoteNotifications.MaxPayloadBytes,
+    /// which DeliverPush applies: an operator's limit did not hold for pushes
+    /// from the network. Now a message longer than it is refused.
+    @Test func messagesHoldToTheConfiguredPayloadLimit() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let mock = try distributor(on: bus)
+        defer { _ = mock.stop() }
+        let daemon = try daemon(bus: bus, settings: ["RemoteNotifications.MaxPayloadBytes=100"])
+        #expect(try eventually { try registrations(bus).count == 1 }, "\(daemon.log)")
+        let token = try #require(try registrations(bus).first?.key)
+        let chat = try app(daemon)
+        let big = #"{"aps":{"alert":"big"},"pad":""# + String(repeating: "x", count: 150) + #""}"#
+        #expect(try send(bus, "SendMessage", token: token, message(Array(big.utf8))) == "org.bgtaskd.BackgroundTasks1.Error.PayloadTooLarge")
+        #expect(try send(bus, "SendMessage", token: token, message([UInt8](repeating: 7, count: 101))) == "org.bgtaskd.BackgroundTasks1.Error.PayloadTooLarge")
+        // Within it: as itself, or wrapped (the wrapping is bgtaskd's own, and may pass the limit).
+        let small = #"{"aps":{"alert":"hi"}}"#
+        #expect(try send(bus, "SendMessage", token: token, message(Array(small.utf8))) == "")
+        #expect(try send(bus, "SendMessage", token: token, message([UInt8](repeating: 7, count: 100))) == "")
+        #expect(chat.waitForSignals(2), "\(daemon.log)")
+        #expect(try payloads(chat).first == small)
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// An app the distributor unregistered (the user removed it there) was
+    /// registered again by any change to the apps or to refresh, undoing the
+    /// user's choice. It stays unregistered until a distributor appears again.
+    @Test func anAppTheDistributorUnregisteredStaysSoUntilADistributorAppears() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        var mock = try distributor(on: bus)
+        let daemon = try daemon(bus: bus)
+        #expect(try eventually { try registrations(bus).count == 1 }, "\(daemon.log)")
+        let token = try #require(try registrations(bus).first?.key)
+        #expect(try eventually { try endpoint(daemon) != nil })
+        #expect(try send(bus, "SendUnregistered", token: token) == "")
+        #expect(try eventually { try endpoint(daemon) == nil })
+        // Changes that ask for registrations again: refresh, and a new app.
+        let sender = try RawClient(daemon)
+        try sender.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append("org.example.Plain"); try $0.append(false) }
+        try daemon.installDesktopEntry(DesktopEntrySpec(id: "org.example.Mail", name: "Mail", modes: ["remote-notification"], exec: "/bin/false"))
+        #expect(try eventually { try registrations(bus).count == 2 }, "the new app is registered: \(daemon.log)")
+        Thread.sleep(forTimeInterval: 0.5)
+        #expect(try endpoint(daemon) == nil, "not registered again: \(daemon.log)")
+        // A distributor that appears registers everyone.
+        _ = mock.stop()
+        #expect(daemon.process.waitForStandardError(containing: "left the bus"), "\(daemon.log)")
+        mock = try distributor(on: bus)
+        defer { _ = mock.stop() }
+        #expect(try eventually { try endpoint(daemon) != nil }, "\(daemon.log)")
         #expect(daemon.stop() == .status(0))
     }
 }
