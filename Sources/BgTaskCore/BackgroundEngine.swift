@@ -63,6 +63,16 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     var wakes: [String: WakeRecord] = [:]
     var backoffs: [AppID: LaunchBackoff] = [:]
     var lastTaskID: UInt32 = 0
+
+    /// The last task id handed out.
+    public var lastIssuedTaskID: UInt32 { lastTaskID }
+
+    /// Task ids go on after `id`: the shell keeps ids from one run to the
+    /// next, so that an id a client kept from an earlier run names no task
+    /// of this one.
+    public mutating func continueTaskIDs(after id: UInt32) {
+        lastTaskID = max(lastTaskID, id)
+    }
     var timers = DeadlineQueue<TimerTarget, MonotonicInstant>()
     /// The backlog after a wake from sleep, while it drains.
     var drain: DrainState?

@@ -29,6 +29,32 @@ import Testing
         }
     }
 
+    /// Task ids started again at 1 after a restart: an SDK that ended a task
+    /// begun before the daemon was killed ended whichever task of the new run
+    /// had that id. Ids now go on from run to run, and start again from 1
+    /// only when too few are left.
+    @Test func taskIDsAreNotHandedOutAgainAfterARestart() throws {
+        let daemon = try DaemonUnderTest()
+        var client = try RawClient(daemon)
+        let old = try client.call("Manager", "BeginBackgroundTask") { try $0.append("before") }.readUInt32()
+        #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
+        client = try RawClient(daemon)
+        let new = try client.call("Manager", "BeginBackgroundTask") { try $0.append("after") }.readUInt32()
+        #expect(new > old, "\(new) after \(old)")
+        #expect(try client.errorName("Manager", "EndBackgroundTask") { try $0.append(old) } == "org.bgtaskd.BackgroundTasks1.Error.NoSuchTask")
+        _ = try client.call("Manager", "EndBackgroundTask") { try $0.append(new) }
+        // This run reserved the block after its first id; nearly at the end of the id space, the next run starts from 1.
+        let reserved = String(new - 1 + (1 << 16))
+        var rewritten = 0
+        let exit = try daemon.crashAndRestart {
+            rewritten = try daemon.rewriteStoredRecords(plugin: "/daemon", collection: "tasks", replacing: reserved, with: "'4294967000'")
+        }
+        #expect(exit == .signal(SIGKILL) && rewritten == 1)
+        client = try RawClient(daemon)
+        #expect(try client.call("Manager", "BeginBackgroundTask") { try $0.append("again") }.readUInt32() == 1)
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A value sd-bus refuses leaves the message unsendable: sd-bus may have
     /// added the value's type to the signature already, and a bus daemon
     /// cuts off a connection that sends a message whose body does not match.

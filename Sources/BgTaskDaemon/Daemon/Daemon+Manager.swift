@@ -57,6 +57,7 @@ extension Daemon {
                 try reply.append(begun.id)
                 try reply.append(begun.secondsRemaining)
             }
+            taskIDs.issued(begun.id)
             perform(begun.actions)
         }
     }

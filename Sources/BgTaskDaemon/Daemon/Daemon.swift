@@ -38,6 +38,8 @@ public final class Daemon {
     let loop: EventLoop
     let bus: Bus
     var engine: BackgroundEngine<SystemMonotonicClock>
+    /// Task ids kept from one run to the next (see ``TaskIDReservation``).
+    var taskIDs: TaskIDReservation
     let processes: ProcessTable
     let callers: CallerRegistry
     let store: StateStore
@@ -114,6 +116,8 @@ public final class Daemon {
         engine = BackgroundEngine(policy: settings.configuration.taskPolicy, clock: SystemMonotonicClock()) { app in
             registry.entry(for: app) == nil ? nil : ownUID
         }
+        taskIDs = TaskIDReservation(store: store, logger: logger)
+        engine.continueTaskIDs(after: taskIDs.begin())
         processes = ProcessTable(logger: logger)
         let trustedUID: UInt32 = settings.bus == .system ? 0 : getuid()
         callers = CallerRegistry(bus: bus, loop: loop, processes: processes, trustedUID: trustedUID, logger: logger)
