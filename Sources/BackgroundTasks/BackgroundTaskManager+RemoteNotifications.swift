@@ -156,7 +156,9 @@ extension BackgroundTaskManager {
     /// the SDK's thread: keep it short.
     ///
     /// ```swift
-    /// manager.onRemoteNotificationEndpointChanged = { endpoint in Task { try? await server.register(endpoint) } }
+    /// manager.onRemoteNotificationEndpointChanged = { endpoint in
+    ///     Task { if let endpoint { try? await server.register(endpoint) } else { try? await server.unregister() } }
+    /// }
     /// ```
     public var onRemoteNotificationEndpointChanged: (@Sendable (_ endpoint: String?) -> Void)? {
         get { callbacks.withLock { $0.onRemoteNotificationEndpointChanged } }

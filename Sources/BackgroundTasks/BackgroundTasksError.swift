@@ -214,6 +214,10 @@ extension BackgroundTasksError {
         "org.freedesktop.DBus.Error.NameHasNoOwner": .daemonUnavailable,
         "org.freedesktop.DBus.Error.Timeout": .daemonUnavailable,
         "org.freedesktop.DBus.Error.TimedOut": .daemonUnavailable,
+        // The daemon runs without the plugin of the mode called.
+        "org.freedesktop.DBus.Error.UnknownMethod": .daemonUnavailable,
+        "org.freedesktop.DBus.Error.UnknownInterface": .daemonUnavailable,
+        "org.freedesktop.DBus.Error.UnknownObject": .daemonUnavailable,
         "org.freedesktop.DBus.Error.Disconnected": .disconnected,
         // What sd-bus returns for a call on a connection that is gone (-ENOTCONN).
         "System.Error.ENOTCONN": .disconnected,

@@ -138,7 +138,12 @@ public struct RemoteNotification: Sendable, Hashable {
         self.json = json
         self.aps = aps
         self.data = data
-        contentAvailable = aps["content-available"]?.intValue == 1
+        // As the daemon reads it: the number 1, or true.
+        contentAvailable = switch aps["content-available"] {
+        case .bool(let flag)?: flag
+        case .number(let number)?: number == 1
+        default: false
+        }
         switch aps["alert"] {
         case .string(let body)?:
             alert = Alert(body: body)

@@ -1,3 +1,4 @@
+import BackgroundTasks
 import BgTaskTestKit
 import Foundation
 import SDBus
@@ -18,6 +19,20 @@ import Testing
 
     func deliver(_ json: String, via sender: RawClient) throws -> String {
         try sender.call("RemoteNotifications", "DeliverPush", PushTests.push(json)).readString()
+    }
+
+    /// The daemon takes `"content-available": true` as 1 (it wakes the app
+    /// for a silent push); the SDK read only the number, so the README's
+    /// handler skipped the refresh the push woke the app for.
+    @Test func contentAvailableReadsAsTheDaemonReadsIt() throws {
+        for (json, expected) in [
+            (#"{"aps":{"content-available":1}}"#, true), (#"{"aps":{"content-available":true}}"#, true),
+            (#"{"aps":{"content-available":1.0}}"#, true), (#"{"aps":{"content-available":0}}"#, false),
+            (#"{"aps":{"content-available":false}}"#, false), (#"{"aps":{}}"#, false),
+        ] {
+            let notification = try RemoteNotification(json: json)
+            #expect(notification.contentAvailable == expected, "\(json)")
+        }
     }
 
     @Test func handlerGetsThePushAndItsCompletionReachesTheDaemon() throws {

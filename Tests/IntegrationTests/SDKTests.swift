@@ -26,6 +26,23 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A daemon without a mode's plugin answers its calls UnknownMethod,
+    /// which the SDK passed on as `.other`, though its docs promise
+    /// `.daemonUnavailable` for that case.
+    @Test func aModeWhosePluginIsNotLoadedIsDaemonUnavailable() async throws {
+        let empty = NSTemporaryDirectory() + "bgtaskd-no-plugins-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(atPath: empty) }
+        let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", empty])
+        let manager = try await BackgroundTaskManager.connect(bus: .address(daemon.bus.address))
+        let fetch = await #expect(throws: BackgroundTasksError.self) { try await manager.setMinimumBackgroundFetchInterval(3600) }
+        #expect(fetch?.code == .daemonUnavailable, "\(String(describing: fetch))")
+        let regions = await #expect(throws: BackgroundTasksError.self) { _ = try await manager.monitoredRegions() }
+        #expect(regions?.code == .daemonUnavailable, "\(String(describing: regions))")
+        manager.close()
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func strangerCannotEndMyTask() async throws {
         let daemon = try DaemonUnderTest()
         let mine = try await BackgroundTaskManager.connect(bus: .address(daemon.bus.address))
