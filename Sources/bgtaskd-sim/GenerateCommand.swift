@@ -1,5 +1,6 @@
 import ArgumentParser
 import BgTaskSimulator
+import BgTaskProtocol
 import Foundation
 
 /// Writes a synthetic trace with daily habits.
@@ -100,9 +101,9 @@ struct GenerateCommand: ParsableCommand {
         let text = (family ? familyGenerator.generate() : generator.generate()).jsonLines
         if let output {
             do {
-                try text.write(toFile: output, atomically: true, encoding: .utf8)
+                try OutputFile.write(text, to: output)
             } catch {
-                throw SimError("cannot write \(output): \(error.localizedDescription)")
+                throw SimError("cannot write \(output): \(error)")
             }
         } else {
             FileHandle.standardOutput.write(Data(text.utf8))

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BgTaskSimulator
+import BgTaskProtocol
 import Foundation
 
 /// Simulates one trace under one policy.
@@ -86,9 +87,9 @@ struct RunCommand: ParsableCommand {
             let day = plotDay ?? DayPlot.firstDayWithOpens(in: trace)
             let svg = DayPlot(trace: trace, result: result, day: day, caption: "policy \(policy.rawValue), floor \(Self.number(floor)) s").svg()
             do {
-                try svg.write(toFile: plot, atomically: true, encoding: .utf8)
+                try OutputFile.write(svg, to: plot)
             } catch {
-                throw SimError("cannot write \(plot): \(error.localizedDescription)")
+                throw SimError("cannot write \(plot): \(error)")
             }
         }
     }

@@ -46,6 +46,32 @@ import Testing
         #expect(directory.exit == .status(73) && directory.standardError.contains("it is a directory"), "\(directory)")
     }
 
+    /// The XML was written beside and renamed over the name given: a
+    /// symbolic link became a file of its own (its target untouched), and as
+    /// root `--bus-introspect /dev/null` replaced /dev/null. Now whatever is
+    /// not a regular file is written through; a regular file keeps its mode.
+    @Test func busIntrospectWritesThroughALinkAndKeepsAFilesMode() throws {
+        let directory = NSTemporaryDirectory() + "bgtaskd-introspect-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let target = directory + "/target.xml", link = directory + "/link.xml"
+        try "old".write(toFile: target, atomically: false, encoding: .utf8)
+        #expect(symlink(target, link) == 0)
+        let bgtaskd = BinaryLocator.path(of: "bgtaskd")
+        let viaLink = try CommandResult.run(bgtaskd, ["--bus-introspect", link])
+        #expect(viaLink.exit == .status(0), "\(viaLink)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == target, "the link stays a link")
+        #expect(try String(contentsOfFile: target, encoding: .utf8).contains("<node"), "its target gets the XML")
+        #expect(chmod(target, 0o640) == 0)
+        let plain = try CommandResult.run(bgtaskd, ["--bus-introspect", target])
+        #expect(plain.exit == .status(0), "\(plain)")
+        #expect((try FileManager.default.attributesOfItem(atPath: target)[.posixPermissions] as? Int) == 0o640)
+        let sim = try CommandResult.run(BinaryLocator.path(of: "bgtaskd-sim"), ["generate", "--apps", "1", "--days", "1", "-o", link])
+        #expect(sim.exit == .status(0), "\(sim)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == target)
+        #expect(try String(contentsOfFile: target, encoding: .utf8).hasPrefix("{"), "the trace went through the link")
+    }
+
     @Test func everyArgumentIsNamed() {
         for line in checkedIn.lines where line.contains("(") {
             #expect(!line.contains(" ?"), "unnamed argument in \(line)")

@@ -1,4 +1,5 @@
 public import ArgumentParser
+import BgTaskProtocol
 import Foundation
 import Logging
 import SDBus
@@ -137,11 +138,9 @@ public struct DaemonCommand: ParsableCommand {
             throw ExitCode(73)  // EX_CANTCREAT
         }
         do {
-            try xml.write(toFile: path, atomically: true, encoding: .utf8)
+            try OutputFile.write(xml, to: path)
         } catch {
-            let cause = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError
-            let reason = cause.map { $0.domain == NSPOSIXErrorDomain ? String(cString: strerror(Int32($0.code))) : $0.localizedDescription }
-            logger.critical("cannot write the introspection XML to \(path): \(reason ?? error.localizedDescription)")
+            logger.critical("cannot write the introspection XML to \(path): \(error)")
             throw ExitCode(73)  // EX_CANTCREAT
         }
     }

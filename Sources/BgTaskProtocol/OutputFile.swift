@@ -1,0 +1,81 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes a program's output file (`bgtaskd --bus-introspect FILE`,
+/// `bgtaskd-sim generate -o FILE`) the way a shell's redirection would,
+/// without ever replacing what the name points at.
+///
+/// A regular file, or a name with nothing there yet, gets the text whole:
+/// it is written beside and renamed over it, so a reader sees the old file
+/// or the new one, never half (an existing file's permissions are kept).
+/// Anything else is written through, never replaced: a symbolic link (its
+/// target gets the text), a device such as `/dev/null` or `/dev/stdout`, a
+/// FIFO. Renaming over those replaced `/dev/null` itself when run as root.
+public enum OutputFile {
+    /// Why a write failed, as `strerror` says it.
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Writes `text` to `path` (see ``OutputFile``).
+    public static func write(_ text: String, to path: String) throws(Failure) {
+        var status = stat()
+        let exists = lstat(path, &status) == 0
+        let mode = status.st_mode & S_IFMT
+        if exists, mode == S_IFDIR { throw Failure(description: "it is a directory") }
+        if exists, mode != S_IFREG {
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0o666)
+            guard descriptor >= 0 else { throw failure() }
+            try writeAll(text, to: descriptor)
+            return
+        }
+        // Beside it, so that the rename stays on one file system.
+        var template = Array((path + ".XXXXXX").utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard descriptor >= 0 else { throw failure() }
+        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        let temporary = String(cString: template)
+        do throws(Failure) {
+            // mkstemp makes it 0600: the old file's permissions, or a new file's (0666 less the umask).
+            let permissions = exists ? status.st_mode & 0o7777 : 0o666 & ~currentUmask()
+            guard fchmod(descriptor, permissions) == 0 else {
+                let failed = failure()
+                close(descriptor)
+                throw failed
+            }
+            try writeAll(text, to: descriptor)
+            guard rename(temporary, path) == 0 else { throw failure() }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+    }
+
+    /// Writes all of `text` and closes `descriptor`, also when it fails.
+    private static func writeAll(_ text: String, to descriptor: Int32) throws(Failure) {
+        var bytes = Array(text.utf8)
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeMutableBytes { Glibc.write(descriptor, $0.baseAddress! + written, $0.count - written) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else {
+                let failed = failure()
+                close(descriptor)
+                throw failed
+            }
+            written += count
+        }
+        // A full disk may tell only at close (NFS, some FUSE file systems).
+        guard close(descriptor) == 0 else { throw failure() }
+    }
+
+    private static func failure() -> Failure { Failure(description: String(cString: strerror(errno))) }
+
+    /// The process's umask (read by setting it and back: there is no getter).
+    private static func currentUmask() -> mode_t {
+        let mask = umask(0o022)
+        umask(mask)
+        return mask
+    }
+}
