@@ -118,6 +118,8 @@ public struct Trace: Sendable, Equatable {
 
     /// The checks every trace passes, event by event.
     private struct Checker {
+        /// The latest time a trace may hold: 400 days.
+        static let maximumT = 400.0 * 86_400
         var apps: [String] = []
         var known: Set<String> = []
         var lastT = 0.0
@@ -130,7 +132,10 @@ public struct Trace: Sendable, Equatable {
         mutating func check(_ event: TraceEvent, line: Int) throws(TraceError) {
             let t = event.t
             guard t.isFinite, t >= 0 else { throw TraceError(line: line, "t \(t) is not a time (seconds ≥ 0)") }
-            guard t <= 1e11 else { throw TraceError(line: line, "t \(t) is too far from the trace start") }
+            // A simulation's cost grows with its span: 1e11 s (3,000 years) took half an hour.
+            guard t <= Self.maximumT else {
+                throw TraceError(line: line, "t \(TraceEvent.number(t)) is more than 400 days (\(TraceEvent.number(Self.maximumT)) s) from the trace start")
+            }
             guard t >= lastT else {
                 throw TraceError(line: line, "t \(TraceEvent.number(t)) is before t \(TraceEvent.number(lastT)) on line \(lastLine): a trace is sorted by t")
             }

@@ -39,7 +39,7 @@ struct CompareCommand: ParsableCommand {
     var json = false
 
     func validate() throws {
-        guard floor.isFinite, floor > 0, floor <= 1e7 else { throw ValidationError("--floor must be a number of seconds in (0, 1e7]") }
+        try Arguments.checkFloor(floor)
     }
 
     func run() throws {

@@ -35,7 +35,7 @@ struct EvaluateCommand: ParsableCommand {
 
     func validate() throws {
         guard parsedSeeds != nil else { throw ValidationError("--seeds must be A-B with A ≤ B") }
-        guard floor.isFinite, floor > 0, floor <= 1e7 else { throw ValidationError("--floor must be a number of seconds in (0, 1e7]") }
+        try Arguments.checkFloor(floor)
     }
 
     var parsedSeeds: ClosedRange<UInt64>? {

@@ -27,8 +27,8 @@ struct FiguresCommand: ParsableCommand {
     var compareSeeds = 0
 
     func validate() throws {
-        guard apps > 0, days >= 2 else { throw ValidationError("--apps must be > 0 and --days ≥ 2") }
-        guard floor.isFinite, floor >= 0 else { throw ValidationError("--floor must be a number of seconds ≥ 0") }
+        try Arguments.checkSize(apps: apps, days: days, minimumDays: 2)
+        try Arguments.checkFloor(floor)
         guard compareSeeds >= 0, compareSeeds <= 1000 else { throw ValidationError("--compare-seeds must be 0…1000") }
     }
 

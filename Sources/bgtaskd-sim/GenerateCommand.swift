@@ -53,15 +53,19 @@ struct GenerateCommand: ParsableCommand {
     }
 
     func validate() throws {
-        guard apps > 0, days > 0 else { throw ValidationError("--apps and --days must be > 0") }
+        try Arguments.checkSize(apps: apps, days: days)
         guard let habits = Arguments.range(habitsPerDay), habits.lowerBound >= 0, habits.upperBound <= 12 else {
             throw ValidationError("--habits-per-day must be A-B with 0 ≤ A ≤ B ≤ 12")
         }
         guard let p = Arguments.range(openProbability), p.upperBound <= 1 else { throw ValidationError("--open-probability must be A-B within 0-1") }
         guard Arguments.range(openMinutes).map({ $0.upperBound <= 120 }) ?? false else { throw ValidationError("--open-minutes must be A-B, at most 120") }
-        guard Arguments.range(contentPerDay) != nil else { throw ValidationError("--content-per-day must be A-B") }
+        guard let content = Arguments.range(contentPerDay), content.upperBound <= Arguments.maximumPerDay else {
+            throw ValidationError("--content-per-day must be A-B, at most \(Int(Arguments.maximumPerDay)) (one a minute)")
+        }
         guard (0...1).contains(burstyShare) else { throw ValidationError("--bursty-share must be within 0-1") }
-        guard pushesPerDay >= 0, pushesPerDay.isFinite else { throw ValidationError("--pushes-per-day must be ≥ 0") }
+        guard (0...Arguments.maximumPerDay).contains(pushesPerDay) else {
+            throw ValidationError("--pushes-per-day must be from 0 to \(Int(Arguments.maximumPerDay)) (one a minute)")
+        }
         guard jitterMinutes >= 0, jitterMinutes <= 180 else { throw ValidationError("--jitter-minutes must be within 0-180") }
         guard Arguments.clock(sleepFrom) != nil, Arguments.clock(sleepUntil) != nil else { throw ValidationError("--sleep-from and --sleep-until take HH:MM") }
         for shift in shifts {
@@ -69,7 +73,9 @@ struct GenerateCommand: ParsableCommand {
             guard parsed.app < apps else { throw ValidationError("--shift \(shift): there are only \(apps) apps") }
         }
         for rate in appContent {
-            guard let (app, _) = Self.appRate(rate) else { throw ValidationError("--app-content takes APP_INDEX:PER_DAY, e.g. 0:24 (got '\(rate)')") }
+            guard let (app, perDay) = Self.appRate(rate), perDay <= Arguments.maximumPerDay else {
+                throw ValidationError("--app-content takes APP_INDEX:PER_DAY with PER_DAY at most \(Int(Arguments.maximumPerDay)), e.g. 0:24 (got '\(rate)')")
+            }
             guard app < apps else { throw ValidationError("--app-content \(rate): there are only \(apps) apps") }
         }
     }

@@ -53,7 +53,7 @@ struct RunCommand: ParsableCommand {
 
     func validate() throws {
         guard SimulationPolicy(rawValue: policy) != nil else { throw ValidationError("unknown policy '\(policy)' (adaptive, naive or oracle)") }
-        guard floor.isFinite, floor >= 0 else { throw ValidationError("--floor must be a number of seconds ≥ 0") }
+        try Arguments.checkFloor(floor)
         if let plotDay, plotDay < 0 { throw ValidationError("--plot-day must be ≥ 0") }
     }
 

@@ -42,6 +42,8 @@ import Testing
         (#"{"kind":"open","app":"a"}"#, 1, "missing \"t\""),
         (#"{"t":"0","kind":"open","app":"a"}"#, 1, "\"t\" is a string"),
         (#"{"t":-1,"kind":"sleep"}"#, 1, "not a time"),
+        // A simulation's cost grows with its span: a two-line trace reaching 1e11 s ran for half an hour.
+        (#"{"t":34560001,"kind":"sleep"}"#, 1, "more than 400 days"),
         (#"{"t":0,"kind":"register","app":"a"}"#, 1, "without \"interval\""),
         (#"{"t":0,"kind":"register","app":"a","interval":-5}"#, 1, "negative"),
         (#"{"t":0,"kind":"push","app":"a","silent":1}"#, 1, "true or false"),

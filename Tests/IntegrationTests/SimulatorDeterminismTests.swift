@@ -31,4 +31,27 @@ import Testing
         #expect(lines.filter { $0.hasPrefix("   1 ") || $0.hasPrefix("   2 ") || $0.hasPrefix("   3 ") }.count == 3, "\(result)")
         #expect(lines.last?.hasPrefix("mean staleness over 3 seeds: adaptive ") == true, "\(result)")
     }
+
+    /// Options that made a run go without bound or trap: a floor near 0
+    /// (6 GB and growing at 1 µs), and sizes whose product overflowed
+    /// (`--days 9223372036854775807` trapped with SIGILL) or asked for
+    /// terabytes. Each is refused with the reason and exit 64.
+    @Test func optionsThatWouldRunWithoutBoundAreRefused() throws {
+        let sim = BinaryLocator.path(of: "bgtaskd-sim")
+        for (arguments, reason) in [
+            (["figures", "--floor", "0.000001"], "--floor must be a number of seconds from 60"),
+            (["figures", "--floor", "0"], "--floor must be"),
+            (["evaluate", "--seeds", "1-1", "--floor", "0.001"], "--floor must be"),
+            (["figures", "--days", "9223372036854775807"], "--days must be from 2 to 366"),
+            (["generate", "--days", "106751991167", "--apps", "1"], "--days must be from 1 to 366"),
+            (["generate", "--apps", "100000000"], "--apps must be from 1 to 10000"),
+            (["generate", "--apps", "1", "--pushes-per-day", "1e300"], "--pushes-per-day must be from 0 to 1440"),
+            (["generate", "--apps", "1", "--content-per-day", "1-1e300"], "--content-per-day must be A-B, at most 1440"),
+            (["generate", "--apps", "1", "--app-content", "0:1e300"], "PER_DAY at most 1440"),
+        ] {
+            let result = try CommandResult.run(sim, arguments)
+            #expect(result.exit == .status(64), "\(arguments): \(result)")
+            #expect(result.standardError.contains(reason), "\(arguments): \(result)")
+        }
+    }
 }
