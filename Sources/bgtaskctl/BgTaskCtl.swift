@@ -60,7 +60,12 @@ struct BgTaskCtl: ParsableCommand {
     /// No subcommand: nothing was asked for. The usage goes to standard error
     /// with the usage-error status, so that a script that forgot its verb fails.
     func run() throws {
-        Self.writeToStandardError(Self.helpMessage() + "\n")
+        try Self.noVerb(Self.self)
+    }
+
+    /// What a command of verbs (`bgtaskctl`, `bgtaskctl fetch` …) does without one.
+    static func noVerb(_ command: any ParsableCommand.Type) throws -> Never {
+        writeToStandardError(helpMessage(for: command) + "\n")
         throw ExitCode(64)
     }
 

@@ -56,8 +56,9 @@ struct ClientError: Error, CustomStringConvertible {
 
     /// Writes the error, and the hint if any, to standard error.
     func report() {
-        var text = "bgtaskctl: \(description)\n"
-        if let hint { text += "bgtaskctl: \(hint)\n" }
+        // The text may be another program's (an error from the bus): never the terminal's control sequences.
+        var text = "bgtaskctl: \(LogText.escaped(description))\n"
+        if let hint { text += "bgtaskctl: \(LogText.escaped(hint))\n" }
         BgTaskCtl.writeToStandardError(text)
     }
 }

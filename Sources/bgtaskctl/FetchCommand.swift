@@ -11,4 +11,9 @@ struct FetchCommand: ParsableCommand {
     // Declared here too so that `bgtaskctl fetch --json simulate APP` works.
     @OptionGroup(title: "Global options")
     var global: GlobalOptions
+
+    /// No verb: usage on standard error and status 64, as `bgtaskctl` alone.
+    func run() throws {
+        try BgTaskCtl.noVerb(Self.self)
+    }
 }

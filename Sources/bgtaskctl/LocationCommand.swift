@@ -11,4 +11,9 @@ struct LocationCommand: ParsableCommand {
     // Declared here too so that `bgtaskctl location --json regions` works.
     @OptionGroup(title: "Global options")
     var global: GlobalOptions
+
+    /// No verb: usage on standard error and status 64, as `bgtaskctl` alone.
+    func run() throws {
+        try BgTaskCtl.noVerb(Self.self)
+    }
 }

@@ -24,7 +24,12 @@ struct ManagerState {
             try container.encode(id, forKey: .id)
             try container.encode(owner, forKey: .owner)
             try container.encode(name, forKey: .name)
-            try container.encode(secondsRemaining, forKey: .secondsRemaining)
+            // JSON has no infinity or NaN (an impostor's, or a broken daemon's): null, as BusValueJSON writes them.
+            if secondsRemaining.isFinite {
+                try container.encode(secondsRemaining, forKey: .secondsRemaining)
+            } else {
+                try container.encodeNil(forKey: .secondsRemaining)
+            }
             try container.encode(isUnlimited, forKey: .unlimited)
         }
     }

@@ -177,7 +177,7 @@ struct PushCommand: ClientCommand {
         if global.json {
             try JSONOutput.print(Report(appID: app, kind: kind, payload: json, pushID: pushID))
         } else {
-            print(pushID)
+            print(LogText.escaped(pushID))
         }
     }
 

@@ -20,6 +20,11 @@ struct RefreshCommand: ParsableCommand {
     @OptionGroup(title: "Global options")
     var global: GlobalOptions
 
+    /// No verb: usage on standard error and status 64, as `bgtaskctl` alone.
+    func run() throws {
+        try BgTaskCtl.noVerb(Self.self)
+    }
+
     /// What `refresh enable|disable --json` prints.
     struct SwitchReport: Encodable {
         /// "" for the global switch.

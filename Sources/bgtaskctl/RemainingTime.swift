@@ -6,6 +6,8 @@ import BgTaskProtocol
 enum RemainingTime {
     static func text(seconds: Double) -> String {
         if seconds.isNaN { return "?" }
+        // Run out (the daemon sends small negatives; -inf from an impostor trapped the conversion below).
+        if seconds <= 0 { return "0.0s" }
         if seconds >= BgTaskNames.unlimitedTime { return "∞ (active)" }
         // Beyond 30 000 years nobody counts the tenths (and Int would overflow).
         if seconds > 1e12 { return "∞" }

@@ -30,12 +30,15 @@ enum WallClockTime {
         }
     }
 
-    /// The local time of day for today, with the date otherwise.
+    /// The local time of day for today, with the date otherwise (and the year, when it is not this one).
     private static func clock(_ date: Date, now: Date) -> String {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = .current
-        formatter.dateFormat = Calendar.current.isDate(date, inSameDayAs: now) ? "HH:mm:ss" : "MMM d HH:mm"
+        let calendar = Calendar.current
+        // The year when it is not this one: a far expiration read as a date in the next few months.
+        formatter.dateFormat = calendar.isDate(date, inSameDayAs: now) ? "HH:mm:ss"
+            : calendar.component(.year, from: date) == calendar.component(.year, from: now) ? "MMM d HH:mm" : "MMM d yyyy HH:mm"
         return formatter.string(from: date)
     }
 }

@@ -191,6 +191,33 @@ import Testing
         }
         let topic = try CommandResult.run(tool, ["help", "location", "simulate"])
         #expect(topic.succeeded && topic.standardOutput.contains("--accuracy"), "\(topic)")
+        // A group without its verb was help and success: a script that forgot the verb went on.
+        for group in ["fetch", "location", "refresh"] {
+            let bare = try CommandResult.run(tool, ["--bus", "unix:path=/nonexistent", group])
+            #expect(bare.exit == .status(64) && bare.standardError.contains("SUBCOMMANDS"), "\(group): \(bare)")
+        }
+    }
+
+    /// Whatever owns the daemon's name is read with care: times of -inf
+    /// trapped `bgtaskctl tasks` (a conversion to Int), made `--json` fail
+    /// whole, and an error's message reached the terminal with its control
+    /// sequences.
+    @Test func anImpostorsValuesAndErrorsAreShownSafely() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let script = BinaryLocator.packageRoot() + "/Tests/IntegrationTests/Fixtures/impostor-daemon.py"
+        let impostor = try ChildProcess("/usr/bin/python3", [script, "--address", bus.address])
+        defer { _ = impostor.stop() }
+        #expect(impostor.waitForLine { $0 == "ready" } != nil, "\(impostor.standardError)")
+        let tool = BinaryLocator.path(of: "bgtaskctl")
+        let table = try CommandResult.run(tool, ["--bus", bus.address, "tasks"])
+        #expect(table.succeeded, "\(table)")
+        #expect(table.standardOutput.contains("minus infinity") && table.standardOutput.contains("0.0s"), "\(table)")
+        let json = try CommandResult.run(tool, ["--bus", bus.address, "tasks", "--json"])
+        #expect(json.succeeded && json.standardOutput.contains("\"seconds_remaining\":null"), "\(json)")
+        let failed = try CommandResult.run(tool, ["--bus", bus.address, "refresh", "status"])
+        #expect(failed.exit == .status(1), "\(failed)")
+        #expect(!failed.standardError.contains("\u{1B}") && failed.standardError.contains("cleared\\u{1B}[2J\\nforged line"), "\(failed)")
     }
 
     /// `refresh disable "$APP"` with APP unset turned refresh off for every app.
@@ -225,5 +252,17 @@ import Testing
         #expect(result.exit == .status(1))
         #expect(result.standardError.contains("bgtaskd is not running"), "\(result)")
         bus.stop()
+    }
+
+    /// A time in another year read as a date in the next months: an
+    /// expiration in 2100 showed as "Jan 1 00:00".
+    @Test func aTimeInAnotherYearShowsItsYear() throws {
+        let daemon = try PushTests().daemon(["RemoteNotifications.SilentPerHour=0"])
+        let sender = try RawClient(daemon)
+        try sender.call("RemoteNotifications", "DeliverPush", PushTests.push(#"{"aps":{"content-available":1}}"#,
+                                                                            options: ["expiration": .uint64(4_102_488_000)]))
+        let pushes = try daemon.bgtaskctl(["pushes", PushTests.app])
+        #expect(pushes.succeeded && pushes.standardOutput.contains(" 2100 "), "\(pushes)")
+        #expect(daemon.stop() == .status(0))
     }
 }
