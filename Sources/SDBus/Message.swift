@@ -165,8 +165,20 @@ public final class Message {
     }
 
     public func append(_ value: String) throws(BusError) {
+        try refuseUnsendable(value)
         let r = wrote(value.withCString { sd_bus_message_append_basic(handle, CChar(UInt8(ascii: "s")), $0) })
         try check(r, "appending a string")
+    }
+
+    /// Refuses, before sd-bus sees it, a string D-Bus cannot carry: a NUL
+    /// (passed as a C string it cut the text short without a word, so an
+    /// app id "org.example.A\0x" checked in as "org.example.A"), or a
+    /// noncharacter (which sd-bus refused only as EINVAL). A failed append
+    /// all the same: the message is never sent (see ``isSpoiled``).
+    private func refuseUnsendable(_ value: String) throws(BusError) {
+        guard let scalar = DBusText.unsendable(in: value) else { return }
+        isSpoiled = true
+        throw BusError.invalidArgs("the string holds \(DBusText.name(scalar)), which D-Bus strings cannot carry")
     }
 
     public func appendObjectPath(_ value: String) throws(BusError) {

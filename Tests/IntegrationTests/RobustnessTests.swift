@@ -41,7 +41,7 @@ import Testing
         client = try RawClient(daemon)
         let new = try client.call("Manager", "BeginBackgroundTask") { try $0.append("after") }.readUInt32()
         #expect(new > old, "\(new) after \(old)")
-        #expect(try client.errorName("Manager", "EndBackgroundTask") { try $0.append(old) } == "org.bgtaskd.BackgroundTasks1.Error.NoSuchTask")
+        #expect(client.errorName("Manager", "EndBackgroundTask") { try $0.append(old) } == "org.bgtaskd.BackgroundTasks1.Error.NoSuchTask")
         _ = try client.call("Manager", "EndBackgroundTask") { try $0.append(new) }
         // This run reserved the block after its first id; nearly at the end of the id space, the next run starts from 1.
         let reserved = String(new - 1 + (1 << 16))

@@ -43,6 +43,24 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A string with a NUL went to sd-bus as a C string, cut short without a
+    /// word: "org.example.Weather\0x" checked in as org.example.Weather, and
+    /// a task named "a\0b" was "a". A noncharacter failed as `.other`
+    /// (EINVAL). Both are `.invalidArgument` now, saying why.
+    @Test func stringsTheBusCannotCarryAreRefusedNotCut() async throws {
+        let daemon = try DaemonUnderTest(desktopEntries: [DesktopEntrySpec(id: "org.example.Weather", modes: ["fetch"], exec: "/bin/false")])
+        let manager = try await BackgroundTaskManager.connect(bus: .address(daemon.bus.address))
+        let checkIn = await #expect(throws: BackgroundTasksError.self) { _ = try await manager.checkIn(appID: "org.example.Weather\u{0}x") }
+        #expect(checkIn?.code == .invalidArgument && checkIn?.message.contains("U+0000") == true, "\(String(describing: checkIn))")
+        for name in ["a\u{0}b", "a\u{FFFE}b"] {
+            let begin = await #expect(throws: BackgroundTasksError.self) { _ = try await manager.beginBackgroundTask(name: name) }
+            #expect(begin?.code == .invalidArgument && begin?.message.contains("D-Bus strings cannot carry") == true, "\(String(describing: begin))")
+        }
+        #expect(try daemon.property("Tasks") == "a(ussd) 0")
+        manager.close()
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func strangerCannotEndMyTask() async throws {
         let daemon = try DaemonUnderTest()
         let mine = try await BackgroundTaskManager.connect(bus: .address(daemon.bus.address))
