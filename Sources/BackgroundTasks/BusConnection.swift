@@ -129,7 +129,7 @@ final class BusConnection: @unchecked Sendable {
             opened.resume(returning: .failure(BackgroundTasksError(connecting: error)))
             return
         }
-        connection.start { result in
+        connection.start(address) { result in
             switch result {
             case .success:
                 opened.resume(returning: .success(connection))
@@ -148,7 +148,17 @@ final class BusConnection: @unchecked Sendable {
 
     /// Subscribes to what the connection needs and asks for the daemon's
     /// owner; `completion` runs once the answer is in.
-    private func start(_ completion: @escaping (Result<Void, BackgroundTasksError>) -> Void) {
+    /// Whatever fails here fails the connecting: `.daemonUnavailable`, naming the bus
+    /// (a TCP bus with nobody listening failed as `.disconnected`, at the match).
+    private func start(_ address: BusAddress, _ completion: @escaping (Result<Void, BackgroundTasksError>) -> Void) {
+        func connecting(_ name: String, _ message: String) -> BackgroundTasksError {
+            let bus = switch address {
+            case .session: "the session bus"
+            case .system: "the system bus"
+            case .address(let text): "the bus at \(text)"
+            }
+            return BackgroundTasksError(connecting: BusError(name: name, message: "connecting to \(bus): \(message)"))
+        }
         do throws(BusError) {
             // The match goes out before GetNameOwner, so no owner change can fall between them.
             try addMatch(
@@ -160,7 +170,7 @@ final class BusConnection: @unchecked Sendable {
                 "type='signal',path='/org/freedesktop/DBus/Local',interface='org.freedesktop.DBus.Local',member='Disconnected'"
             ) { [unowned self] _ in disconnected() }
         } catch {
-            return completion(.failure(BackgroundTasksError(error)))
+            return completion(.failure(connecting(error.name, error.message)))
         }
         issue(.busDriver, "GetNameOwner", arguments: { (call) throws(BusError) in try call.append(BgTaskNames.busName) }) { [self] result in
             switch result {
@@ -173,7 +183,7 @@ final class BusConnection: @unchecked Sendable {
                 serviceOwner = nil
                 completion(.success(()))
             case .failure(let error):
-                completion(.failure(error))
+                completion(.failure(connecting(error.name, error.message)))
             }
         }
     }

@@ -61,6 +61,17 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A TCP bus with nobody listening failed at the first match, as
+    /// `.disconnected` with "Transport endpoint is not connected"; the docs
+    /// promise `.daemonUnavailable` when there is no bus.
+    @Test func aBusThatIsNotThereIsDaemonUnavailable() async throws {
+        let error = await #expect(throws: BackgroundTasksError.self) {
+            _ = try await BackgroundTaskManager.connect(bus: .address("tcp:host=127.0.0.1,port=1"))
+        }
+        #expect(error?.code == .daemonUnavailable, "\(String(describing: error))")
+        #expect(error?.message.contains("tcp:host=127.0.0.1,port=1") == true, "\(String(describing: error))")
+    }
+
     @Test func strangerCannotEndMyTask() async throws {
         let daemon = try DaemonUnderTest()
         let mine = try await BackgroundTaskManager.connect(bus: .address(daemon.bus.address))
