@@ -182,6 +182,8 @@ public struct DayPlot: Sendable {
             case "<": out += "&lt;"
             case ">": out += "&gt;"
             case "\"": out += "&quot;"
+            // XML 1.0 has no place for other control characters, even escaped: the SVG would not parse.
+            case _ where c.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }): out += "\u{FFFD}"
             default: out.append(c)
             }
         }

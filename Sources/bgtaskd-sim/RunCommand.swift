@@ -127,5 +127,6 @@ struct RunCommand: ParsableCommand {
 /// An error for the user, printed as it is.
 struct SimError: Error, CustomStringConvertible {
     var description: String
-    init(_ description: String) { self.description = description }
+    /// Escaped: it may quote a trace (an app named with a terminal's control sequences).
+    init(_ description: String) { self.description = LogText.escaped(description) }
 }

@@ -54,4 +54,17 @@ import Testing
             #expect(result.standardError.contains(reason), "\(arguments): \(result)")
         }
     }
+
+    /// An error quoting a trace wrote an app's name as it is: a terminal
+    /// took its control sequences (an OSC retitled the window).
+    @Test func anErrorQuotingATraceIsEscaped() throws {
+        let directory = NSTemporaryDirectory() + "bgtaskd-sim-escape-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let trace = directory + "/esc.jsonl"
+        try #"{"t":0,"kind":"close","app":"x\u001b]0;pwned\u0007"}"#.write(toFile: trace, atomically: false, encoding: .utf8)
+        let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskd-sim"), ["--trace", trace])
+        #expect(!result.succeeded, "\(result)")
+        #expect(!result.standardError.contains("\u{1B}") && result.standardError.contains("\\u{1B}]0;pwned"), "\(result)")
+    }
 }
