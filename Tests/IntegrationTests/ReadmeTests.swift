@@ -237,4 +237,19 @@ import Testing
         }
         return result
     }
+
+    /// `scripts/deps` took any argument but `--check` as "install", with
+    /// sudo, and had no `--help`; `scripts/install`'s usage errors exited 1,
+    /// as its failures do. Usage errors exit 2 now, and nothing is installed.
+    @Test func theScriptsTellUsageErrorsFromFailures() throws {
+        let root = BinaryLocator.packageRoot()
+        let help = try CommandResult.run(root + "/scripts/deps", ["--help"])
+        #expect(help.succeeded && help.standardOutput.contains("--check"), "\(help)")
+        for (script, arguments) in [("deps", ["--bogus"]), ("deps", ["--check", "extra"]), ("install", ["--bogus"]),
+                                    ("install", ["--dry-run", "--prefix", "relative"])] {
+            let refused = try CommandResult.run(root + "/scripts/" + script, arguments)
+            #expect(refused.exit == .status(2), "\(script) \(arguments): \(refused)")
+            #expect(!refused.standardError.contains("installing"), "\(script) \(arguments): \(refused)")
+        }
+    }
 }
