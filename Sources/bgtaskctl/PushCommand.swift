@@ -105,7 +105,9 @@ struct PushCommand: ClientCommand {
             help: ArgumentHelp("A newer push with the same id replaces an older one still waiting (at most 64 bytes).", valueName: "ID"))
     var collapseID: String?
 
-    @Option(help: ArgumentHelp("Drop the push if it is not delivered by then: Unix seconds, +SECONDS from now, or 0 for now or never.", valueName: "UNIX_SECONDS|+SECONDS"))
+    // Unconditional: "-5" is a bad value to say so of, not a missing one.
+    @Option(parsing: .unconditional,
+            help: ArgumentHelp("Drop the push if it is not delivered by then: Unix seconds, +SECONDS from now, or 0 for now or never.", valueName: "UNIX_SECONDS|+SECONDS"))
     var expiration: ExpirationArgument?
 
     /// What `--json` prints.

@@ -191,6 +191,9 @@ import Testing
         }
         let topic = try CommandResult.run(tool, ["help", "location", "simulate"])
         #expect(topic.succeeded && topic.standardOutput.contains("--accuracy"), "\(topic)")
+        // A negative expiration was "Missing value for '--expiration'".
+        let negative = try CommandResult.run(tool, ["--bus", "unix:path=/nonexistent", "push", "org.example.A", "-n", "--expiration", "-5"])
+        #expect(negative.exit == .status(64) && negative.standardError.contains("'-5' is invalid"), "\(negative)")
         // A group without its verb was help and success: a script that forgot the verb went on.
         for group in ["fetch", "location", "refresh"] {
             let bare = try CommandResult.run(tool, ["--bus", "unix:path=/nonexistent", group])
