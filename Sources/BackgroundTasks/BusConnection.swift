@@ -40,7 +40,8 @@ import Synchronization
 /// reply" helper, and a table of signal handlers keyed by interface and member.
 ///
 /// `@unchecked Sendable` because the compiler cannot see the confinement that
-/// makes it safe: `uniqueName` is immutable, `inbox` is `Sendable` and `gate`
+/// makes it safe: `uniqueName` is written once on the loop thread before
+/// ``open(_:)`` returns the connection and never again, `inbox` is `Sendable` and `gate`
 /// is a `Mutex`; every other stored property is read and written only on the
 /// loop thread, by loop callbacks and inbox jobs, which run one at a time.
 final class BusConnection: @unchecked Sendable {
@@ -80,8 +81,8 @@ final class BusConnection: @unchecked Sendable {
     /// How long a call may wait for its reply, in µs.
     static let callTimeout: UInt64 = 10_000_000
 
-    /// This connection's unique name on the bus (`:1.42`).
-    let uniqueName: String
+    /// This connection's unique name on the bus (`:1.42`), known once connected.
+    private(set) var uniqueName = ""
     private let inbox: Inbox
     /// True while jobs may be posted; shut once by ``close()``.
     private let gate = Mutex(true)
@@ -95,13 +96,14 @@ final class BusConnection: @unchecked Sendable {
     private var ownerObservers: [@Sendable (String?) -> Void] = []
     private var serviceOwner: String?
     private var pending: [UInt64: Completion] = [:]
+    /// Ends the connecting if the bus does not answer in time (see ``start(_:_:)``).
+    private var connectWatchdog: SDBus.Timer?
     private var lastCallToken: UInt64 = 0
 
     private init(loop: EventLoop, bus: Bus, inbox: Inbox) {
         self.loop = loop
         self.bus = bus
         self.inbox = inbox
-        uniqueName = bus.uniqueName
     }
 
     // MARK: Opening and closing
@@ -132,6 +134,8 @@ final class BusConnection: @unchecked Sendable {
         connection.start(address) { result in
             switch result {
             case .success:
+                // Read once the bus has answered: before, sd-bus blocks for its 90 s authentication timeout.
+                connection.uniqueName = connection.bus?.uniqueName ?? ""
                 opened.resume(returning: .success(connection))
             case .failure(let error):
                 connection.close()
@@ -172,18 +176,33 @@ final class BusConnection: @unchecked Sendable {
         } catch {
             return completion(.failure(connecting(error.name, error.message)))
         }
+        // sd-bus keeps no call's timeout while it authenticates, and gives up on that
+        // only after 90 s: a socket that accepts and never answers held connect() so
+        // long. Whatever comes first, the answer or this, completes the connecting.
+        var completed = false
+        let finish = { [self] (result: Result<Void, BackgroundTasksError>) in
+            guard !completed else { return }
+            completed = true
+            connectWatchdog?.arm(at: nil)
+            connectWatchdog = nil
+            completion(result)
+        }
+        connectWatchdog = try? loop?.makeTimer {
+            finish(.failure(connecting("org.freedesktop.DBus.Error.Timeout", "no answer within \(Self.callTimeout / 1_000_000) s")))
+        }
+        connectWatchdog?.arm(at: (loop?.now ?? 0) + Self.callTimeout)
         issue(.busDriver, "GetNameOwner", arguments: { (call) throws(BusError) in try call.append(BgTaskNames.busName) }) { [self] result in
             switch result {
             case .success(let reply):
                 // A NameOwnerChanged may have arrived first; it said the same.
                 serviceOwner = try? reply.readString()
-                completion(.success(()))
+                finish(.success(()))
             case .failure(let error) where error.code == .daemonUnavailable:
                 // Not running (yet): D-Bus activation may start it on the first call.
                 serviceOwner = nil
-                completion(.success(()))
+                finish(.success(()))
             case .failure(let error):
-                completion(.failure(connecting(error.name, error.message)))
+                finish(.failure(connecting(error.name, error.message)))
             }
         }
     }

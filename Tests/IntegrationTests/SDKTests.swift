@@ -72,6 +72,32 @@ import Testing
         #expect(error?.message.contains("tcp:host=127.0.0.1,port=1") == true, "\(String(describing: error))")
     }
 
+    /// A socket that accepts and never answers held connect() for sd-bus's
+    /// 90 s authentication timeout (no call's timeout runs meanwhile). It
+    /// gives up with the SDK's call timeout now.
+    @Test func aBusThatNeverAnswersFailsTheConnectingInTime() async throws {
+        let path = NSTemporaryDirectory() + "bgtaskd-silent-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+        let silent = try ChildProcess("/usr/bin/python3", ["-c", """
+            import socket, sys, time
+            s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8)
+            print("ready", flush=True)
+            held = []
+            while True:
+                held.append(s.accept()[0])
+            """, path])
+        defer {
+            _ = silent.stop()
+            unlink(path)
+        }
+        #expect(silent.waitForLine { $0 == "ready" } != nil, "\(silent.standardError)")
+        let start = ContinuousClock.now
+        let error = await #expect(throws: BackgroundTasksError.self) {
+            _ = try await BackgroundTaskManager.connect(bus: .address("unix:path=" + path))
+        }
+        #expect(error?.code == .daemonUnavailable, "\(String(describing: error))")
+        #expect(ContinuousClock.now - start < .seconds(60), "gave up after \(ContinuousClock.now - start)")
+    }
+
     @Test func strangerCannotEndMyTask() async throws {
         let daemon = try DaemonUnderTest()
         let mine = try await BackgroundTaskManager.connect(bus: .address(daemon.bus.address))
