@@ -13,7 +13,12 @@ public enum DBusText {
     /// The first scalar of `text` that sd-bus cannot send in a string (NUL
     /// or a noncharacter); nil when all of it can go.
     public static func unsendable(in text: String) -> Unicode.Scalar? {
-        text.unicodeScalars.first { $0.value == 0 || isNoncharacter($0.value) }
+        // Every string a message carries passes here: bytes first. A NUL is a 0
+        // byte, and every noncharacter's UTF-8 starts with 0xEF or 0xF0…0xF4.
+        var text = text
+        let maybe = text.withUTF8 { bytes in bytes.contains { $0 == 0 || $0 >= 0xEF } }
+        guard maybe else { return nil }
+        return text.unicodeScalars.first { $0.value == 0 || isNoncharacter($0.value) }
     }
 
     /// How a scalar is named in an error: `U+FFFE`.
