@@ -95,15 +95,19 @@ public struct PushInbox: Sendable, Equatable {
         // Counted only past the limit: most apps hold a few pushes.
         guard pushes.count > Self.limit else { return (admission, removed) }
         var waiting = pushes.count { !isOnItsWay($0) }
+        let reason = "the app had more than \(Self.limit) pushes waiting"
+        var droppedItself = false
         // Silent ones first; an alert (shown when it came) only when no silent one is left,
         // so that a sender of alerts alone cannot fill the disk either.
         while waiting > Self.limit,
               let oldest = pushes.firstIndex(where: { !$0.hasAlert && !isOnItsWay($0) }) ?? pushes.firstIndex(where: { !isOnItsWay($0) }) {
-            removed.append((pushes.remove(at: oldest), "the app had more than \(Self.limit) pushes waiting"))
+            let dropped = pushes.remove(at: oldest)
             counts.overflowed += 1
             waiting -= 1
+            // The new push itself (a silent one among alerts): dropped as it came, not stored and acknowledged.
+            if dropped.id == push.id { droppedItself = true } else { removed.append((dropped, reason)) }
         }
-        return (admission, removed)
+        return (droppedItself ? .drop(reason) : admission, removed)
     }
 
     /// Every held push, oldest first, now due: they ride along with a wake.

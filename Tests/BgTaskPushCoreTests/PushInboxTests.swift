@@ -183,4 +183,21 @@ import Testing
         #expect(inbox.pushes.prefix(3).map(\.id) == ["a0", "a1", "a3"], "the oldest waiting one went, not those on their way")
         #expect(inbox.counts.overflowed == 1)
     }
+
+    /// A silent push arriving when 1,000 alerts wait is the one the cap
+    /// drops: it was still answered as held, stored and acknowledged, and
+    /// came back after a restart as the 1,001st.
+    @Test mutating func aNewPushTheCapDropsIsDroppedAsItComes() {
+        var inbox = PushInbox(bucket: TokenBucket(capacity: 0, now: now))
+        for i in 0..<PushInbox.limit {
+            var alert = push("a\(i)", alert: true)
+            _ = inbox.admit(&alert, canWake: false, now: now)
+        }
+        var silent = push("new")
+        let (admission, removed) = inbox.admit(&silent, canWake: false, now: now)
+        #expect(admission == .drop("the app had more than \(PushInbox.limit) pushes waiting"))
+        #expect(removed.isEmpty, "none of the alerts goes for it")
+        #expect(inbox.pushes.count == PushInbox.limit && !inbox.pushes.contains { $0.id == "new" })
+        #expect(inbox.counts.overflowed == 1)
+    }
 }
