@@ -38,6 +38,9 @@ import Testing
         #expect(entry.name == "Bad\u{FFFD}Name")
         #expect(entry.icon == "i\u{FFFD}\u{FFFD}")
         #expect(DesktopEntry.busSafe("plain é 😀") == "plain é 😀")
+        // Modes too: a NUL in one made every GetApplications fail.
+        let modes = try #require(parse("[Desktop Entry]\nType=Application\nName=M\nExec=w\nX-BgTaskd-Modes=fetch;x\u{0}y;z\(scalar(0xFFFF));\n"))
+        #expect(modes.modes == ["fetch", "x\u{FFFD}y", "z\u{FFFD}"])
     }
 
     // MARK: Groups and lines

@@ -175,11 +175,13 @@ struct DesktopEntry: Sendable, Equatable {
             DesktopEntry.busSafe(DesktopEntry.unescape(UnsafeBufferPointer(rebasing: bytes[range]), splittingList: false)[0])
         }
 
-        /// The modes of a `X-BgTaskd-Modes=` value: trimmed, without empty items or repeats.
+        /// The modes of a `X-BgTaskd-Modes=` value: trimmed, without empty items or
+        /// repeats, and bus-safe like every other value (a NUL in one failed every
+        /// `GetApplications`).
         private func modeList(_ range: Range<Int>) -> [String] {
             var modes: [String] = []
             for item in DesktopEntry.unescape(UnsafeBufferPointer(rebasing: bytes[range]), splittingList: true) {
-                let mode = item.trimmingBlanks()
+                let mode = DesktopEntry.busSafe(item.trimmingBlanks())
                 if !mode.isEmpty, !modes.contains(mode) { modes.append(mode) }
             }
             return modes
