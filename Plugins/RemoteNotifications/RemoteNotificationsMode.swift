@@ -67,6 +67,10 @@ final class RemoteNotificationsMode: ModePlugin {
     /// no write (an app that cannot be launched had every held push written
     /// twice for each new alert).
     private var takenUnstored: Set<String> = []
+    /// Apps holding an alert from before the start whose refresh read
+    /// `available` then: at the first change of refresh (the daemon's first
+    /// read of the power state), those it restricts join ``heldForRefresh``.
+    private var heldBeforeStart: Set<String> = []
     private var lastSequence: UInt64 = 0
     /// The version of the last app state written (see ``PushAppState/version``).
     private var stateVersion: UInt64 = 0
@@ -179,7 +183,12 @@ final class RemoteNotificationsMode: ModePlugin {
         }
         expirationBound = exactExpirationBound()
         for (app, box) in inboxes where box.pushes.contains(where: { $0.state == .held && $0.hasAlert }) {
-            if let info = appInfo(app), info.refreshStatus != "available" { heldForRefresh.insert(app) }
+            if let info = appInfo(app), info.refreshStatus != "available" {
+                heldForRefresh.insert(app)
+            } else {
+                // Power saver or a low battery is known only once the daemon has read it, after this.
+                heldBeforeStart.insert(app)
+            }
         }
         if waiting > 0 {
             redeliverAfter = host.realtimeMicroseconds + Self.restartGrace
@@ -472,6 +481,10 @@ final class RemoteNotificationsMode: ModePlugin {
         case .appsChanged, .refreshChanged:
             appInfos.clear()
             bridge?.registerApps()
+            if case .refreshChanged = event, !heldBeforeStart.isEmpty {
+                for app in heldBeforeStart where appInfo(app).map({ $0.refreshStatus != "available" }) == true { heldForRefresh.insert(app) }
+                heldBeforeStart = []
+            }
             // An alert held because refresh was off goes once it is on again,
             // not at some later wake; silent ones ride along. (Alerts held for
             // another reason, an overstayed wake or a failed launch, wait.)

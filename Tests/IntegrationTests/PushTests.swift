@@ -231,6 +231,32 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// After a restart the daemon learns of power saver only after the
+    /// plugin has started: an alert held by it was not known as held for
+    /// refresh, and waited past the end of power saver for some other wake.
+    @Test func anAlertHeldByPowerSaverGoesWhenItEndsAfterARestart() throws {
+        let system = try MockSystemBus(services: [.powerProfiles(profile: "power-saver")])
+        defer { system.stop() }
+        let daemon = try DaemonUnderTest(desktopEntries: [
+            DesktopEntrySpec(id: Self.app, name: "Chat", modes: ["remote-notification"], exec: "/bin/false"),
+        ], environment: system.environment)
+        var sender = try RawClient(daemon)
+        func status() throws -> String? {
+            try sender.applications().first { $0["app_id"] == .string(Self.app) }?["refresh_status"].flatMap {
+                if case .string(let text) = $0 { text } else { nil }
+            }
+        }
+        #expect(try FetchTests().waitFor { try status() == "restricted" }, "\(daemon.log)")
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"hi"}}"#))
+        #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
+        sender = try RawClient(daemon)
+        #expect(try FetchTests().waitFor { try status() == "restricted" }, "\(daemon.log)")
+        #expect(!daemon.log.contains("for remote-notification"), "not launched in power saver: \(daemon.log)")
+        try system.setPowerProfile("balanced")
+        #expect(daemon.waitForLog(containing: "for remote-notification"), "launched for its alert once power saver ends: \(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// An alert for an app that cannot be launched made every held push due
     /// and stored each, failed to wake the app, held them again and stored
     /// each again: two writes per held push for every alert (90 ms a push
