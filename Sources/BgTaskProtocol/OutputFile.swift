@@ -20,6 +20,14 @@ public enum OutputFile {
 
     /// Writes `text` to `path` (see ``OutputFile``).
     public static func write(_ text: String, to path: String) throws(Failure) {
+        // Standard output and error as they are: opened by name they would be truncated
+        // (a log appended to with >>), or fail (a socket, as under journald).
+        if path == "/dev/stdout" || path == "/dev/stderr" {
+            let descriptor = dup(path == "/dev/stdout" ? STDOUT_FILENO : STDERR_FILENO)
+            guard descriptor >= 0 else { throw failure() }
+            try writeAll(text, to: descriptor)
+            return
+        }
         var status = stat()
         let exists = lstat(path, &status) == 0
         let mode = status.st_mode & S_IFMT
@@ -37,8 +45,9 @@ public enum OutputFile {
         _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
         let temporary = String(cString: template)
         do throws(Failure) {
-            // mkstemp makes it 0600: the old file's permissions, or a new file's (0666 less the umask).
-            let permissions = exists ? status.st_mode & 0o7777 : 0o666 & ~currentUmask()
+            // mkstemp makes it 0600: the old file's permissions (without set-id bits: the
+            // writer, root perhaps, now owns it), or a new file's (0666 less the umask).
+            let permissions = exists ? status.st_mode & 0o777 : 0o666 & ~currentUmask()
             guard fchmod(descriptor, permissions) == 0 else {
                 let failed = failure()
                 close(descriptor)

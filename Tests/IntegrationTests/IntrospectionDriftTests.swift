@@ -66,6 +66,16 @@ import Testing
         let plain = try CommandResult.run(bgtaskd, ["--bus-introspect", target])
         #expect(plain.exit == .status(0), "\(plain)")
         #expect((try FileManager.default.attributesOfItem(atPath: target)[.posixPermissions] as? Int) == 0o640)
+        // Set-id bits are not kept: the writer owns the file now.
+        #expect(chmod(target, 0o4755) == 0)
+        _ = try CommandResult.run(bgtaskd, ["--bus-introspect", target])
+        #expect((try FileManager.default.attributesOfItem(atPath: target)[.posixPermissions] as? Int) == 0o755)
+        // Standard output appended to (>>) is appended to, not truncated through /dev/stdout.
+        let log = directory + "/log"
+        let appended = try CommandResult.run("/bin/sh", ["-c", "echo first > \"$1\"; \"$2\" --bus-introspect /dev/stdout >> \"$1\"", "sh", log, bgtaskd])
+        #expect(appended.succeeded, "\(appended)")
+        let logged = try String(contentsOfFile: log, encoding: .utf8)
+        #expect(logged.hasPrefix("first\n") && logged.contains("<node"), "\(logged.prefix(200))")
         let sim = try CommandResult.run(BinaryLocator.path(of: "bgtaskd-sim"), ["generate", "--apps", "1", "--days", "1", "-o", link])
         #expect(sim.exit == .status(0), "\(sim)")
         #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == target)
