@@ -359,8 +359,13 @@ final class UnifiedPushBridge {
             host.logWhenCommitted(.info, "\(app) has a UnifiedPush endpoint")
         case "Unregistered":
             try setEndpoint(nil, of: app)
+            let (wasRegistered, wasExcluded) = (registered.contains(app), unregisteredByDistributor.contains(app))
             registered.remove(app)
             unregisteredByDistributor.insert(app)
+            recordUndo? { [weak self] in
+                if wasRegistered { self?.registered.insert(app) }
+                if !wasExcluded { self?.unregisteredByDistributor.remove(app) }
+            }
             try reply()
             host.logWhenCommitted(.notice, "UnifiedPush distributor unregistered \(app)")
         default:

@@ -53,11 +53,12 @@ extension Daemon {
         let name = try call.readString()
         serve(call) { [unowned self] caller in
             let begun = try engine.beginTask(named: name, caller: caller)
+            // Before the reply: the next block is reserved before any id past this one goes out.
+            taskIDs.issued(begun.id)
             try call.reply { (reply) throws(BusError) in
                 try reply.append(begun.id)
                 try reply.append(begun.secondsRemaining)
             }
-            taskIDs.issued(begun.id)
             perform(begun.actions)
         }
     }
