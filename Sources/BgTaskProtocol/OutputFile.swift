@@ -61,19 +61,27 @@ public enum OutputFile {
         }
     }
 
-    /// Writes all of `text` and closes `descriptor`, also when it fails.
-    private static func writeAll(_ text: String, to descriptor: Int32) throws(Failure) {
+    /// Writes all of `text` to an open descriptor, such as standard output or
+    /// error, and leaves it open. Foundation's `FileHandle.write(_:)` traps
+    /// when the write fails: a daemon whose log went to a full disk died.
+    public static func write(_ text: String, toDescriptor descriptor: Int32) throws(Failure) {
         var bytes = Array(text.utf8)
         var written = 0
         while written < bytes.count {
             let count = bytes.withUnsafeMutableBytes { Glibc.write(descriptor, $0.baseAddress! + written, $0.count - written) }
             if count < 0, errno == EINTR { continue }
-            guard count > 0 else {
-                let failed = failure()
-                close(descriptor)
-                throw failed
-            }
+            guard count > 0 else { throw failure() }
             written += count
+        }
+    }
+
+    /// Writes all of `text` and closes `descriptor`, also when it fails.
+    private static func writeAll(_ text: String, to descriptor: Int32) throws(Failure) {
+        do {
+            try write(text, toDescriptor: descriptor)
+        } catch {
+            close(descriptor)
+            throw error
         }
         // A full disk may tell only at close (NFS, some FUSE file systems).
         guard close(descriptor) == 0 else { throw failure() }

@@ -112,7 +112,11 @@ struct GenerateCommand: ParsableCommand {
                 throw SimError("cannot write \(output): \(error)")
             }
         } else {
-            FileHandle.standardOutput.write(Data(text.utf8))
+            do {
+                try OutputFile.write(text, toDescriptor: STDOUT_FILENO)
+            } catch {
+                throw SimError("cannot write standard output: \(error)")
+            }
         }
     }
 }

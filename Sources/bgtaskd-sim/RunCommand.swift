@@ -81,8 +81,8 @@ struct RunCommand: ParsableCommand {
             ]
             for (name, value) in rows { print(name.padding(toLength: 18, withPad: " ", startingAt: 0) + value) }
         }
-        for violation in result.violations.prefix(5) { FileHandle.standardError.write(Data("rule violation: \(violation)\n".utf8)) }
-        if result.violations.count > 5 { FileHandle.standardError.write(Data("… and \(result.violations.count - 5) more rule violations\n".utf8)) }
+        for violation in result.violations.prefix(5) { try? OutputFile.write("rule violation: \(violation)\n", toDescriptor: STDERR_FILENO) }
+        if result.violations.count > 5 { try? OutputFile.write("… and \(result.violations.count - 5) more rule violations\n", toDescriptor: STDERR_FILENO) }
         if let plot {
             let day = plotDay ?? DayPlot.firstDayWithOpens(in: trace)
             let svg = DayPlot(trace: trace, result: result, day: day, caption: "policy \(policy.rawValue), floor \(Self.number(floor)) s").svg()

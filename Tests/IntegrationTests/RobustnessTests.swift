@@ -29,6 +29,30 @@ import Testing
         }
     }
 
+    /// The log went through Foundation's FileHandle.write, which traps when
+    /// the write fails: a daemon whose standard error went to a full disk
+    /// died at its first log line (SIGILL). A line that cannot be written is
+    /// lost now, and the daemon goes on.
+    @Test func aLogThatCannotBeWrittenDoesNotStopTheDaemon() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let state = NSTemporaryDirectory() + "bgtaskd-full-log-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let daemon = try ChildProcess("/bin/sh", ["-c", "exec \"$1\" --bus \"$2\" --state-dir \"$3\" --log-level debug 2>/dev/full",
+                                                  "sh", BinaryLocator.path(of: "bgtaskd"), bus.address, state])
+        let ready = ContinuousClock.now + .seconds(20)
+        var answered = false
+        while !answered, ContinuousClock.now < ready, daemon.isRunning {
+            answered = (try? CommandResult.run("/usr/bin/busctl", ["--address", bus.address, "call", "org.bgtaskd.BackgroundTasks1",
+                "/org/bgtaskd/BackgroundTasks1", "org.bgtaskd.BackgroundTasks1.Manager", "BeginBackgroundTask", "s", "logged"]))?.succeeded == true
+            if !answered { Thread.sleep(forTimeInterval: 0.1) }
+        }
+        #expect(answered, "the daemon answered with its log going nowhere")
+        #expect(daemon.isRunning)
+        daemon.send(SIGTERM)
+        #expect(daemon.waitForExit(timeout: .seconds(10)) == .status(0))
+    }
+
     /// Task ids started again at 1 after a restart: an SDK that ended a task
     /// begun before the daemon was killed ended whichever task of the new run
     /// had that id. Ids now go on from run to run, and start again from 1

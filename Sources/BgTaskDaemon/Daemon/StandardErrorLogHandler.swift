@@ -24,7 +24,8 @@ public struct StandardErrorLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        FileHandle.standardError.write(Data(line(for: event).utf8))
+        // A line that cannot be written (a full disk, a reader gone) is lost; the daemon goes on.
+        try? OutputFile.write(line(for: event), toDescriptor: STDERR_FILENO)
     }
 
     /// The line written for `event`, newline included. What the message and
