@@ -1,4 +1,5 @@
 import ArgumentParser
+import BgTaskProtocol
 import Glibc
 
 /// `bgtaskctl`: look at and drive a running bgtaskd over its D-Bus API.
@@ -38,6 +39,7 @@ struct BgTaskCtl: ParsableCommand {
     /// error: ArgumentParser would print the overview and exit 0, so a
     /// mistyped `bgtaskctl help fecth` looked answered.
     static func main() {
+        StandardOutputCheck.atExit(program: "bgtaskctl")
         if let unknown = unknownHelpTopic(in: Array(CommandLine.arguments.dropFirst())) {
             writeToStandardError("Error: no subcommand '\(unknown)' to show help for\nUsage: bgtaskctl help [<subcommand> ...]\n"
                 + "  See 'bgtaskctl --help' for the subcommands.\n")

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BgTaskProtocol
 
 /// `bgtaskd-sim`: replays traces through bgtaskd's fetch planner in virtual
 /// time (docs/DESIGN.md §8), makes synthetic traces, and prints the scheduling figures the README quotes.
@@ -16,4 +17,10 @@ struct BgTaskdSim: ParsableCommand {
         subcommands: [RunCommand.self, GenerateCommand.self, FiguresCommand.self, CompareCommand.self, EvaluateCommand.self],
         defaultSubcommand: RunCommand.self
     )
+
+    /// A trace or figures that could not all be written fail the run (74).
+    static func main() {
+        StandardOutputCheck.atExit(program: "bgtaskd-sim")
+        main(nil)
+    }
 }

@@ -268,4 +268,15 @@ import Testing
         #expect(pushes.succeeded && pushes.standardOutput.contains(" 2100 "), "\(pushes)")
         #expect(daemon.stop() == .status(0))
     }
+
+    /// Output that could not be written (a full disk behind `> file`) left
+    /// exit status 0, and bgtaskd-sim's `generate` trapped in Foundation.
+    @Test func outputThatCannotBeWrittenFailsTheRun() throws {
+        for (tool, arguments) in [("bgtaskctl", ["--help"]), ("bgtaskd", ["--bus-introspect", "-"]),
+                                  ("bgtaskd-sim", ["--help"]), ("bgtaskd-sim", ["generate", "--apps", "2", "--days", "1"])] {
+            let result = try CommandResult.run("/bin/sh", ["-c", "\"$0\" \"$@\" > /dev/full", BinaryLocator.path(of: tool)] + arguments)
+            #expect(!result.succeeded && result.standardError.contains("cannot write standard output"), "\(tool) \(arguments): \(result)")
+            #expect(!result.standardError.contains("Fatal error"), "\(tool) \(arguments): \(result)")
+        }
+    }
 }
