@@ -279,4 +279,27 @@ import Testing
             #expect(!result.standardError.contains("Fatal error"), "\(tool) \(arguments): \(result)")
         }
     }
+
+    /// Columns were padded by characters: a task named in CJK pushed the
+    /// REMAINING column right by one per character, and a zero-width space
+    /// pulled it left. They are padded by terminal columns now.
+    @Test func wideAndZeroWidthCharactersKeepTheColumnsAligned() throws {
+        let daemon = try DaemonUnderTest()
+        let client = try RawClient(daemon)
+        for name in ["漢字漢字漢字", "zero\u{200B}width", "plain"] {
+            _ = try client.call("Manager", "BeginBackgroundTask") { try $0.append(name) }
+        }
+        let table = try daemon.bgtaskctl(["tasks"])
+        #expect(table.succeeded, "\(table)")
+        /// Terminal columns, as a terminal counts them for these characters.
+        func columns(_ line: Substring) -> Int {
+            line.unicodeScalars.reduce(0) { total, scalar in
+                total + ((0x4E00...0x9FFF).contains(scalar.value) ? 2 : scalar.value == 0x200B ? 0 : 1)
+            }
+        }
+        // REMAINING is right-aligned: every line ends in the same column.
+        let lines = table.standardOutput.split(separator: "\n")
+        #expect(lines.count == 4 && Set(lines.map(columns)).count == 1, "\(table.standardOutput)")
+        #expect(daemon.stop() == .status(0))
+    }
 }
