@@ -67,8 +67,9 @@ struct LocationSimulateCommand: ClientCommand {
         guard position.count == 2 else {
             throw ValidationError("give the position as LAT LON (degrees), e.g. 48.8584 2.2945 or -33.8568 151.2153")
         }
-        for (name, word) in zip(["LAT", "LON"], position) where Double(word) == nil {
-            throw ValidationError("\(name) must be a number of degrees, not '\(word)'")
+        // Decimal only: Double("0x10") is 16, and a hex latitude is a typo, not a place.
+        for (name, word) in zip(["LAT", "LON"], position) where Double(word) == nil || !word.allSatisfy({ "0123456789+-.eE".contains($0) }) {
+            throw ValidationError("\(name) must be a decimal number of degrees, not '\(word)'")
         }
         guard latitude.isFinite, (-90...90).contains(latitude) else {
             throw ValidationError("LAT must be a number of degrees from -90 to 90, not '\(position[0])'")

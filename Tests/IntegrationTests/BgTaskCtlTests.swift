@@ -162,7 +162,9 @@ import Testing
 
         // Refused by bgtaskctl itself (64); the daemon's refusals would exit 1.
         for arguments in [["nan", "0"], ["91", "0"], ["0", "-181"], ["inf", "0"], ["-33.8568", "151.2153", "--accuracy", "-1"],
-                          ["-33.8568", "151.2153", "--accuracy", "nan"], ["1"], ["x", "1"], ["1", "2", "3"]] {
+                          ["-33.8568", "151.2153", "--accuracy", "nan"], ["1"], ["x", "1"], ["1", "2", "3"],
+                          // Hexadecimal was read as a number (0x10: 16°).
+                          ["0x10", "5"], ["5", "0x1p4"]] {
             let refused = try daemon.bgtaskctl(["location", "simulate"] + arguments)
             #expect(refused.exit == .status(64), "\(arguments): \(refused)")
             #expect(refused.standardError.contains("Error: "), "\(arguments): \(refused)")
