@@ -137,6 +137,16 @@ import Testing
         #expect(policy.maxTasksPerConnection == 4)
     }
 
+    /// `--set =5` said "unknown section []": an override without a section
+    /// or a key is named as the form it misses.
+    @Test(arguments: ["=5", "Tasks.=5", ".BudgetSec=5", "Tasks=5"])
+    func anOverrideWithoutSectionOrKeySaysSo(_ override: String) {
+        var configuration = BundledPluginKeys.configuration()
+        let error = #expect(throws: Configuration.ParseError.self) { try configuration.apply(override: override) }
+        #expect(error?.description.contains("expected Section.Key=VALUE") == true, "\(String(describing: error))")
+        #expect(error?.description.contains("unknown") == false, "\(String(describing: error))")
+    }
+
     @Test func overrideTrimsBlanksAroundKeyAndValue() throws {
         var configuration = BundledPluginKeys.configuration()
         try configuration.apply(override: " Fetch.MinimumIntervalSec = 60 ")

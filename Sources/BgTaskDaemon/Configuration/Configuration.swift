@@ -145,6 +145,11 @@ public struct Configuration: Sendable {
             throw ParseError(origin: origin, key: nil, reason: "expected Section.Key=VALUE")
         }
         let key = override[..<equals].trimmingCharacters(in: .whitespaces)
+        // "=5", ".Key=5", "Tasks.=5": named as the form they miss, not as an unknown section "[]".
+        let parts = key.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+            throw ParseError(origin: origin, key: nil, reason: "expected Section.Key=VALUE, not '\(key)' before the '='")
+        }
         try assign(key: key, text: override[override.index(after: equals)...].trimmingCharacters(in: .whitespaces), origin: origin)
     }
 
