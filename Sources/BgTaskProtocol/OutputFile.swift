@@ -10,8 +10,9 @@ import Glibc
 /// it is written beside and renamed over it, so a reader sees the old file
 /// or the new one, never half (an existing file's permissions are kept).
 /// Anything else is written through, never replaced: a symbolic link (its
-/// target gets the text), a device such as `/dev/null` or `/dev/stdout`, a
-/// FIFO. Renaming over those replaced `/dev/null` itself when run as root.
+/// target gets the text), a device such as `/dev/null`, a FIFO. Renaming
+/// over those replaced `/dev/null` itself when run as root. `/dev/stdout`
+/// and `/dev/stderr` are the process's own descriptors, written as they are.
 public enum OutputFile {
     /// Why a write failed, as `strerror` says it.
     public struct Failure: Error, Sendable, CustomStringConvertible {

@@ -137,7 +137,8 @@ public final class Bus {
 
     /// Queues a message for sending.
     public func send(_ message: Message) throws(BusError) {
-        try check(message.isSpoiled ? -EBADMSG : sd_bus_send(handle, message.handle, nil), "sending")
+        try refuseIfSpoiled(message)
+        try check(sd_bus_send(handle, message.handle, nil), "sending")
     }
 
     /// Calls a method and waits for the reply (not for use inside a loop callback).

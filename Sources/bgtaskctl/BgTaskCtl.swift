@@ -73,7 +73,6 @@ struct BgTaskCtl: ParsableCommand {
 
     /// Writes `text` to standard error as it is (no "Error: " prefix, no newline added).
     static func writeToStandardError(_ text: String) {
-        let bytes = Array(text.utf8)
-        _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        try? OutputFile.write(text, toDescriptor: STDERR_FILENO)
     }
 }

@@ -25,6 +25,7 @@ enum Arguments {
             throw ValidationError("--days must be from \(minimumDays) to \(maximumDays), not \(days)")
         }
     }
+
     /// "HH:MM" as seconds after midnight.
     static func clock(_ text: String) -> Int? {
         let parts = text.split(separator: ":")
