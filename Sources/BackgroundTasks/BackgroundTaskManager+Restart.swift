@@ -17,8 +17,9 @@ import SDBus
 //     issued to the old daemon fail with .daemonUnavailable; one issued at
 //     the very moment the new daemon appears may reach it just before the
 //     CheckIn, as from a connection that has not checked in yet);
-//   - tells the daemon the app's state again when it is not `active` (a
-//     connection starts active in a daemon that did not launch it);
+//   - tells the daemon the app's state again when the app set one (a
+//     connection starts active in a daemon that did not launch it, and an
+//     instance the old daemon launched starts in the background);
 //   - calls onReconnect.
 // The match rules for the signals belong to the bus and stay in place, so
 // the new daemon's signals reach the same handlers: the events it sends right
@@ -86,9 +87,11 @@ extension BackgroundTaskManager {
             })
     }
 
-    /// Sends the app's state again unless it is the daemon's default.
+    /// Sends the app's state again if the app set one: `active` too, which a
+    /// connection starts in unless the restarted daemon took it over as
+    /// launched by its predecessor (then it starts in the background).
     private func restoreState(_ state: ApplicationState?) {
-        guard let state, state != .active else { return }
+        guard let state else { return }
         connection.callInBackground(
             ManagerInterface.Method.setApplicationState.rawValue, arguments: { (call) throws(BusError) in try call.append(state.rawValue) },
             completion: { _ in })

@@ -97,6 +97,28 @@ extension BackgroundEngine {
         return actions
     }
 
+    /// A process an earlier run of the daemon launched for `app` still runs
+    /// (that daemon was killed): it is the app's launched instance again, in
+    /// the background and done with the events it was launched for (they
+    /// were lost with that daemon, or wait in their plugins to be sent
+    /// again), so it is suspended once idle and held to its budget, as it
+    /// would have been. Nothing happens when the app is launched already.
+    @discardableResult
+    public mutating func adoptLaunched(_ app: AppID, process: ProcessRef, reason: String) -> [CoreAction] {
+        let key = AppKey.app(app)
+        if apps[key] == nil { apps[key] = AppRecord(budget: policy.budget, owner: defaultOwner(app)) }
+        guard apps[key]!.launch == nil else { return [] }
+        modifyApp(key) { record in
+            // It checked in with the daemon that launched it, or will now: not
+            // a launch that failed if it exits without checking in here.
+            record.launch = LaunchRecord(reason: reason, process: process, checkedIn: true, checkedInProcess: process)
+            if record.connections.isEmpty { record.state = .background }
+        }
+        var actions: [CoreAction] = []
+        reconcile(key, into: &actions)
+        return actions
+    }
+
     /// Launching the app failed: its waiting wakes are dropped, and launches are
     /// held back for a while (doubling with each failure in a row).
     public mutating func launchFailed(_ app: AppID, error: String) -> [CoreAction] {

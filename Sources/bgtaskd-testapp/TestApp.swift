@@ -94,7 +94,7 @@ struct TestApp: AsyncParsableCommand {
               rechecked_in      reason, pending (the daemon restarted; the SDK checked in again)
               recheck_failed    name, message (the daemon restarted; checking in again failed)
               begun      task_id, seconds_remaining (the app's background time)
-              state      state ("background")
+              state      state ("background", or "active" with --foreground)
               expiring   task_id, seconds_left (the daemon's TaskExpiring)
               expired    task_id (the daemon's TaskExpired)
               ended      task_id (EndBackgroundTask succeeded)
@@ -155,6 +155,9 @@ struct TestApp: AsyncParsableCommand {
     @Flag(help: "Switch to the background (SetApplicationState background) once the tasks are begun, which starts the background clock.")
     var background = false
 
+    @Flag(help: "Switch to the foreground (SetApplicationState active) before beginning any task, as an app does when the user opens its window; for a launched app, which starts in the background.")
+    var foreground = false
+
     @Option(name: .customLong("begin-after"), help: ArgumentHelp("Switch to the background first, then begin the tasks this many seconds later (the background clock runs meanwhile). Implies --background.", valueName: "SECONDS"))
     var beginAfter: Double?
 
@@ -182,6 +185,7 @@ struct TestApp: AsyncParsableCommand {
         if fetchHandlerDelay != nil && fetchResult == nil { throw ValidationError("--fetch-handler-delay needs --fetch-result") }
         guard (work ?? 0) >= 0, (work ?? 0) <= 86_400 else { throw ValidationError("--work must be a number of seconds from 0 to 86400") }
         if work != nil && endAfter != nil { throw ValidationError("--work and --end-after exclude each other") }
+        if foreground && (background || beginAfter != nil) { throw ValidationError("--foreground excludes --background and --begin-after") }
         if notifyOnStart && monitorRegions.isEmpty { throw ValidationError("--notify-on-start needs --monitor-region") }
     }
 
@@ -312,6 +316,10 @@ struct TestApp: AsyncParsableCommand {
         }
 
         do {
+            if foreground {
+                try await manager.setApplicationState(.active)
+                EventLog.emit("state", ["state": .string(ApplicationState.active.rawValue)])
+            }
             if let beginAfter {
                 try await manager.setApplicationState(.background)
                 EventLog.emit("state", ["state": .string(ApplicationState.background.rawValue)])

@@ -76,7 +76,7 @@ import Testing
 
     /// A daemon killed while its launched apps run leaves their cgroups: the
     /// next start thaws them, removes the empty ones at once and the others
-    /// when their processes are gone.
+    /// when their processes are gone (the app in each is taken over).
     @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
     func cgroupsLeftByAKilledDaemonAreReclaimedAtTheNextStart() throws {
         let daemon = try DaemonUnderTest(
@@ -114,12 +114,112 @@ import Testing
         while (try? String(contentsOfFile: slow + "/cgroup.events", encoding: .utf8))?.contains("frozen 0") != true,
               ContinuousClock.now < thawBy { Thread.sleep(forTimeInterval: 0.02) }
         #expect((try? String(contentsOfFile: slow + "/cgroup.events", encoding: .utf8))?.contains("frozen 0") == true)
-        // Once the thawed app is gone, its cgroup goes too.
-        #expect(daemon.process.waitForStandardError(containing: "remain in \(slow)", timeout: .seconds(5)))
+        // The app still running is taken over; once it is gone, its cgroup goes too.
+        #expect(daemon.process.waitForStandardError(containing: "took over org.example.Slow (pid", timeout: .seconds(5)), "\(daemon.log)")
         try "1".write(toFile: slow + "/cgroup.kill", atomically: false, encoding: .utf8)
         let deadline = ContinuousClock.now + .seconds(10)
         while FileManager.default.fileExists(atPath: slow), ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.1) }
         #expect(!FileManager.default.fileExists(atPath: slow))
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// An app launched for a fetch still runs when the daemon is killed. The
+    /// next start takes it over as launched: when its SDK checks in again it
+    /// is in the background, not the user's app, and is suspended (its
+    /// cgroup frozen) once idle, as it was before; its exit is seen.
+    @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func aLaunchedAppStillRunningAfterACrashIsTakenOverAsLaunched() throws {
+        let app = "org.example.Survivor"
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
+            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(testapp) --fetch-result newData --tasks 0 --hold 120"),
+        ])
+        var admin = try RawClient(daemon)
+        /// "background, suspended"; "" when it does not run.
+        func state() throws -> String? {
+            guard let entry = try admin.applications().first(where: { $0["app_id"] == .string(app) }) else { return nil }
+            var words: [String] = []
+            if case .string(let state)? = entry["state"] { words.append(state) }
+            if case .bool(true)? = entry["suspended"] { words.append("suspended") }
+            return words.joined(separator: ", ")
+        }
+        func waitForState(_ wanted: String) throws -> String? {
+            let deadline = ContinuousClock.now + .seconds(20)
+            var current = try state()
+            while current != wanted, ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: 0.05)
+                current = try state()
+            }
+            return current
+        }
+        try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
+        let line = try #require(daemon.log.split(separator: "\n").first {
+            $0.contains("launched") && $0.contains(app) && $0.contains(" in /")
+        }, "\(daemon.log)")
+        let cgroup = String(try #require(line.split(separator: " in ").last))
+        #expect(try waitForState("background, suspended") == "background, suspended", "done with its fetch: \(daemon.log.suffix(1500))")
+
+        try daemon.crashAndRestart()
+        admin = try RawClient(daemon)
+        #expect(daemon.waitForLog(containing: "took over \(app) (pid"), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "launched for fetch by an earlier run and still running"), "\(daemon.log)")
+        // Thawed at the start, it checks in again, in the background, and is suspended when idle.
+        let after = try waitForState("background, suspended")
+        #expect(after == "background, suspended", "\(String(describing: after)) \(daemon.log.suffix(2000))")
+        let frozenBy = ContinuousClock.now + .seconds(10)
+        while (try? String(contentsOfFile: cgroup + "/cgroup.events", encoding: .utf8))?.contains("frozen 1") != true,
+              ContinuousClock.now < frozenBy { Thread.sleep(forTimeInterval: 0.05) }
+        #expect((try? String(contentsOfFile: cgroup + "/cgroup.events", encoding: .utf8))?.contains("frozen 1") == true)
+        // Its end is seen, though it is not this daemon's child.
+        try "1".write(toFile: cgroup + "/cgroup.kill", atomically: false, encoding: .utf8)
+        #expect(daemon.waitForLog(containing: "\(app) exited: exited (its status is unknown"), "\(daemon.log)")
+        let goneBy = ContinuousClock.now + .seconds(10)
+        while try state() != "", ContinuousClock.now < goneBy { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(try state() == "", "listed for its desktop entry only: no state, not suspended")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// A launched app the user brought to the foreground is still in the
+    /// foreground after the daemon crashed and took it over: its SDK says so
+    /// again, and it is not suspended under the user.
+    @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func aLaunchedAppTheUserOpenedStaysInTheForegroundAfterACrash() throws {
+        let app = "org.example.Opened"
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
+            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(testapp) --fetch-result newData --tasks 0 --foreground --hold 120"),
+        ])
+        var admin = try RawClient(daemon)
+        func state() throws -> String? {
+            guard case .string(let state)? = try admin.applications().first(where: { $0["app_id"] == .string(app) })?["state"] else { return nil }
+            return state
+        }
+        func waitForState(_ wanted: String) throws -> String? {
+            let deadline = ContinuousClock.now + .seconds(20)
+            var current = try state()
+            while current != wanted, ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: 0.05)
+                current = try state()
+            }
+            return current
+        }
+        try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
+        #expect(try waitForState("active") == "active", "\(daemon.log.suffix(1500))")
+        let line = try #require(daemon.log.split(separator: "\n").first {
+            $0.contains("launched") && $0.contains(app) && $0.contains(" in /")
+        }, "\(daemon.log)")
+        let cgroup = String(try #require(line.split(separator: " in ").last))
+        try daemon.crashAndRestart()
+        admin = try RawClient(daemon)
+        #expect(daemon.waitForLog(containing: "took over \(app) (pid"), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "application state caller="), "\(daemon.log)")
+        #expect(try waitForState("active") == "active", "\(daemon.log.suffix(1500))")
+        // Well past the idle grace: still not suspended.
+        Thread.sleep(forTimeInterval: 2)
+        let entry = try admin.applications().first { $0["app_id"] == .string(app) }
+        #expect(entry?["state"] == .string("active") && entry?["suspended"] == .bool(false), "\(String(describing: entry))")
+        try "1".write(toFile: cgroup + "/cgroup.kill", atomically: false, encoding: .utf8)
+        #expect(daemon.waitForLog(containing: "\(app) exited"), "\(daemon.log)")
         #expect(daemon.stop() == .status(0))
     }
 

@@ -406,14 +406,19 @@ final class AppLauncher {
 
     /// Cgroups of apps launched by an earlier run that died without cleaning
     /// up (a SIGKILL, a crash): each is thawed (a frozen app must not stay
-    /// frozen forever), removed when empty, and otherwise removed once its
+    /// frozen forever) and removed when empty. The app still running in
+    /// each of the others is taken over (see ``adopt(_:unit:appID:)``) and
+    /// returned, for the engine to hold it to what a launched app is held
+    /// to; a cgroup whose app cannot be taken over is removed once its
     /// processes are gone. Call once at start, before launching anything.
-    func reclaimCgroupsOfEarlierRuns() {
+    @discardableResult
+    func reclaimCgroupsOfEarlierRuns() -> [LaunchedProcess] {
         removeEmptyGroupsOfOtherDaemons()
         // Only in the daemon's own group: other daemons' apps may share the parent cgroup.
         guard cgroupGroup != nil, let appsDirectory,
-              let names = try? FileManager.default.contentsOfDirectory(atPath: appsDirectory) else { return }
+              let names = try? FileManager.default.contentsOfDirectory(atPath: appsDirectory) else { return [] }
         var removed = 0
+        var adopted: [LaunchedProcess] = []
         for unit in names.sorted() where unit.hasPrefix("app-\(LaunchUnitName.launcher)-") && unit.hasSuffix(".scope") {
             let cgroup = Cgroup(path: appsDirectory + "/" + unit)
             if cgroup.isFreezeRequested {
@@ -427,10 +432,79 @@ final class AppLauncher {
             if cgroup.isPopulated == false, (try? cgroup.remove()) != nil {
                 removed += 1
             } else if let appID = SandboxInspector.appID(fromUnit: unit) {
-                removeWhenEmpty(cgroup, unit: unit, appID: appID)
+                if let process = adopt(cgroup, unit: unit, appID: appID) {
+                    adopted.append(process)
+                } else {
+                    removeWhenEmpty(cgroup, unit: unit, appID: appID)
+                }
             }
         }
         if removed > 0 { logger.info("removed \(removed) empty cgroups of apps launched by an earlier run") }
+        return adopted
+    }
+
+    /// Takes over the app an earlier run launched into `cgroup`: its oldest
+    /// process, which is the one launched (the others are what it started).
+    /// From here on it is tracked as if launched by this run, but it is not
+    /// this daemon's child, so how it ends is not known (``ExitStatus/unknown``).
+    /// nil, and logged, when no process in the cgroup can be held or it
+    /// does not say what it was launched for (`BGTASKD_LAUNCH_REASON`).
+    private func adopt(_ cgroup: Cgroup, unit: String, appID: AppID) -> LaunchedProcess? {
+        guard let text = try? String(contentsOfFile: cgroup.path + "/cgroup.procs", encoding: .utf8) else { return nil }
+        let started = text.split(whereSeparator: \.isNewline).compactMap { line -> (pid: Int32, start: UInt64)? in
+            guard let pid = Int32(line), let start = Self.startTime(of: pid) else { return nil }
+            return (pid, start)
+        }
+        guard let oldest = started.min(by: { ($0.start, $0.pid) < ($1.start, $1.pid) })?.pid else { return nil }
+        let ref: ProcessRef
+        do {
+            ref = try processTable.open(pid: oldest)
+        } catch {
+            logger.info("cannot take over pid \(oldest) of \(appID) in \(cgroup): \(error)")
+            return nil
+        }
+        // Held by its pidfd from here: still in the cgroup, it is the process
+        // read above (or one of the app's own), not one that reused its pid.
+        guard let pidfd = processTable.pidfd(of: ref), bgt_pidfd_exited(pidfd) == 0,
+              let procCgroup = try? String(contentsOfFile: "/proc/\(oldest)/cgroup", encoding: .utf8),
+              CgroupHierarchy.unifiedPath(fromProcCgroup: procCgroup)?.hasSuffix("/" + unit) == true
+        else {
+            processTable.release(ref)
+            return nil
+        }
+        guard let reason = Self.launchReason(of: oldest) else {
+            logger.info("pid \(oldest) in \(cgroup) does not say what \(appID) was launched for; it is left to run until it exits")
+            processTable.release(ref)
+            return nil
+        }
+        let process = LaunchedProcess(
+            appID: appID, pid: oldest, ref: ref, unit: unit, cgroupPath: cgroup.path, reason: reason, placement: .cgroup)
+        running[oldest] = Tracked(process: process, pidfd: pidfd, cgroup: cgroup)
+        watchExit(of: oldest)
+        logger.notice("took over \(process), launched for \(reason) by an earlier run and still running")
+        return process
+    }
+
+    /// When the process started, in clock ticks since boot (`/proc/PID/stat`, field 22).
+    static func startTime(of pid: Int32) -> UInt64? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        // Fields after the command's closing parenthesis start at field 3 (state).
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 19 ? UInt64(fields[19]) : nil
+    }
+
+    /// The `BGTASKD_LAUNCH_REASON` the process was started with, if it is a reason's word.
+    static func launchReason(of pid: Int32) -> String? {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/environ") else { return nil }
+        let prefix = Array("BGTASKD_LAUNCH_REASON=".utf8)
+        for entry in data.split(separator: 0, omittingEmptySubsequences: true) where entry.starts(with: prefix) {
+            let value = entry.dropFirst(prefix.count)
+            let word = !value.isEmpty && value.count <= 64
+                && value.allSatisfy { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: "-") }
+            return word ? String(decoding: value, as: UTF8.self) : nil
+        }
+        return nil
     }
 
     /// Groups of other daemons (other state directories) whose apps have all

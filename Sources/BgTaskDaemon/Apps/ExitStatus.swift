@@ -6,9 +6,9 @@ enum ExitStatus: Sendable, Hashable, CustomStringConvertible {
     case exited(code: Int32)
     /// A signal ended it.
     case killed(signal: Int32, coreDumped: Bool)
-    /// Something else reaped it before the launcher could (`ECHILD`), so the
-    /// status is lost. Only happens if other code in the daemon reaps children
-    /// it does not own.
+    /// It is not the daemon's child (launched by an earlier run, and taken
+    /// over), or something else reaped it before the launcher could
+    /// (`ECHILD`): the status is lost.
     case unknown
 
     /// Whether it exited with code 0.
@@ -34,7 +34,7 @@ enum ExitStatus: Sendable, Hashable, CustomStringConvertible {
         case .killed(let signal, let core):
             let name = ExitStatus.signalNames[signal] ?? "signal \(signal)"
             return "killed by \(name)" + (core ? " (core dumped)" : "")
-        case .unknown: return "exited (status unknown: reaped elsewhere)"
+        case .unknown: return "exited (its status is unknown: bgtaskd is not its parent)"
         }
     }
 }

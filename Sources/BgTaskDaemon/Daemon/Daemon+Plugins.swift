@@ -37,7 +37,11 @@ extension Daemon {
         logind.onVanished = { [unowned self] in self.logindVanished() }
         logind.start()
         freezer.thawLeftovers()
-        launcher.reclaimCgroupsOfEarlierRuns()
+        // A launched app still running after a crash of the daemon is held
+        // to what it was held to: suspended when idle, not left as the user's.
+        for process in launcher.reclaimCgroupsOfEarlierRuns() {
+            perform(engine.adoptLaunched(process.appID, process: process.ref, reason: process.reason))
+        }
     }
 
     /// Loads and starts every acceptable plugin; a refused one is logged and skipped.
