@@ -242,6 +242,7 @@ extension BackgroundEngine {
         if let target = app.checkedIn.last {
             for token in app.wakes where wakes[token]?.delivered == false {
                 wakes[token]!.deliveredTo = target
+                grantWakeTime(key, token: token)
                 actions.append(.deliverWake(token: token, plugin: wakes[token]!.plugin, app: id, connection: target))
             }
         } else if app.launch == nil, let first = app.wakes.first.flatMap({ wakes[$0] }) {

@@ -74,6 +74,7 @@ extension BackgroundEngine {
         }
         if let target {
             wakes[request.token]!.deliveredTo = target
+            grantWakeTime(key, token: request.token)
             reconcile(key, into: &actions)  // thawed before the event reaches it
             actions.append(.deliverWake(token: request.token, plugin: request.plugin, app: request.app, connection: target))
             return actions
@@ -95,6 +96,25 @@ extension BackgroundEngine {
         var actions: [CoreAction] = []
         reconcile(.app(app), into: &actions)
         return actions
+    }
+
+    /// An app in the background that is handed an event has at least the
+    /// event's budget left as its background time, as an app launched for
+    /// it starts with: a task it begins for the event's work is neither
+    /// refused for time it spent before nor made to expire before the
+    /// event's own deadline (iOS gives a woken app its background time too).
+    /// More time it has left is kept; an app being terminated gets none.
+    mutating func grantWakeTime(_ key: AppKey, token: String) {
+        guard let app = apps[key], app.state == .background, app.terminatingUntil == nil,
+              let wake = wakes[token] else { return }
+        let now = clock.now
+        let left = wake.clock.remaining(at: now)
+        guard app.clock.remaining(at: now) < left else { return }
+        modifyApp(key) { app in
+            app.clock = BackgroundClock(budget: left)
+            app.warned = false
+        }
+        refreshClock(key)
     }
 
     /// A process an earlier run of the daemon launched for `app` still runs

@@ -253,6 +253,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         if !isHeldBack(key) {
             for token in app.wakes where wakes[token]?.delivered == false {
                 wakes[token]!.deliveredTo = connection
+                grantWakeTime(key, token: token)
                 deliveries.append(.deliverWake(token: token, plugin: wakes[token]!.plugin, app: appID, connection: connection))
             }
         }

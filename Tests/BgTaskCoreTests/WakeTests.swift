@@ -42,6 +42,33 @@ import Testing
         #expect(engine.isRunning(weather))
     }
 
+    /// An app left in the background past its budget is refused a task; a
+    /// wake handed to it gives it the event's budget as background time, so
+    /// a task begun for the event's work is granted and expires with the
+    /// event, not at once. An app with more time left keeps it.
+    @Test mutating func aWokenAppInTheBackgroundHasAtLeastTheEventsBudgetForItsTasks() throws {
+        engine = BackgroundEngine(
+            policy: TaskPolicy(budget: .seconds(60), warning: .seconds(5), killGrace: .seconds(2)), clock: clock)
+        let app = caller(":1.40", pid: 700)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: app)
+        _ = engine.setState(.background, caller: app)
+        clock.advance(by: .seconds(61))
+        #expect(throws: CoreError.self, "no time left") { try engine.beginTask(named: "late", caller: app) }
+
+        #expect(try engine.requestWake(request("t1", budget: .seconds(30))).contains(
+            .deliverWake(token: "t1", plugin: "fetch", app: weather, connection: app.connection)))
+        let begun = try engine.beginTask(named: "fetch work", caller: app)
+        #expect(begun.secondsRemaining == 30)
+        clock.advance(by: .seconds(25))
+        #expect(engine.fireDueTimers().contains(.sendTaskExpiring(app.connection, task: begun.id, secondsLeft: 5)))
+        _ = try engine.endTask(begun.id, caller: app.connection)
+        _ = try engine.completeWake(token: "t1", caller: app.connection)
+
+        // 5 s left of the app's own time, more than a 2 s event's: kept.
+        _ = try engine.requestWake(request("t2", budget: .seconds(2)))
+        #expect(engine.secondsRemaining(for: app) == 5)
+    }
+
     /// A copy of the app started by hand while the launched one still ran
     /// was told, at its check-in, that it had been launched for the event.
     @Test mutating func aCopyStartedByHandWhileTheLaunchedOneRunsIsTheUsers() throws {
