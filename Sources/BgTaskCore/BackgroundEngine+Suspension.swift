@@ -89,12 +89,14 @@ extension BackgroundEngine {
         return !freezableProcesses(key).isEmpty
     }
 
-    /// Whether events for the app wait now: the machine sleeps, or the
-    /// backlog drains and it is not the app's turn (and it can be held back).
+    /// Whether events for a background app wait now: the machine sleeps
+    /// (whether or not the app can be frozen: an event is not handed over
+    /// during a sleep), or the backlog drains and it is not the app's turn
+    /// (when it can be held back).
     func isHeldBack(_ key: AppKey) -> Bool {
-        guard let app = apps[key], isBackground(app), canHoldBack(key) else { return false }
+        guard let app = apps[key], isBackground(app) else { return false }
         if isSleeping { return true }
-        guard let drain else { return false }
+        guard let drain, canHoldBack(key) else { return false }
         return !drain.isRunning(key)
     }
 
@@ -171,6 +173,11 @@ extension BackgroundEngine {
             actions.append(.drainChanged)
         }
         settleDrain(into: &actions)
+        // Apps that cannot be held back take no turn: what waited for the wake goes to them now.
+        for key in apps.keys.sorted(by: { $0.description < $1.description }) where !backlog.contains(key) {
+            guard let app = apps[key], isBackground(app), !app.wakes.isEmpty else { continue }
+            startWork(key, into: &actions)
+        }
         // Everything else (foreground apps, apps that cannot be held back) runs again.
         for key in apps.keys.sorted(by: { $0.description < $1.description }) where drain?.isRunning(key) != true {
             reconcile(key, into: &actions)
@@ -237,7 +244,7 @@ extension BackgroundEngine {
     }
 
     /// The app's turn: its waiting events go to its latest connection, or it is launched.
-    private mutating func startWork(_ key: AppKey, into actions: inout [CoreAction]) {
+    mutating func startWork(_ key: AppKey, into actions: inout [CoreAction]) {
         guard case .app(let id) = key, let app = apps[key] else { return }
         if let target = app.checkedIn.last {
             for token in app.wakes where wakes[token]?.delivered == false {

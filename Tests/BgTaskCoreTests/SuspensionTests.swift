@@ -105,6 +105,24 @@ import Testing
         #expect(!engine.isSuspended(key))
     }
 
+    /// An app known only by its check-in (nothing the daemon could freeze)
+    /// in the background still gets no event while the machine sleeps: the
+    /// event waits for the wake and goes to it then, without a turn.
+    @Test mutating func anEventForAnAppThatCannotBeFrozenWaitsForTheWake() throws {
+        let caller = CallerIdentity(connection: ConnectionID(":1.1"), process: ProcessRef(pid: 101, serial: 1))
+        _ = try engine.checkIn(appID: Self.app(1).rawValue, caller: caller)
+        _ = engine.setState(.background, caller: caller)
+        _ = engine.setSleeping(true)
+        let asleep = try engine.requestWake(request(1, "t1"))
+        #expect(!asleep.contains { if case .deliverWake = $0 { true } else { false } }, "\(asleep)")
+        // A second connection checking in meanwhile is not handed it either.
+        let second = CallerIdentity(connection: ConnectionID(":1.2"), process: ProcessRef(pid: 102, serial: 2))
+        #expect(try engine.checkIn(appID: Self.app(1).rawValue, caller: second).pending == 0)
+        let awake = engine.setSleeping(false)
+        #expect(awake.contains(.deliverWake(token: "t1", plugin: "fetch", app: Self.app(1), connection: second.connection)), "\(awake)")
+        #expect(!engine.isDraining, "it takes no turn: it could not be held back")
+    }
+
     /// Work that comes during the grace ends it: the app is not frozen under
     /// its new event, and its grace starts again when that is done.
     @Test mutating func workDuringTheGraceKeepsTheAppRunning() throws {

@@ -112,6 +112,27 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An app started by hand, known to the daemon only by its check-in (it
+    /// cannot be frozen), in the background: a fetch asked for while the
+    /// machine sleeps reaches it only after the wake, as the reply says.
+    @Test func anEventForAnAppThatCannotBeFrozenWaitsForTheWake() throws {
+        let daemon = try DaemonUnderTest(
+            desktopEntries: [DesktopEntrySpec(id: "org.example.Weather", modes: ["fetch"], exec: "/bin/true")])
+        let app = try daemon.startTestApp([
+            "--app-id", "org.example.Weather", "--fetch-result", "newData", "--background", "--tasks", "0", "--hold", "60",
+        ])
+        defer { app.stop() }
+        #expect(app.waitForEvent("state") != nil, "\(app.lines)")
+        _ = try daemon.callManager("SimulateSleep")
+        let admin = try RawClient(daemon)
+        try admin.call("Fetch", "SimulateFetch") { try $0.append("org.example.Weather") }
+        Thread.sleep(forTimeInterval: 1.5)
+        #expect(app.events(named: "perform_fetch").isEmpty, "handed a fetch while asleep: \(app.lines)")
+        _ = try daemon.callManager("SimulateWake")
+        #expect(app.waitForEvent("fetch_completed") != nil, "the fetch comes at the wake: \(app.lines) \(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     // MARK: Freezing
 
     /// Background apps are frozen in their cgroups for the sleep and use no
