@@ -100,7 +100,11 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     /// The caller's background time left, in seconds; `Double.greatestFiniteMagnitude`
     /// while its app is not in the background.
     public func secondsRemaining(for caller: CallerIdentity) -> Double {
-        let key = connections[caller.connection]?.app ?? appKey(for: caller)
+        if let key = connections[caller.connection]?.app { return secondsRemaining(of: key) }
+        // Not joined yet: what it will have once it joins, as the first
+        // connection of an app launched for an event.
+        let key = appKey(for: caller)
+        if let budget = launchBudget(joining: key) { return budget.seconds }
         return secondsRemaining(of: key)
     }
 
@@ -438,12 +442,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     /// launched for an event starts in the background, with what is left of
     /// that event's budget as its background time.
     private mutating func join(_ connection: ConnectionID, _ key: AppKey) {
-        let now = clock.now
-        let launchBudget: Duration? = {
-            guard let app = apps[key], app.connections.isEmpty, app.launch != nil,
-                  let first = app.wakes.compactMap({ wakes[$0]?.clock.remaining(at: now) }).min() else { return nil }
-            return first
-        }()
+        let launchBudget = launchBudget(joining: key)
         modifyApp(key) { app in
             app.connections.append(connection)
             if let launchBudget {
@@ -453,6 +452,15 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
             }
         }
         if launchBudget != nil { refreshClock(key) }
+    }
+
+    /// The background time a connection joining the app starts it with: what
+    /// is left of the shortest of its events' budgets when it is the first
+    /// connection of an app launched for them; nil otherwise.
+    private func launchBudget(joining key: AppKey) -> Duration? {
+        let now = clock.now
+        guard let app = apps[key], app.connections.isEmpty, app.launch != nil else { return nil }
+        return app.wakes.compactMap { wakes[$0]?.clock.remaining(at: now) }.min()
     }
 
     /// Rebinds a connection (and its open tasks) to another app. A new app

@@ -69,6 +69,19 @@ import Testing
         #expect(engine.secondsRemaining(for: app) == 5)
     }
 
+    /// The launched app's first call asks for its background time: it is the
+    /// event's budget it will start with, not a foreground app's unlimited
+    /// time, and the same once it has joined.
+    @Test mutating func aLaunchedAppAskingItsTimeFirstIsToldTheEventsBudget() throws {
+        _ = try engine.requestWake(request("t1", budget: .seconds(30)))
+        engine.launchStarted(weather, process: launched)
+        let app = caller(":1.40", pid: 500, appID: weather)
+        #expect(engine.secondsRemaining(for: app) == 30)
+        _ = try engine.beginTask(named: "work", caller: app)
+        #expect(engine.secondsRemaining(for: app) == 30)
+        #expect(engine.secondsRemaining(for: caller(":1.41", pid: 900)) == .greatestFiniteMagnitude, "a stranger is in the foreground")
+    }
+
     /// A copy of the app started by hand while the launched one still ran
     /// was told, at its check-in, that it had been launched for the event.
     @Test mutating func aCopyStartedByHandWhileTheLaunchedOneRunsIsTheUsers() throws {

@@ -223,6 +223,36 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An app launched for a fetch whose first call asks for its background
+    /// time is told the fetch's budget, not a foreground app's DBL_MAX.
+    @Test func aLaunchedAppsFirstCallForItsTimeAnswersTheEventsBudget() throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-time-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let script = scratch + "/ask-time.sh", answer = scratch + "/answer"
+        try """
+            #!/bin/sh
+            busctl --address="$DBUS_SESSION_BUS_ADDRESS" call org.bgtaskd.BackgroundTasks1 /org/bgtaskd/BackgroundTasks1 \\
+                org.bgtaskd.BackgroundTasks1.Manager GetBackgroundTimeRemaining > "$1.part" 2>&1
+            mv "$1.part" "$1"
+            """.write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o755)
+        let app = "org.example.AskFirst"
+        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=40"], desktopEntries: [
+            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(script) \(answer)"),
+        ])
+        let admin = try RawClient(daemon)
+        // Answered once the launch is settled; the app never completes the fetch.
+        try admin.bus.send(try Self.simulateFetch(app, on: admin))
+        admin.bus.flush()
+        let deadline = ContinuousClock.now + .seconds(15)
+        while !FileManager.default.fileExists(atPath: answer), ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        let text = try String(contentsOfFile: answer, encoding: .utf8)
+        let seconds = try #require(Double(text.split(separator: " ").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""), "\(text)")
+        #expect(seconds > 30 && seconds <= 40, "\(text)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// Groups of daemons that are gone (other state directories), whose apps
     /// exited after them, are removed at start; a group with a process in it
     /// is left alone.
