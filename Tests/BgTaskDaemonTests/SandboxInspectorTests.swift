@@ -7,6 +7,21 @@ import Testing
 @Suite struct SandboxInspectorTests {
     // MARK: .flatpak-info
 
+    /// A caller can put its own `.flatpak-info` in a root it made: a huge
+    /// one is read only as far as the limit (it was read whole on the loop,
+    /// hundreds of MB), and a FIFO is not waited on.
+    @Test func aHugeOrSpecialFlatpakInfoIsReadOnlyAsFarAsTheLimit() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("info", "[Application]\nname=org.gnome.Weather\n")
+        let path = directory.path("info")
+        #expect(truncate(path, 300 * 1024 * 1024) == 0, "a sparse file of 300 MB")
+        let head = try #require(SandboxInspector.head(of: path))
+        #expect(head.utf8.count == SandboxInspector.flatpakInfoLimit)
+        #expect(SandboxInspector.flatpakAppID(fromInfo: head)?.rawValue == "org.gnome.Weather")
+        #expect(mkfifo(directory.path("fifo"), 0o600) == 0)
+        #expect(SandboxInspector.head(of: directory.path("fifo")) == nil)
+    }
+
     @Test func flatpakInfoOfAnApp() {
         let info = """
             [Application]

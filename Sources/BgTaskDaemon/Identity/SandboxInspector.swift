@@ -18,7 +18,7 @@ public enum SandboxInspector {
         let flatpakInfo = "/proc/\(pid)/root/.flatpak-info"
         if FileManager.default.fileExists(atPath: flatpakInfo) {
             // A sandbox whose id cannot be read is still a sandbox: it gets no id and no trust.
-            let text = (try? String(contentsOfFile: flatpakInfo, encoding: .utf8)) ?? ""
+            let text = head(of: flatpakInfo) ?? ""
             return Finding(appID: flatpakAppID(fromInfo: text), source: .flatpak, isSandboxed: true)
         }
         if let cgroup = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
@@ -26,6 +26,30 @@ public enum SandboxInspector {
             return Finding(appID: id, source: .systemdUnit, isSandboxed: false)
         }
         return Finding(appID: nil, source: nil, isSandboxed: false)
+    }
+
+    /// How much of a `.flatpak-info` is read: Flatpak writes a few hundred
+    /// bytes, `[Application]` first. The file is in a root the caller may
+    /// have made itself: read whole, a huge one stalled the daemon's loop.
+    static let flatpakInfoLimit = 64 * 1024
+
+    /// The first ``flatpakInfoLimit`` bytes of a regular file (invalid UTF-8
+    /// repaired); nil for anything else: a FIFO must not block the loop.
+    static func head(of path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return nil }
+        var bytes = [UInt8](repeating: 0, count: flatpakInfoLimit)
+        var count = 0
+        while count < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { break }
+            count += n
+        }
+        return String(decoding: bytes[..<count], as: UTF8.self)
     }
 
     /// `name=` in the `[Application]` group of a `.flatpak-info` file.
