@@ -1,4 +1,5 @@
 @testable import BgTaskDaemon
+import Synchronization
 import Testing
 
 /// Where a run's task ids start, from what the previous run reserved.
@@ -10,5 +11,35 @@ import Testing
         #expect(TaskIDReservation.start(after: UInt32.max - 2 * block) == UInt32.max - 2 * block)
         #expect(TaskIDReservation.start(after: UInt32.max - 2 * block + 1) == 0)
         #expect(TaskIDReservation.start(after: UInt32.max) == 0)
+    }
+
+    /// A reservation that cannot be stored (a full disk) lets no id past the
+    /// stored block go out: it would be handed out again after a crash. The
+    /// failure is logged once, and ids go on once it can be stored.
+    @Test func noIDPastTheStoredReservationGoesOutWhenTheReservationFails() throws {
+        let log = RecordingLog()
+        let stored = Mutex<UInt32?>(nil)
+        let full = Mutex(false)
+        var reservation = TaskIDReservation(
+            load: { stored.withLock { $0 } },
+            save: { (end) throws(StoreError) in
+                if full.withLock({ $0 }) { throw StoreError(.diskFull, path: "/state", message: "/state: the disk is full") }
+                stored.withLock { $0 = end }
+            },
+            logger: log.logger)
+        let block = TaskIDReservation.block
+        #expect(reservation.begin() == 0)
+        #expect(stored.withLock { $0 } == block)
+        try reservation.reserve(through: block)
+        full.withLock { $0 = true }
+        for _ in 0..<3 {
+            #expect(throws: StoreError.self) { try reservation.reserve(through: block + 1) }
+        }
+        #expect(reservation.reservedUpTo == block)
+        #expect(log.all.filter { $0.message.contains("cannot reserve task ids") }.count == 1, "\(log.all)")
+        full.withLock { $0 = false }
+        try reservation.reserve(through: block + 1)
+        #expect(stored.withLock { $0 } == 2 * block)
+        #expect(log.all.contains { $0.message.contains("reserved again") })
     }
 }

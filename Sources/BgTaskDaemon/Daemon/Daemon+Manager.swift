@@ -52,9 +52,9 @@ extension Daemon {
     func beginBackgroundTask(_ call: Message) throws(BusError) {
         let name = try call.readString()
         serve(call) { [unowned self] caller in
+            // The id it would get is within the stored reservation, or the task is refused.
+            if engine.lastIssuedTaskID < UInt32.max { try taskIDs.reserve(through: engine.lastIssuedTaskID + 1) }
             let begun = try engine.beginTask(named: name, caller: caller)
-            // Before the reply: the next block is reserved before any id past this one goes out.
-            taskIDs.issued(begun.id)
             try call.reply { (reply) throws(BusError) in
                 try reply.append(begun.id)
                 try reply.append(begun.secondsRemaining)

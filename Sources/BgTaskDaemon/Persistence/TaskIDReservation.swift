@@ -18,13 +18,30 @@ struct TaskIDReservation {
     static let collection = "tasks"
     static let key = "reserved-ids"
 
-    private let store: StateStore
+    /// Reads the stored end of the last reservation.
+    private let load: () throws -> UInt32?
+    /// Stores the end of a reservation.
+    private let save: (UInt32) throws(StoreError) -> Void
     private let logger: Logger
     /// The last id this run may hand out before it reserves more.
     private(set) var reservedUpTo: UInt32 = 0
 
     init(store: StateStore, logger: Logger) {
-        self.store = store
+        self.init(
+            load: {
+                let record = try store.records(plugin: Self.plugin, collection: Self.collection).first { $0.key == Self.key }
+                return record.flatMap { UInt32(String(decoding: $0.data, as: UTF8.self)) }
+            },
+            save: { (end) throws(StoreError) in
+                try store.putRecord(plugin: Self.plugin, collection: Self.collection, key: Self.key, data: Array(String(end).utf8))
+            },
+            logger: logger)
+    }
+
+    /// With the record read and written by the given functions (for tests).
+    init(load: @escaping () throws -> UInt32?, save: @escaping (UInt32) throws(StoreError) -> Void, logger: Logger) {
+        self.load = load
+        self.save = save
         self.logger = logger
     }
 
@@ -36,13 +53,12 @@ struct TaskIDReservation {
     }
 
     /// Reads the previous reservation and reserves this run's first block;
-    /// returns the id to continue after. A failed write is logged: ids then
-    /// go on from the stored end, and only a second crash could reuse them.
+    /// returns the id to continue after. A failed write is logged, and tried
+    /// again before the first task (see ``reserve(through:)``).
     mutating func begin() -> UInt32 {
         var stored: UInt32?
         do {
-            let record = try store.records(plugin: Self.plugin, collection: Self.collection).first { $0.key == Self.key }
-            stored = record.flatMap { UInt32(String(decoding: $0.data, as: UTF8.self)) }
+            stored = try load()
         } catch {
             logger.warning("cannot read the task ids reserved by the previous run (\(error)); task ids start again from 1")
         }
@@ -51,21 +67,38 @@ struct TaskIDReservation {
         return start
     }
 
-    /// Reserves the next block once `lastID` has reached the end of this one.
-    mutating func issued(_ lastID: UInt32) {
-        guard lastID >= reservedUpTo else { return }
-        reserve(after: lastID)
+    /// Call before `id` goes out: past the reserved block, the next block is
+    /// reserved first. Throws when that cannot be stored: the id must not go
+    /// out then (after a crash it would be handed out again), and the task
+    /// is refused, as every write is while the disk is full.
+    mutating func reserve(through id: UInt32) throws(StoreError) {
+        guard id > reservedUpTo else { return }
+        if let failure = reserve(after: id - 1) { throw failure }
     }
 
-    private mutating func reserve(after id: UInt32) {
+    /// Stores the end of the block after `id`; the failure, logged once for a run of them.
+    @discardableResult
+    private mutating func reserve(after id: UInt32) -> StoreError? {
         let end = id > UInt32.max - Self.block ? UInt32.max : id + Self.block
         do {
-            try store.putRecord(plugin: Self.plugin, collection: Self.collection, key: Self.key, data: Array(String(end).utf8))
+            try save(end)
             reservedUpTo = end
+            if failing {
+                failing = false
+                logger.notice("task ids are reserved again (up to \(end)): tasks can begin")
+            }
+            return nil
         } catch {
-            // Tried again at the next task; until then ids go on unreserved.
-            logger.warning("cannot reserve task ids up to \(end) (\(error)); after a crash, ids from \(id + 1) on may be handed out again")
+            // Tried again at the next task; until then no id past this one goes out.
+            if !failing {
+                failing = true
+                logger.warning("cannot reserve task ids past \(id) (\(error)); new tasks are refused until it can")
+            }
             reservedUpTo = id
+            return error
         }
     }
+
+    /// The last reservation failed (logged once until one succeeds).
+    private var failing = false
 }
