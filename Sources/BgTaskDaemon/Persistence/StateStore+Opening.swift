@@ -146,6 +146,8 @@ extension StateStore {
         // GRDB's `journalMode = .wal` would write to the file before them.
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // The log is truncated to this after a checkpoint empties it, instead of keeping its largest size.
+            try db.execute(sql: "PRAGMA journal_size_limit = 1048576")
             // Before the first access, so that WAL keeps its index in memory, not in a -shm file.
             if exclusive { try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE") }
         }
@@ -170,6 +172,10 @@ extension StateStore {
                 return try migrator.appliedIdentifiers(db)
             }
             try migrator.migrate(queue)
+            // The state is in the database file from here, not only in the
+            // log: a copy of the file alone is the state, and a later
+            // checkpoint that must make room on a full disk needs little.
+            _ = try? queue.writeWithoutTransaction { db in try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
             let applied = migrator.migrations.filter { !alreadyApplied.contains($0) }
             if !applied.isEmpty {
                 logger.notice("Migrated the state database", metadata: [

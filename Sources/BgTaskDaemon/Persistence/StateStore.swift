@@ -336,9 +336,14 @@ public final class StateStore {
                 }
             }
         } catch {
-            throw failure ?? Self.failure(error, path: path, doing: "roll back a group of writes")
+            let error = failure ?? Self.failure(error, path: path, doing: "roll back a group of writes")
+            reclaimLog(after: error)
+            throw error
         }
-        if let failure { throw failure }
+        if let failure {
+            reclaimLog(after: failure)
+            throw failure
+        }
     }
 
     /// Where ``group(_:)`` is: outside, inside before any write, inside its
@@ -400,10 +405,33 @@ public final class StateStore {
                 }
                 try body(db)
             }
-        } catch let error as StoreError {
-            throw error
         } catch {
-            throw Self.failure(error, path: path, doing: what())
+            let error = error as? StoreError ?? Self.failure(error, path: path, doing: what())
+            // Inside a group the group's end does it, once its transaction is gone.
+            if groupState == .none { reclaimLog(after: error) }
+            throw error
+        }
+    }
+
+    /// After a write failed for want of room: the write-ahead log holds every
+    /// page written since the last checkpoint, most of them superseded, and
+    /// on a small file system it is what fills it. A checkpoint that
+    /// truncates it gives that room back (it needs room only for pages the
+    /// database file lacks, and the file has all of them since the open), so
+    /// the next write can succeed without anything else being deleted.
+    private func reclaimLog(after error: StoreError) {
+        guard error.code == .diskFull, let queue = try? openQueue() else { return }
+        do {
+            let row = try queue.unsafeReentrantWrite { db -> Row? in
+                guard !db.isInsideTransaction else { return nil }
+                return try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+            // (busy, log frames, frames checkpointed): busy 0 means the log was emptied.
+            if let row, row[0] as Int? == 0 {
+                logger.notice("the disk is full: emptied the state database's write-ahead log to make room")
+            }
+        } catch {
+            logger.debug("cannot empty the write-ahead log after a full disk: \(error)")
         }
     }
 
