@@ -140,9 +140,11 @@ extension BackgroundEngine {
     }
 
     /// Launching the app failed: its waiting wakes are dropped, and launches are
-    /// held back for a while (doubling with each failure in a row).
-    public mutating func launchFailed(_ app: AppID, error: String) -> [CoreAction] {
-        noteLaunchFailure(app, error: error)
+    /// held back for a while (doubling with each failure in a row), unless
+    /// `holdBack` is false: the failure was the daemon's (it ran out of file
+    /// descriptors or memory) and says nothing about the app.
+    public mutating func launchFailed(_ app: AppID, error: String, holdBack: Bool = true) -> [CoreAction] {
+        if holdBack { noteLaunchFailure(app, error: error) }
         modifyApp(.app(app)) { $0.launch = nil }
         var actions: [CoreAction] = []
         for token in undeliveredWakes(of: app) {

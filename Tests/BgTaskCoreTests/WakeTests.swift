@@ -82,6 +82,19 @@ import Testing
         #expect(engine.secondsRemaining(for: caller(":1.41", pid: 900)) == .greatestFiniteMagnitude, "a stranger is in the foreground")
     }
 
+    /// A launch that failed because the daemon ran short (file descriptors,
+    /// memory) drops the wakes it was for but does not hold the app's next
+    /// launch back: the app did nothing wrong.
+    @Test mutating func aLaunchTheDaemonCouldNotAffordIsNotHeldAgainstTheApp() throws {
+        #expect(try engine.requestWake(request("t1")) == [.launch(weather, reason: "fetch")])
+        let failed = engine.launchFailed(weather, error: "Too many open files (EMFILE)", holdBack: false)
+        #expect(failed.contains { if case .wakeFailed(token: "t1", _, _, _) = $0 { true } else { false } }, "\(failed)")
+        #expect(try engine.requestWake(request("t2")) == [.launch(weather, reason: "fetch")], "launched again at once")
+        // The app's own failure holds it back.
+        _ = engine.launchFailed(weather, error: "No such file or directory (ENOENT)")
+        #expect(throws: CoreError.self) { try engine.requestWake(request("t3")) }
+    }
+
     /// A copy of the app started by hand while the launched one still ran
     /// was told, at its check-in, that it had been launched for the event.
     @Test mutating func aCopyStartedByHandWhileTheLaunchedOneRunsIsTheUsers() throws {

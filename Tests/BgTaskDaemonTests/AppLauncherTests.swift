@@ -96,6 +96,20 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
         #expect(error.description == "cannot launch org.example.Launch-Test (`/opt/app --mode 'it'\\''s'`): gone")
     }
 
+    /// The daemon's own shortages are not the app's failures (its launches are not held back for them).
+    @Test func aShortageOfTheDaemonsIsToldFromTheAppsFailure() {
+        func error(_ code: LaunchError.Code, _ errno: Int32?) -> LaunchError {
+            LaunchError(code: code, appID: appID, commandLine: ["/opt/app"], reason: "r", errno: errno)
+        }
+        #expect(error(.cgroup, EMFILE).isDaemonsShortage)
+        #expect(error(.spawn, ENFILE).isDaemonsShortage)
+        #expect(error(.spawn, EAGAIN).isDaemonsShortage)
+        #expect(error(.exec, ENOMEM).isDaemonsShortage)
+        #expect(!error(.exec, ENOENT).isDaemonsShortage)
+        #expect(!error(.exec, EACCES).isDaemonsShortage)
+        #expect(!error(.emptyCommandLine, nil).isDaemonsShortage)
+    }
+
     @Test func spawnFailsSynchronously() {
         let missing = ProcessSpawner.spawn(
             commandLine: ["bgtaskd-test-no-such-program"], environment: [], searchPath: "/usr/bin:/bin",

@@ -11,8 +11,9 @@ final class LaunchCoordinator {
     private let logger: Logger
     /// The app's process started.
     var onStarted: (AppID, LaunchedProcess) -> Void = { _, _ in }
-    /// The app could not be started, and why.
-    var onFailed: (AppID, String) -> Void = { _, _ in }
+    /// The app could not be started, why, and whether that counts against
+    /// the app (false when the daemon itself ran short of something).
+    var onFailed: (AppID, String, Bool) -> Void = { _, _, _ in }
     /// A launched process exited (after it was reaped).
     var onExited: (LaunchedProcess, ExitStatus) -> Void = { _, _ in }
 
@@ -29,12 +30,12 @@ final class LaunchCoordinator {
     /// Starts `app` in the background for `reason`; the outcome comes through the callbacks.
     func launch(_ app: AppID, reason: String) {
         guard let entry = registry.entry(for: app) else {
-            return onFailed(app, "it has no desktop entry")
+            return onFailed(app, "it has no desktop entry", true)
         }
         guard let commandLine = entry.commandLine else {
             let problem = entry.execProblem ?? "no Exec= or X-BgTaskd-Exec= line"
             logger.error("cannot launch \(app): its desktop entry \(entry.path) has no usable command: \(problem)")
-            return onFailed(app, "its desktop entry has no usable command: \(problem)")
+            return onFailed(app, "its desktop entry has no usable command: \(problem)", true)
         }
         launcher.launch(appID: app, commandLine: commandLine, reason: reason) { [unowned self] result in
             switch result {
@@ -42,8 +43,8 @@ final class LaunchCoordinator {
                 logger.info("launched \(app) for \(reason)", metadata: ["pid": "\(process.pid)", "unit": "\(process.unit)"])
                 onStarted(app, process)
             case .failure(let error):
-                logger.error("\(error)")
-                onFailed(app, error.description)
+                // The launcher logged it.
+                onFailed(app, error.description, !error.isDaemonsShortage)
             }
         }
     }

@@ -28,6 +28,14 @@ struct LaunchError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The errno behind it, when there is one.
     var errno: Int32?
 
+    /// The daemon ran short of something (file descriptors, memory,
+    /// processes), not the app: it says nothing about the app's command, so
+    /// launches of the app are not held back for it.
+    var isDaemonsShortage: Bool {
+        guard let errno else { return false }
+        return [EMFILE, ENFILE, ENOMEM, EAGAIN].contains(errno)
+    }
+
     /// "cannot launch org.example.App (`/usr/bin/app --background`): …".
     var description: String {
         let command = commandLine.isEmpty ? "no command" : "`\(LaunchError.quote(commandLine))`"

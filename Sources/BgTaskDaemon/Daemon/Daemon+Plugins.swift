@@ -28,7 +28,9 @@ extension Daemon {
         }
         power.start()
         launches.onStarted = { [unowned self] app, process in perform(engine.launchStarted(app, process: process.ref)) }
-        launches.onFailed = { [unowned self] app, why in perform(engine.launchFailed(app, error: why)) }
+        launches.onFailed = { [unowned self] app, why, appsFault in
+            perform(engine.launchFailed(app, error: why, holdBack: appsFault))
+        }
         launches.onExited = { [unowned self] process, status in
             freezer.forget(pid: process.pid)
             perform(engine.launchedProcessExited(process.appID, process: process.ref, status: status.clause))
