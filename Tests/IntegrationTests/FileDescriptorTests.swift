@@ -57,4 +57,57 @@ import Testing
         #expect(daemon.waitForLog(containing: "file descriptors are available again"))
         #expect(daemon.stop() == .status(0))
     }
+
+    /// Desktop entries rescanned while the daemon has no descriptor left: the
+    /// scan could open nothing and every app was forgotten (pushes and fetches
+    /// refused) until the next change. The apps known are kept, and the scan
+    /// is tried again until it can be made.
+    @Test func aRescanWithoutDescriptorsForgetsNoApp() throws {
+        let daemon = try DaemonUnderTest(
+            desktopEntries: [
+                DesktopEntrySpec(id: "org.example.Kept", modes: ["fetch"], exec: "/bin/true"),
+                DesktopEntrySpec(id: "org.example.AlsoKept", modes: ["remote-notification"], exec: "/bin/true"),
+            ],
+            wrapper: ["/usr/bin/prlimit", "--nofile=48:48", "--"])
+        let script = """
+            import dbus, os, sys, time
+            address = os.environ["DBUS_SESSION_BUS_ADDRESS"]
+            children = []
+            for i in range(80):
+                read, write = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    os.close(read)
+                    try:
+                        bus = dbus.bus.BusConnection(address)
+                        manager = dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
+                                                 "org.bgtaskd.BackgroundTasks1.Manager")
+                        manager.BeginBackgroundTask("held")
+                    except dbus.DBusException:
+                        pass
+                    os.write(write, b"x")
+                    os.close(write)
+                    time.sleep(3)
+                    os._exit(0)
+                os.close(write)
+                children.append((pid, read))
+            for pid, read in children:
+                os.read(read, 1)
+            # Every descriptor is taken: an entry is added, and the daemon rescans.
+            with open(sys.argv[1], "w") as entry:
+                entry.write("[Desktop Entry]\\nType=Application\\nName=New\\nExec=/bin/true\\nX-BgTaskd-Modes=fetch;\\n")
+            for pid, read in children:
+                os.waitpid(pid, 0)
+            """
+        let added = daemon.applicationsDirectory + "/org.example.Added.desktop"
+        let result = try CommandResult.run("/usr/bin/python3", ["-c", script, added], environment: daemon.environment, timeout: .seconds(60))
+        #expect(result.succeeded, "\(result)")
+        #expect(daemon.waitForLog(containing: "cannot read every desktop entry"), "\(daemon.log.suffix(2000))")
+        #expect(daemon.waitForLog(containing: "desktop entries can be read again"), "\(daemon.log.suffix(2000))")
+        let ids = try RawClient(daemon).applications().compactMap { entry -> String? in
+            if case .string(let id)? = entry["app_id"] { id } else { nil }
+        }
+        #expect(Set(ids).isSuperset(of: ["org.example.Kept", "org.example.AlsoKept", "org.example.Added"]), "\(ids) \(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
 }

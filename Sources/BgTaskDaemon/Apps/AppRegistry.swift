@@ -205,6 +205,22 @@ final class AppRegistry {
                 awaitDirectory(directory, scan: &scan)
             }
         }
+        if let shortage = scan.shortage {
+            // A scan cut short by the daemon's own shortage is not the truth:
+            // every app it missed would be forgotten (its pushes and fetches
+            // refused) until the next change. Keep what was known; try again.
+            if !shortageLogged {
+                shortageLogged = true
+                logger.warning("cannot read every desktop entry (\(shortage)); keeping the \(entries.count) apps known and trying again every second")
+            }
+            firstPendingChange = firstPendingChange ?? loop.now
+            reloadTimer?.arm(at: loop.now + Self.shortageRetryMicroseconds)
+            return
+        }
+        if shortageLogged {
+            shortageLogged = false
+            logger.notice("desktop entries can be read again")
+        }
         applyWatches(scan.watches)
 
         let usable = scan.winners.values.filter { !$0.hidden }.sorted { $0.id < $1.id }
@@ -232,8 +248,19 @@ final class AppRegistry {
         }
     }
 
+    /// A scan cut short by a shortage was logged (once until one completes).
+    private var shortageLogged = false
+    /// How soon a scan cut short by a shortage is tried again.
+    static let shortageRetryMicroseconds: UInt64 = 1_000_000
+
+    /// Whether a failure to open is the daemon's shortage (descriptors,
+    /// memory), which says nothing about the file or directory.
+    private static func isShortage(_ error: Int32) -> Bool { [EMFILE, ENFILE, ENOMEM].contains(error) }
+
     /// What one scan found.
     private struct Scan {
+        /// Why a directory or file could not be opened, when the daemon ran short.
+        var shortage: String?
         var winners: [AppID: DesktopEntry] = [:]
         /// Every id seen so far, valid or not: the first file of an id masks the rest.
         var seenIDs: Set<String> = []
@@ -248,6 +275,7 @@ final class AppRegistry {
         // Watch first, read second: a change made while reading still wakes us.
         if let wd = addWatch(path, mask: Self.treeMask) { scan.watches[wd, default: Watch()].isTree = true }
         guard let directory = opendir(path) else {
+            if Self.isShortage(errno) { scan.shortage = "\(path): \(String(cString: strerror(errno)))" }
             if !isTop || (errno != ENOENT && errno != ENOTDIR) {
                 logger.debug("cannot read \(path): \(String(cString: strerror(errno)))")
             }
@@ -299,7 +327,9 @@ final class AppRegistry {
             return
         }
         scan.files += 1
+        errno = 0
         guard let text = Self.contents(of: path) else {
+            if Self.isShortage(errno) { scan.shortage = "\(path): \(String(cString: strerror(errno)))" }
             logger.debug("skipping \(path): cannot read it as a regular file of at most \(Self.maximumFileSize) bytes")
             return
         }
