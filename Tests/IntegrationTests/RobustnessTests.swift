@@ -53,6 +53,45 @@ import Testing
         #expect(daemon.waitForExit(timeout: .seconds(10)) == .status(0))
     }
 
+    /// The foreground history the daemon keeps grew for good: every switch
+    /// to the foreground of any id any client checked in as added a row.
+    /// Intervals are kept 60 days, and only for apps with a desktop entry.
+    @Test func theUsageHistoryKeepsSixtyDaysOfInstalledAppsOnly() throws {
+        let daemon = try DaemonUnderTest(desktopEntries: [DesktopEntrySpec(id: "org.example.Used", modes: ["fetch"], exec: "/bin/true")])
+        func rows() throws -> String {
+            let query = try CommandResult.run("/usr/bin/python3", ["-c", """
+                import sqlite3, sys
+                db = sqlite3.connect(sys.argv[1])
+                for app, count in db.execute("SELECT app_id, count(*) FROM usage_interval GROUP BY app_id ORDER BY app_id"):
+                    print(app, count)
+                """, daemon.stateDirectory + "/bgtaskd.sqlite3"])
+            return query.standardOutput
+        }
+        _ = try daemon.crashAndRestart {
+            let now = UInt64(Date().timeIntervalSince1970 * 1_000_000)
+            let seed = try CommandResult.run("/usr/bin/python3", ["-c", """
+                import sqlite3, sys
+                db = sqlite3.connect(sys.argv[1])
+                old, recent = int(sys.argv[2]) - 90 * 86400 * 10**6, int(sys.argv[2]) - 86400 * 10**6
+                db.execute("INSERT INTO usage_interval (app_id, start_usec, end_usec) VALUES ('org.example.Used', ?, ?)", (old, old + 10**6))
+                db.execute("INSERT INTO usage_interval (app_id, start_usec, end_usec) VALUES ('org.example.Used', ?, ?)", (recent, recent + 10**6))
+                db.commit()
+                """, daemon.stateDirectory + "/bgtaskd.sqlite3", String(now)])
+            #expect(seed.succeeded, "\(seed)")
+        }
+        for id in ["org.example.Used", "org.example.NoEntry"] {
+            let app = try RawClient(daemon)
+            try app.call("Manager", "CheckIn") { try $0.append(id) }
+            for state in ["background", "active", "background", "active", "background"] {
+                try app.call("Manager", "SetApplicationState") { try $0.append(state) }
+            }
+        }
+        #expect(daemon.stop() == .status(0))
+        // The 90-day-old interval is gone; the recent one, the check-in's and two switches of the installed app are kept.
+        let kept = try rows()
+        #expect(kept.trimmingCharacters(in: .whitespacesAndNewlines) == "org.example.Used 4", "\(kept)")
+    }
+
     /// Task ids started again at 1 after a restart: an SDK that ended a task
     /// begun before the daemon was killed ended whichever task of the new run
     /// had that id. Ids now go on from run to run, and start again from 1

@@ -134,12 +134,13 @@ extension Daemon {
             plugin(named: name)?.post(QueuedPluginEvent(
                 type: BGT_EVENT_LAUNCH_FAILED, app: app.rawValue, token: token, reason: reason, realtimeMicroseconds: now))
         case .appCheckedIn(let app, let connection, let reason):
-            if engine.state(of: .app(app)) == .active { usage.record(app, active: true, at: now) }
+            if engine.state(of: .app(app)) == .active, registry.entry(for: app) != nil { usage.record(app, active: true, at: now) }
             broadcast(QueuedPluginEvent(
                 type: BGT_EVENT_APP_CHECKED_IN, app: app.rawValue, connection: connection.uniqueName, reason: reason,
                 realtimeMicroseconds: now))
         case .appStateChanged(let app, let state):
-            usage.record(app, active: state == .active, at: now)
+            // Only for installed apps: any client may check in as any free id.
+            if state != .active || registry.entry(for: app) != nil { usage.record(app, active: state == .active, at: now) }
             broadcast(QueuedPluginEvent(
                 type: BGT_EVENT_APP_STATE_CHANGED, app: app.rawValue, state: state.rawValue, realtimeMicroseconds: now))
         case .appGone(let app):

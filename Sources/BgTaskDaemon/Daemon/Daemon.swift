@@ -76,6 +76,7 @@ public final class Daemon {
     let randomPool = RandomPool()
     private var objects: [ExportedObject] = []
     private var deadlineTimer: SDBus.Timer?
+    private var usagePruneTimer: SDBus.Timer?
     private(set) var properties: PropertyBatcher!
     private var signalSources: [EventSource] = []
     /// Watches the daemon's own bus: losing it stops the daemon.
@@ -183,6 +184,12 @@ public final class Daemon {
         deadlineTimer = try loop.makeTimer { [unowned self] in
             self.perform(self.engine.fireDueTimers())
         }
+        // Now and once a day: the usage history keeps UsageLog.retention.
+        usagePruneTimer = try loop.makeTimer { [unowned self] in
+            self.usage.prune(at: self.realtimeMicroseconds)
+            self.usagePruneTimer?.arm(at: self.loop.now + 86_400 * 1_000_000)
+        }
+        usagePruneTimer?.arm(at: loop.now)
         properties = PropertyBatcher(
             bus: bus, loop: loop, path: BgTaskNames.objectPath, interface: BgTaskNames.manager,
             intervalMicroseconds: 50_000, logger: logger)

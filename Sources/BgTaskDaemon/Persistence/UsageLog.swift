@@ -26,6 +26,22 @@ final class UsageLog {
         }
     }
 
+    /// How long an interval is kept after it ended. The history is for
+    /// learning habits, which change within weeks; without a limit every
+    /// switch to the foreground added a row for good.
+    static let retention: UInt64 = 60 * 86_400 * 1_000_000
+
+    /// Deletes the intervals that ended more than ``retention`` before `now`;
+    /// a failed write is logged, and tried again at the next pruning.
+    func prune(at now: UInt64) {
+        guard now > Self.retention else { return }
+        do {
+            try store.pruneUsage(before: now - Self.retention)
+        } catch {
+            logger.warning("cannot prune the usage history: \(error)")
+        }
+    }
+
     /// Closes every open interval at `now` (start-up and shutdown: nothing is in the foreground then).
     func closeOpen(at now: UInt64) throws(StoreError) {
         try store.closeOpenUsage(at: now)
