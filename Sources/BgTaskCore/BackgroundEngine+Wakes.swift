@@ -220,6 +220,8 @@ extension BackgroundEngine {
     public mutating func undo(_ point: WakeUndo) -> [CoreAction] {
         var actions: [CoreAction] = []
         wakes[point.token] = point.wake
+        // A wake that was there and delivered before the batch was completed in it.
+        if point.wake?.delivered == true { wakes[point.token]!.completionRefused = true }
         timers.cancel(.wake(point.token))
         if apps[point.key] == nil {
             guard point.appExisted, case .app(let id) = point.key else {
@@ -252,7 +254,8 @@ extension BackgroundEngine {
 
     /// A wake's budget ran out: the plugin counts the offence and the app is
     /// terminated like an overstaying task — unless it is in the foreground,
-    /// where nothing is terminated for background limits.
+    /// where nothing is terminated for background limits, or it completed the
+    /// wake and only storing that failed (then the wake fails, no offence).
     ///
     /// Only processes the daemon can tie to this wake are terminated: the one
     /// behind the connection the event was handed to, and the process the
@@ -261,8 +264,16 @@ extension BackgroundEngine {
     mutating func expireWake(_ token: String, now: MonotonicInstant, into actions: inout [CoreAction]) {
         guard wakes[token] != nil else { return }
         let wake = dropWake(token)
-        actions.append(.wakeExpired(token: token, plugin: wake.plugin, app: wake.app))
         let key = AppKey.app(wake.app)
+        if wake.completionRefused {
+            // It answered in time; the daemon could not store the answer. Its
+            // event waits for the next wake, as after any failed wake.
+            actions.append(.wakeFailed(token: token, plugin: wake.plugin, app: wake.app,
+                                       reason: "it completed the wake in time, but the completion could not be stored"))
+            if !removeAppIfUnused(key) { reconcile(key, into: &actions) } else { leaveDrain(key, into: &actions) }
+            return
+        }
+        actions.append(.wakeExpired(token: token, plugin: wake.plugin, app: wake.app))
         guard let app = apps[key] else { return }
         if !app.connections.isEmpty, app.state != .background {
             if !removeAppIfUnused(key) { reconcile(key, into: &actions) }

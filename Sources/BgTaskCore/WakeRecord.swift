@@ -13,6 +13,10 @@ struct WakeRecord: Sendable {
     /// The connection the event was handed to (`deliverWake`), nil while it waits.
     /// If the wake expires, this connection's process is the one terminated.
     var deliveredTo: ConnectionID?
+    /// The app completed the wake, but the completion could not be stored
+    /// (a full disk) and was undone: if the budget runs out now, the app
+    /// answered in time and is neither counted against nor terminated.
+    var completionRefused = false
 
     var delivered: Bool { deliveredTo != nil }
 }

@@ -95,6 +95,28 @@ import Testing
         #expect(throws: CoreError.self) { try engine.requestWake(request("t3")) }
     }
 
+    /// The app completed in time, but the completion could not be stored
+    /// and was undone: when the budget runs out the wake fails (its event
+    /// waits for the next wake) without an offence or a SIGTERM.
+    @Test mutating func aCompletionThatCouldNotBeStoredIsNoOffenceWhenTheBudgetRunsOut() throws {
+        let app = caller(":1.40", pid: 700)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: app)
+        _ = engine.setState(.background, caller: app)
+        _ = try engine.requestWake(request("t1", budget: .seconds(30)))
+        let point = try #require(engine.undoPoint(token: "t1"))
+        _ = try engine.completeWake(token: "t1", caller: app.connection)
+        _ = engine.undo(point)  // the batch's commit failed
+        clock.advance(by: .seconds(30))
+        let expired = engine.fireDueTimers()
+        #expect(expired.contains { if case .wakeFailed(token: "t1", _, _, _) = $0 { true } else { false } }, "\(expired)")
+        #expect(!expired.contains { if case .wakeExpired = $0 { true } else { false } }, "\(expired)")
+        #expect(!expired.contains { if case .signalProcess = $0 { true } else { false } }, "\(expired)")
+        // A wake that was never answered is still an offence.
+        _ = try engine.requestWake(request("t2", budget: .seconds(30)))
+        clock.advance(by: .seconds(30))
+        #expect(engine.fireDueTimers().contains(.wakeExpired(token: "t2", plugin: "fetch", app: weather)))
+    }
+
     /// A copy of the app started by hand while the launched one still ran
     /// was told, at its check-in, that it had been launched for the event.
     @Test mutating func aCopyStartedByHandWhileTheLaunchedOneRunsIsTheUsers() throws {

@@ -175,6 +175,48 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// The app completes its push in time, but the disk is full and the
+    /// completion is refused with StorageFailed: when the budget runs out it
+    /// was SIGTERMed and an offence counted, for the daemon's disk. Now the
+    /// wake fails without either, and the push waits for the next wake.
+    @Test(.enabled(if: StorageFullTests.canMount, "needs root to mount a tmpfs"))
+    func anAppWhoseCompletionCouldNotBeStoredIsNotPunished() throws {
+        let disk = try SmallDisk(size: "1m")
+        let daemon = try DaemonUnderTest(
+            settings: ["RemoteNotifications.WakeBudgetSec=2"], stateDirectory: disk.path + "/state",
+            desktopEntries: [DesktopEntrySpec(id: Self.chat, name: "Chat", modes: ["remote-notification", "fetch"], exec: "/bin/false")])
+        let sender = try RawClient(daemon)
+        // The app's process gets the push and leaves it to the test's connection of the same app to complete.
+        let woken = try daemon.startTestApp(["--app-id", Self.chat, "--tasks", "0", "--background", "--push-result", "never"])
+        #expect(woken.waitForEvent("ready") != nil)
+        try sender.call("RemoteNotifications", "DeliverPush", PushTests.push(#"{"aps":{"content-available":1},"n":7}"#, app: Self.chat))
+        let token = try #require(woken.waitForEvent("notification")?["token"] as? String, "\(woken.lines)")
+        let completer = try RawClient(daemon)
+        try completer.call("Manager", "CheckIn") { try $0.append(Self.chat) }
+        try completer.call("Manager", "SetApplicationState") { try $0.append("background") }
+
+        disk.fill()
+        var refused = false
+        for _ in 0..<3 where !refused {
+            disk.fill()  // the room a failed write makes by emptying the write-ahead log
+            refused = completer.errorName("RemoteNotifications", "CompleteNotification") {
+                try $0.append(token)
+                try $0.append("newData")
+            } == Self.storageFailed
+        }
+        #expect(refused, "\(daemon.log.suffix(1500))")
+        // Past the budget (2 s): no SIGTERM, no offence.
+        #expect(daemon.process.waitForStandardError(containing: "the completion could not be stored", timeout: .seconds(10)), "\(daemon.log.suffix(2000))")
+        #expect(woken.isRunning, "\(woken.lines)")
+        #expect(!daemon.log.contains("overstayed"), "\(daemon.log.suffix(2000))")
+        disk.makeRoom()
+        let chat = try sender.applications().first { $0["app_id"] == .string(Self.chat) }
+        #expect(chat?["push_offences"] == .uint64(0), "\(String(describing: chat))")
+        #expect(try held(sender) == 1, "the push waits for the next wake")
+        woken.stop()
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A wake whose budget runs out while the disk is full: the push plugin
     /// cannot store the offence nor put the push back, so the batch is undone,
     /// but the wake is gone. The push stayed "being delivered" until a restart;
