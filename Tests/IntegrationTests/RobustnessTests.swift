@@ -53,6 +53,42 @@ import Testing
         #expect(daemon.waitForExit(timeout: .seconds(10)) == .status(0))
     }
 
+    /// One connection pipelining GetApplications held every other caller up
+    /// for tens of seconds and piled the replies up in memory. Beyond its
+    /// share (50 at once, 50 a second) a connection is refused at once with
+    /// LimitsExceeded, which costs next to nothing; others are served.
+    @Test func aConnectionFloodingGetApplicationsIsRefusedBeyondItsShare() throws {
+        let daemon = try DaemonUnderTest(desktopEntries: (1...20).map {
+            DesktopEntrySpec(id: "org.example.App\($0)", modes: ["fetch", "remote-notification"], exec: "/bin/true")
+        })
+        let flooder = try RawClient(daemon)
+        // Identified first: calls that wait for that are limited on their own (256).
+        #expect(flooder.errorName("Manager", "GetBackgroundTimeRemaining") == nil)
+        var answered = 0, refused = 0, other: [String] = []
+        let count = 1000
+        for _ in 0..<count {
+            let call = try flooder.bus.newMethodCall(
+                destination: "org.bgtaskd.BackgroundTasks1", path: "/org/bgtaskd/BackgroundTasks1",
+                interface: "org.bgtaskd.BackgroundTasks1.Manager", member: "GetApplications")
+            try flooder.bus.callAsync(call) { result in
+                switch result {
+                case .success: answered += 1
+                case .failure(let error) where error.name == "org.freedesktop.DBus.Error.LimitsExceeded": refused += 1
+                case .failure(let error): other.append(error.description)
+                }
+            }
+        }
+        flooder.bus.flush()
+        let deadline = ContinuousClock.now + .seconds(60)
+        while answered + refused + other.count < count, ContinuousClock.now < deadline {
+            if try !flooder.bus.processPending() { try flooder.bus.wait(timeout: 100_000) }
+        }
+        #expect(other.isEmpty, "\(other.prefix(3))")
+        #expect(answered >= 50 && refused >= count / 2, "\(answered) answered, \(refused) refused")
+        #expect(try RawClient(daemon).errorName("Manager", "GetApplications") == nil, "another connection is served")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// The foreground history the daemon keeps grew for good: every switch
     /// to the foreground of any id any client checked in as added a row.
     /// Intervals are kept 60 days, and only for apps with a desktop entry.

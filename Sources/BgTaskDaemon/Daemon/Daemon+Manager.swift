@@ -148,6 +148,11 @@ extension Daemon {
 
     func getApplications(_ call: Message) throws(BusError) {
         serve(call) { [unowned self] caller in
+            guard applicationListings.allow(caller.connection.uniqueName, now: loop.now) else {
+                throw BusError(
+                    name: "org.freedesktop.DBus.Error.LimitsExceeded",
+                    message: "GetApplications is asked for too often by this connection (over \(Int(applicationListings.perSecond)) a second); ask again in a moment")
+            }
             // An entry installed a moment ago is listed, debounce or not.
             registry.reloadIfChangePending()
             let entries = registry.entries.filter { !$0.modes.isEmpty || engine.isConnected($0.id) }

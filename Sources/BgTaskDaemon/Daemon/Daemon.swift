@@ -77,6 +77,9 @@ public final class Daemon {
     private var objects: [ExportedObject] = []
     private var deadlineTimer: SDBus.Timer?
     private var usagePruneTimer: SDBus.Timer?
+    /// GetApplications per caller: 50 at once, 50 a second after that (a
+    /// client polling for a state change asks 20 a second).
+    var applicationListings = CallRateLimit(burst: 50, perSecond: 50)
     private(set) var properties: PropertyBatcher!
     private var signalSources: [EventSource] = []
     /// Watches the daemon's own bus: losing it stops the daemon.
