@@ -53,6 +53,17 @@ import Testing
         #expect(daemon.waitForExit(timeout: .seconds(10)) == .status(0))
     }
 
+    /// The database deleted under the running daemon: writes were still
+    /// answered, went into the deleted file, and the next start began afresh
+    /// without a word. The daemon now stops at once, saying why.
+    @Test func aDatabaseDeletedWhileTheDaemonRunsStopsIt() throws {
+        let daemon = try DaemonUnderTest()
+        for suffix in ["", "-wal", "-shm"] { unlink(daemon.stateDirectory + "/bgtaskd.sqlite3" + suffix) }
+        let exit = daemon.process.waitForExit(timeout: .seconds(15))
+        #expect(exit == .status(74), "\(String(describing: exit)) \(daemon.log.suffix(1000))")
+        #expect(daemon.log.contains("was deleted or replaced while bgtaskd ran"), "\(daemon.log.suffix(1000))")
+    }
+
     /// One connection pipelining GetApplications held every other caller up
     /// for tens of seconds and piled the replies up in memory. Beyond its
     /// share (50 at once, 50 a second) a connection is refused at once with

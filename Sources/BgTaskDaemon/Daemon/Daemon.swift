@@ -77,6 +77,7 @@ public final class Daemon {
     private var objects: [ExportedObject] = []
     private var deadlineTimer: SDBus.Timer?
     private var usagePruneTimer: SDBus.Timer?
+    private var storeWatch: StateFileWatch?
     /// GetApplications per caller: 50 at once, 50 a second after that (a
     /// client polling for a state change asks 20 a second).
     var applicationListings = CallRateLimit(burst: 50, perSecond: 50)
@@ -193,6 +194,13 @@ public final class Daemon {
             self.usagePruneTimer?.arm(at: self.loop.now + 86_400 * 1_000_000)
         }
         usagePruneTimer?.arm(at: loop.now)
+        // A database deleted or replaced under the daemon would take every
+        // write from then on with it, and the next start would begin afresh
+        // without a word. It stops at once instead, saying why.
+        storeWatch = StateFileWatch(store: store, loop: loop, logger: logger) { [unowned self] in
+            self.logger.critical("\(self.store.path) was deleted or replaced while bgtaskd ran: what it wrote since is lost; stopping, so that a start on the state directory as it is now begins from what is there")
+            self.loop.exit(code: 74)
+        }
         properties = PropertyBatcher(
             bus: bus, loop: loop, path: BgTaskNames.objectPath, interface: BgTaskNames.manager,
             intervalMicroseconds: 50_000, logger: logger)

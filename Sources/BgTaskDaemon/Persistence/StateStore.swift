@@ -92,6 +92,19 @@ public final class StateStore {
         try Self.prepareFiles(directory: directory, path: path)
         queue = try Self.openDatabase(path: path, migrations: migrations, exclusive: exclusive, logger: logger)
         Self.finishCreation(path: path)
+        var status = stat()
+        if stat(path, &status) == 0 { identity = (UInt64(status.st_dev), UInt64(status.st_ino)) }
+    }
+
+    /// The file's device and inode once opened.
+    private var identity: (device: UInt64, inode: UInt64)?
+
+    /// Whether the file opened is still at ``path``: deleted, or replaced,
+    /// what is written from now on would go where the next start cannot see it.
+    public var isStillInPlace: Bool {
+        guard let identity else { return true }
+        var status = stat()
+        return stat(path, &status) == 0 && UInt64(status.st_dev) == identity.device && UInt64(status.st_ino) == identity.inode
     }
 
     deinit { close() }
