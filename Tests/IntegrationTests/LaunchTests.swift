@@ -17,30 +17,18 @@ import Testing
             DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(testapp) --fetch-result newData --tasks 0 --hold 60"),
         ])
         let admin = try RawClient(daemon)
-        func state() throws -> String? {
-            guard case .string(let state)? = try admin.applications().first(where: { $0["app_id"] == .string(app) })?["state"] else { return nil }
-            return state
-        }
-        func waitForState(_ wanted: Set<String>) throws -> String? {
-            let deadline = ContinuousClock.now + .seconds(15)
-            var current = try state()
-            while !wanted.contains(current ?? ""), ContinuousClock.now < deadline {
-                Thread.sleep(forTimeInterval: 0.05)
-                current = try state()
-            }
-            return current
-        }
+        let backgroundStates: Set = ["background", "background, suspended"]
         try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
         #expect(daemon.waitForLog(containing: "launched \(app) for fetch"), "\(daemon.log)")
-        #expect(try waitForState(["background", "suspended"]) != nil)
+        #expect(try backgroundStates.contains(admin.waitForAppState(app, in: backgroundStates) ?? ""))
         // Opened by the user: a connection of its own that brings the app to the foreground.
         var byHand: RawClient? = try RawClient(daemon)
         try byHand!.call("Manager", "CheckIn") { try $0.append(app) }
         try byHand!.call("Manager", "SetApplicationState") { try $0.append("active") }
-        #expect(try waitForState(["active"]) == "active")
+        #expect(try admin.waitForAppState(app, in: ["active"]) == "active")
         byHand = nil
-        let after = try waitForState(["background", "suspended"])
-        #expect(after == "background" || after == "suspended", "\(String(describing: after)) \(daemon.log.suffix(1500))")
+        let after = try admin.waitForAppState(app, in: backgroundStates)
+        #expect(backgroundStates.contains(after ?? ""), "\(String(describing: after)) \(daemon.log.suffix(1500))")
         #expect(daemon.stop() == .status(0))
     }
 
@@ -135,36 +123,19 @@ import Testing
             DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(testapp) --fetch-result newData --tasks 0 --hold 120"),
         ])
         var admin = try RawClient(daemon)
-        /// "background, suspended"; "" when it does not run.
-        func state() throws -> String? {
-            guard let entry = try admin.applications().first(where: { $0["app_id"] == .string(app) }) else { return nil }
-            var words: [String] = []
-            if case .string(let state)? = entry["state"] { words.append(state) }
-            if case .bool(true)? = entry["suspended"] { words.append("suspended") }
-            return words.joined(separator: ", ")
-        }
-        func waitForState(_ wanted: String) throws -> String? {
-            let deadline = ContinuousClock.now + .seconds(20)
-            var current = try state()
-            while current != wanted, ContinuousClock.now < deadline {
-                Thread.sleep(forTimeInterval: 0.05)
-                current = try state()
-            }
-            return current
-        }
         try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
         let line = try #require(daemon.log.split(separator: "\n").first {
             $0.contains("launched") && $0.contains(app) && $0.contains(" in /")
         }, "\(daemon.log)")
         let cgroup = String(try #require(line.split(separator: " in ").last))
-        #expect(try waitForState("background, suspended") == "background, suspended", "done with its fetch: \(daemon.log.suffix(1500))")
+        #expect(try admin.waitForAppState(app, in: ["background, suspended"]) == "background, suspended", "done with its fetch: \(daemon.log.suffix(1500))")
 
         try daemon.crashAndRestart()
         admin = try RawClient(daemon)
         #expect(daemon.waitForLog(containing: "took over \(app) (pid"), "\(daemon.log)")
         #expect(daemon.waitForLog(containing: "launched for fetch by an earlier run and still running"), "\(daemon.log)")
         // Thawed at the start, it checks in again, in the background, and is suspended when idle.
-        let after = try waitForState("background, suspended")
+        let after = try admin.waitForAppState(app, in: ["background, suspended"])
         #expect(after == "background, suspended", "\(String(describing: after)) \(daemon.log.suffix(2000))")
         let frozenBy = ContinuousClock.now + .seconds(10)
         while (try? String(contentsOfFile: cgroup + "/cgroup.events", encoding: .utf8))?.contains("frozen 1") != true,
@@ -174,8 +145,8 @@ import Testing
         try "1".write(toFile: cgroup + "/cgroup.kill", atomically: false, encoding: .utf8)
         #expect(daemon.waitForLog(containing: "\(app) exited: exited (its status is unknown"), "\(daemon.log)")
         let goneBy = ContinuousClock.now + .seconds(10)
-        while try state() != "", ContinuousClock.now < goneBy { Thread.sleep(forTimeInterval: 0.05) }
-        #expect(try state() == "", "listed for its desktop entry only: no state, not suspended")
+        while try admin.appState(app) != "", ContinuousClock.now < goneBy { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(try admin.appState(app) == "", "listed for its desktop entry only: no state, not suspended")
         #expect(daemon.stop() == .status(0))
     }
 
@@ -190,21 +161,8 @@ import Testing
             DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(testapp) --fetch-result newData --tasks 0 --foreground --hold 120"),
         ])
         var admin = try RawClient(daemon)
-        func state() throws -> String? {
-            guard case .string(let state)? = try admin.applications().first(where: { $0["app_id"] == .string(app) })?["state"] else { return nil }
-            return state
-        }
-        func waitForState(_ wanted: String) throws -> String? {
-            let deadline = ContinuousClock.now + .seconds(20)
-            var current = try state()
-            while current != wanted, ContinuousClock.now < deadline {
-                Thread.sleep(forTimeInterval: 0.05)
-                current = try state()
-            }
-            return current
-        }
         try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
-        #expect(try waitForState("active") == "active", "\(daemon.log.suffix(1500))")
+        #expect(try admin.waitForAppState(app, in: ["active"]) == "active", "\(daemon.log.suffix(1500))")
         let line = try #require(daemon.log.split(separator: "\n").first {
             $0.contains("launched") && $0.contains(app) && $0.contains(" in /")
         }, "\(daemon.log)")
@@ -213,11 +171,10 @@ import Testing
         admin = try RawClient(daemon)
         #expect(daemon.waitForLog(containing: "took over \(app) (pid"), "\(daemon.log)")
         #expect(daemon.waitForLog(containing: "application state caller="), "\(daemon.log)")
-        #expect(try waitForState("active") == "active", "\(daemon.log.suffix(1500))")
+        #expect(try admin.waitForAppState(app, in: ["active"]) == "active", "\(daemon.log.suffix(1500))")
         // Well past the idle grace: still not suspended.
         Thread.sleep(forTimeInterval: 2)
-        let entry = try admin.applications().first { $0["app_id"] == .string(app) }
-        #expect(entry?["state"] == .string("active") && entry?["suspended"] == .bool(false), "\(String(describing: entry))")
+        #expect(try admin.appState(app) == "active")
         try "1".write(toFile: cgroup + "/cgroup.kill", atomically: false, encoding: .utf8)
         #expect(daemon.waitForLog(containing: "\(app) exited"), "\(daemon.log)")
         #expect(daemon.stop() == .status(0))

@@ -50,6 +50,28 @@ final class RawClient {
         }
     }
 
+    /// `app`'s state as `GetApplications` lists it, with ", suspended" when
+    /// it is ("background, suspended"); "" when it is listed without a state
+    /// (it does not run), nil when it is not listed.
+    func appState(_ app: String) throws -> String? {
+        guard let entry = try applications().first(where: { $0["app_id"] == .string(app) }) else { return nil }
+        var words: [String] = []
+        if case .string(let state)? = entry["state"] { words.append(state) }
+        if case .bool(true)? = entry["suspended"] { words.append("suspended") }
+        return words.joined(separator: ", ")
+    }
+
+    /// Polls ``appState(_:)`` until it is one of `wanted` or `timeout` passes; the last state seen.
+    func waitForAppState(_ app: String, in wanted: Set<String>, timeout: Duration = .seconds(20)) throws -> String? {
+        let deadline = ContinuousClock.now + timeout
+        var current = try appState(app)
+        while !wanted.contains(current ?? "-"), ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+            current = try appState(app)
+        }
+        return current
+    }
+
     /// Forgets the signals received so far.
     func clearReceived() { received.removeAll() }
 
