@@ -455,12 +455,13 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     }
 
     /// The background time a connection joining the app starts it with: what
-    /// is left of the shortest of its events' budgets when it is the first
-    /// connection of an app launched for them; nil otherwise.
+    /// is left of the longest of its events' budgets (the time it has for
+    /// them, as ``grantWakeTime(_:token:)`` gives when they are handed over)
+    /// when it is the first connection of an app launched for them; nil otherwise.
     private func launchBudget(joining key: AppKey) -> Duration? {
         let now = clock.now
         guard let app = apps[key], app.connections.isEmpty, app.launch != nil else { return nil }
-        return app.wakes.compactMap { wakes[$0]?.clock.remaining(at: now) }.min()
+        return app.wakes.compactMap { wakes[$0]?.clock.remaining(at: now) }.max()
     }
 
     /// Rebinds a connection (and its open tasks) to another app. A new app
@@ -527,6 +528,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     mutating func refreshClock(_ key: AppKey) {
         let now = clock.now
         let sleeping = isSleeping
+        let fullBudget = policy.budget
         let wakesRun = modifyApp(key) { app -> Bool in
             if app.state == .background && !sleeping && !app.suspended {
                 app.clock.start(at: now)
@@ -535,7 +537,8 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
             }
             if app.state != .background {
                 app.warned = false
-                if app.openTasks == 0 { app.clock.reset() }
+                // The whole budget back: not the shorter one a launch or an event granted.
+                if app.openTasks == 0 { app.clock = BackgroundClock(budget: fullBudget) }
             }
             return !sleeping && !app.suspended
         } ?? false

@@ -67,6 +67,12 @@ import Testing
         // 5 s left of the app's own time, more than a 2 s event's: kept.
         _ = try engine.requestWake(request("t2", budget: .seconds(2)))
         #expect(engine.secondsRemaining(for: app) == 5)
+        _ = try engine.completeWake(token: "t2", caller: app.connection)
+
+        // Back from the foreground it has its whole budget again, not the event's.
+        _ = engine.setState(.active, caller: app)
+        _ = engine.setState(.background, caller: app)
+        #expect(engine.secondsRemaining(for: app) == 60)
     }
 
     /// The launched app's first call asks for its background time: it is the

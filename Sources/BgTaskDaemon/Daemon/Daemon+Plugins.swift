@@ -200,8 +200,12 @@ extension Daemon: PluginEngineAccess {
     }
 
     func completeWake(token: String, connection: ConnectionID, plugin: String) throws(CoreError) {
-        noteUndo(token: token)
-        perform(try engine.completeWake(token: token, caller: connection, plugin: plugin))
+        // Noted only once it succeeded: undoing a completion that did not
+        // happen would mark an untouched wake as answered (no offence).
+        let point = batchCheckpoint != nil ? engine.undoPoint(token: token) : nil
+        let actions = try engine.completeWake(token: token, caller: connection, plugin: plugin)
+        if let point { batchCheckpoint!.undo.append(point) }
+        perform(actions)
     }
 
 
