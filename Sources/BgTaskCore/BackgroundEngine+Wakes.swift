@@ -121,17 +121,18 @@ extension BackgroundEngine {
     /// (that daemon was killed): it is the app's launched instance again, in
     /// the background and done with the events it was launched for (they
     /// were lost with that daemon, or wait in their plugins to be sent
-    /// again), so it is suspended once idle and held to its budget, as it
-    /// would have been. Nothing happens when the app is launched already.
+    /// again), so once its SDK has checked in again it is suspended when
+    /// idle and held to its budget, as it would have been. Nothing happens
+    /// when the app is launched already.
     @discardableResult
     public mutating func adoptLaunched(_ app: AppID, process: ProcessRef, reason: String) -> [CoreAction] {
         let key = AppKey.app(app)
         if apps[key] == nil { apps[key] = AppRecord(budget: policy.budget, owner: defaultOwner(app)) }
         guard apps[key]!.launch == nil else { return [] }
         modifyApp(key) { record in
-            // It checked in with the daemon that launched it, or will now: not
-            // a launch that failed if it exits without checking in here.
-            record.launch = LaunchRecord(reason: reason, process: process, checkedIn: true, checkedInProcess: process)
+            // Not suspended before its SDK has checked in again (frozen, it
+            // could not), and a copy the user starts meanwhile is the user's.
+            record.launch = LaunchRecord(reason: reason, process: process, checkedIn: false, checkedInProcess: process, adopted: true)
             if record.connections.isEmpty { record.state = .background }
         }
         var actions: [CoreAction] = []
@@ -164,7 +165,8 @@ extension BackgroundEngine {
         let key = AppKey.app(app)
         dying.remove(process)
         guard let record = apps[key], let launch = record.launch, launch.process == process else { return [] }
-        let neverCheckedIn = !launch.checkedIn
+        // One taken over from an earlier run had checked in with that run.
+        let neverCheckedIn = !launch.checkedIn && !launch.adopted
         modifyApp(key) { $0.launch = nil }
         var actions: [CoreAction] = []
         if neverCheckedIn {

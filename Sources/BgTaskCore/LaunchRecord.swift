@@ -11,6 +11,10 @@ struct LaunchRecord: Sendable {
     /// when the launched process itself is not the one that checks in (a
     /// wrapper that starts the app).
     var checkedInProcess: ProcessRef?
+    /// Launched by an earlier run of the daemon, and taken over: until its
+    /// SDK checks in again it is not suspended (it could not then), and its
+    /// exit without a check-in here is no failed launch.
+    var adopted = false
 
     /// Whether a check-in from `process` is the launched instance's, which
     /// is told the launch's reason; a copy of the app started by hand while

@@ -76,25 +76,27 @@ import Testing
         #expect(!engine.isSuspended(key))
     }
 
-    /// A process an earlier daemon launched, taken over after a crash: in the
-    /// background and idle, so suspended after the grace; its check-in is the
-    /// launched instance's (told the launch reason), a copy the user starts
-    /// is not; a wake thaws it; its exit ends the app.
+    /// A process an earlier daemon launched, taken over after a crash: not
+    /// frozen before its SDK has checked in again (frozen, it could not);
+    /// then in the background and idle, so suspended after the grace. Its
+    /// check-in is the launched instance's (told the launch reason), a copy
+    /// the user starts is not; a wake thaws it; its exit ends the app.
     @Test mutating func aLaunchedProcessTakenOverAfterACrashIsHeldAsLaunched() throws {
         let key = AppKey.app(Self.app(1))
         let process = ProcessRef(pid: 101, serial: 1)
         #expect(freezes(engine.adoptLaunched(Self.app(1), process: process, reason: "location")).isEmpty)
         #expect(engine.adoptLaunched(Self.app(1), process: ProcessRef(pid: 102, serial: 2), reason: "fetch").isEmpty,
                 "launched already")
+        clock.advance(by: engine.policy.idleGrace * 10)
+        #expect(freezes(engine.fireDueTimers()).isEmpty, "not before it has checked in again")
+        let byHand = CallerIdentity(connection: ConnectionID(":1.2"), process: ProcessRef(pid: 103, serial: 3), appID: Self.app(1), appIDSource: .systemdUnit)
+        #expect(try engine.checkIn(appID: Self.app(1).rawValue, caller: byHand).reason == "user")
+        // Its SDK checks in again: in the background, told why it was launched; suspended when idle.
+        let launched = CallerIdentity(connection: ConnectionID(":1.1"), process: process, appID: Self.app(1), appIDSource: .launched)
+        #expect(try engine.checkIn(appID: Self.app(1).rawValue, caller: launched).reason == "location")
         clock.advance(by: engine.policy.idleGrace)
         #expect(engine.fireDueTimers() == [.freeze(key, [process])])
         #expect(engine.isSuspended(key))
-        // Its SDK checks in again: in the background, told why it was launched.
-        let launched = CallerIdentity(connection: ConnectionID(":1.1"), process: process, appID: Self.app(1), appIDSource: .launched)
-        #expect(try engine.checkIn(appID: Self.app(1).rawValue, caller: launched).reason == "location")
-        let byHand = CallerIdentity(connection: ConnectionID(":1.2"), process: ProcessRef(pid: 103, serial: 3), appID: Self.app(1), appIDSource: .systemdUnit)
-        #expect(try engine.checkIn(appID: Self.app(1).rawValue, caller: byHand).reason == "user")
-        #expect(engine.isSuspended(key), "checking in changes nothing for an idle app in the background")
         let wake = try engine.requestWake(request(1, "t1"))
         #expect(thaws(wake) == [key])
         _ = try engine.completeWake(token: "t1", caller: byHand.connection)

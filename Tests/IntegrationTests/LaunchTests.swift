@@ -150,6 +150,43 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An app that exited and left a helper running in its cgroup: after a
+    /// crash the helper was taken over as the app (it inherited the launch
+    /// reason), so the app was never launched again and each wake ended in
+    /// an offence and a SIGTERM of the helper. Only the very process that was
+    /// launched is taken over; the app is launched again for its next fetch.
+    @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func aHelperTheAppLeftBehindIsNotTakenOverAsTheApp() throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-leftover-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let script = scratch + "/leave-a-helper.sh"
+        try "#!/bin/sh\nsleep 120 &\nexit 0\n".write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o755)
+        let app = "org.example.Leftover"
+        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=3"], desktopEntries: [
+            DesktopEntrySpec(id: app, modes: ["fetch"], exec: script),
+        ])
+        let admin = try RawClient(daemon)
+        try admin.bus.send(try Self.simulateFetch(app, on: admin))
+        admin.bus.flush()
+        #expect(daemon.waitForLog(containing: "\(app) exited"), "\(daemon.log)")
+        let line = try #require(daemon.log.split(separator: "\n").first {
+            $0.contains("launched") && $0.contains(app) && $0.contains(" in /")
+        }, "\(daemon.log)")
+        let cgroup = String(try #require(line.split(separator: " in ").last))
+        defer { try? "1".write(toFile: cgroup + "/cgroup.kill", atomically: false, encoding: .utf8) }
+
+        try daemon.crashAndRestart()
+        let again = try RawClient(daemon)
+        #expect(daemon.waitForLog(containing: "ready"), "\(daemon.log)")
+        try again.bus.send(try Self.simulateFetch(app, on: again))
+        again.bus.flush()
+        #expect(daemon.waitForLog(containing: "launched \(app) for fetch"), "launched again: \(daemon.log.suffix(2000))")
+        #expect(!daemon.log.contains("took over \(app)"), "\(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A launched app the user brought to the foreground is still in the
     /// foreground after the daemon crashed and took it over: its SDK says so
     /// again, and it is not suspended under the user.

@@ -412,7 +412,7 @@ final class AppLauncher {
     /// to; a cgroup whose app cannot be taken over is removed once its
     /// processes are gone. Call once at start, before launching anything.
     @discardableResult
-    func reclaimCgroupsOfEarlierRuns() -> [LaunchedProcess] {
+    func reclaimCgroupsOfEarlierRuns(launched: [String: LaunchMark] = [:]) -> [LaunchedProcess] {
         removeEmptyGroupsOfOtherDaemons()
         // Only in the daemon's own group: other daemons' apps may share the parent cgroup.
         guard cgroupGroup != nil, let appsDirectory,
@@ -432,7 +432,7 @@ final class AppLauncher {
             if cgroup.isPopulated == false, (try? cgroup.remove()) != nil {
                 removed += 1
             } else if let appID = SandboxInspector.appID(fromUnit: unit) {
-                if let process = adopt(cgroup, unit: unit, appID: appID) {
+                if let mark = launched[unit], let process = adopt(cgroup, unit: unit, appID: appID, mark: mark) {
                     adopted.append(process)
                 } else {
                     removeWhenEmpty(cgroup, unit: unit, appID: appID)
@@ -443,44 +443,44 @@ final class AppLauncher {
         return adopted
     }
 
-    /// Takes over the app an earlier run launched into `cgroup`: its oldest
-    /// process, which is the one launched (the others are what it started).
-    /// From here on it is tracked as if launched by this run, but it is not
-    /// this daemon's child, so how it ends is not known (``ExitStatus/unknown``).
-    /// nil, and logged, when no process in the cgroup can be held or it
-    /// does not say what it was launched for (`BGTASKD_LAUNCH_REASON`).
-    private func adopt(_ cgroup: Cgroup, unit: String, appID: AppID) -> LaunchedProcess? {
-        guard let text = try? String(contentsOfFile: cgroup.path + "/cgroup.procs", encoding: .utf8) else { return nil }
-        let started = text.split(whereSeparator: \.isNewline).compactMap { line -> (pid: Int32, start: UInt64)? in
-            guard let pid = Int32(line), let start = Self.startTime(of: pid) else { return nil }
-            return (pid, start)
+    /// Takes over the app an earlier run launched into `cgroup`: the process
+    /// it launched there (`mark`), if that very process still runs in it;
+    /// not a process the app left behind when it exited. From here on it is
+    /// tracked as if launched by this run, but it is not this daemon's child,
+    /// so how it ends is not known (``ExitStatus/unknown``). nil, and logged,
+    /// when it cannot be held or does not say what it was launched for
+    /// (`BGTASKD_LAUNCH_REASON`).
+    private func adopt(_ cgroup: Cgroup, unit: String, appID: AppID, mark: LaunchMark) -> LaunchedProcess? {
+        let pid = mark.pid
+        guard Self.startTime(of: pid) == mark.startTime else {
+            logger.info("the process \(appID) was launched as (pid \(pid)) is gone; what it left in \(cgroup) runs on untracked")
+            return nil
         }
-        guard let oldest = started.min(by: { ($0.start, $0.pid) < ($1.start, $1.pid) })?.pid else { return nil }
         let ref: ProcessRef
         do {
-            ref = try processTable.open(pid: oldest)
+            ref = try processTable.open(pid: pid)
         } catch {
-            logger.info("cannot take over pid \(oldest) of \(appID) in \(cgroup): \(error)")
+            logger.info("cannot take over pid \(pid) of \(appID) in \(cgroup): \(error)")
             return nil
         }
         // Held by its pidfd from here: still in the cgroup, it is the process
         // read above (or one of the app's own), not one that reused its pid.
-        guard let pidfd = processTable.pidfd(of: ref), bgt_pidfd_exited(pidfd) == 0,
-              let procCgroup = try? String(contentsOfFile: "/proc/\(oldest)/cgroup", encoding: .utf8),
+        guard let pidfd = processTable.pidfd(of: ref), bgt_pidfd_exited(pidfd) == 0, Self.startTime(of: pid) == mark.startTime,
+              let procCgroup = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
               CgroupHierarchy.unifiedPath(fromProcCgroup: procCgroup)?.hasSuffix("/" + unit) == true
         else {
             processTable.release(ref)
             return nil
         }
-        guard let reason = Self.launchReason(of: oldest) else {
-            logger.info("pid \(oldest) in \(cgroup) does not say what \(appID) was launched for; it is left to run until it exits")
+        guard let reason = Self.launchReason(of: pid) else {
+            logger.info("pid \(pid) in \(cgroup) does not say what \(appID) was launched for; it is left to run until it exits")
             processTable.release(ref)
             return nil
         }
         let process = LaunchedProcess(
-            appID: appID, pid: oldest, ref: ref, unit: unit, cgroupPath: cgroup.path, reason: reason, placement: .cgroup)
-        running[oldest] = Tracked(process: process, pidfd: pidfd, cgroup: cgroup)
-        watchExit(of: oldest)
+            appID: appID, pid: pid, ref: ref, unit: unit, cgroupPath: cgroup.path, reason: reason, placement: .cgroup)
+        running[pid] = Tracked(process: process, pidfd: pidfd, cgroup: cgroup)
+        watchExit(of: pid)
         logger.notice("took over \(process), launched for \(reason) by an earlier run and still running")
         return process
     }

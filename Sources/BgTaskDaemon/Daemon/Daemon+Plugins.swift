@@ -27,11 +27,15 @@ extension Daemon {
             self.broadcast(QueuedPluginEvent(type: BGT_EVENT_REFRESH_CHANGED, realtimeMicroseconds: realtimeMicroseconds))
         }
         power.start()
-        launches.onStarted = { [unowned self] app, process in perform(engine.launchStarted(app, process: process.ref)) }
+        launches.onStarted = { [unowned self] app, process in
+            markLaunched(process)
+            perform(engine.launchStarted(app, process: process.ref))
+        }
         launches.onFailed = { [unowned self] app, why, appsFault in
             perform(engine.launchFailed(app, error: why, holdBack: appsFault))
         }
         launches.onExited = { [unowned self] process, status in
+            unmarkLaunched(process.unit)
             freezer.forget(pid: process.pid)
             perform(engine.launchedProcessExited(process.appID, process: process.ref, status: status.clause))
         }
@@ -41,8 +45,49 @@ extension Daemon {
         freezer.thawLeftovers()
         // A launched app still running after a crash of the daemon is held
         // to what it was held to: suspended when idle, not left as the user's.
-        for process in launcher.reclaimCgroupsOfEarlierRuns() {
+        let marks = launchMarks()
+        let adopted = launcher.reclaimCgroupsOfEarlierRuns(launched: marks)
+        for process in adopted {
             perform(engine.adoptLaunched(process.appID, process: process.ref, reason: process.reason))
+        }
+        for unit in marks.keys where !adopted.contains(where: { $0.unit == unit }) { unmarkLaunched(unit) }
+    }
+
+    // MARK: Launch marks
+
+    private static let marksPlugin = "/daemon", marksCollection = "launched"
+
+    /// Which process runs in each launched app's cgroup (see ``LaunchMark``),
+    /// for a later run to take over. Only for cgroups of the daemon's own:
+    /// nothing else is taken over. A mark that cannot be stored is logged;
+    /// that app is then not taken over after a crash.
+    private func markLaunched(_ process: LaunchedProcess) {
+        guard process.placement == .cgroup, let start = AppLauncher.startTime(of: process.pid) else { return }
+        do {
+            try store.putRecord(plugin: Self.marksPlugin, collection: Self.marksCollection, key: process.unit,
+                                data: Array(LaunchMark(pid: process.pid, startTime: start).text.utf8))
+        } catch {
+            logger.warning("cannot note which process \(process.appID) runs as (\(error)); after a crash of bgtaskd it runs on untracked")
+        }
+    }
+
+    private func unmarkLaunched(_ unit: String) {
+        do {
+            _ = try store.deleteRecord(plugin: Self.marksPlugin, collection: Self.marksCollection, key: unit)
+        } catch {
+            logger.debug("cannot forget the mark of \(unit): \(error)")
+        }
+    }
+
+    private func launchMarks() -> [String: LaunchMark] {
+        do {
+            let records = try store.records(plugin: Self.marksPlugin, collection: Self.marksCollection)
+            return Dictionary(records.compactMap { record in
+                LaunchMark(text: String(decoding: record.data, as: UTF8.self)).map { (record.key, $0) }
+            }, uniquingKeysWith: { first, _ in first })
+        } catch {
+            logger.warning("cannot read which processes an earlier run launched (\(error)); none is taken over")
+            return [:]
         }
     }
 
