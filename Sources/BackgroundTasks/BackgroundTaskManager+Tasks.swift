@@ -53,7 +53,9 @@ extension BackgroundTaskManager {
     ///   connection holds too many open tasks, or when the app is in the
     ///   background with no time left (as iOS's `.invalid`: do the work
     ///   without a task, or not at all), `.invalidArgument` for too long
-    ///   a name, `.daemonUnavailable`, `.disconnected`.
+    ///   a name, `.storageFailed` when the daemon cannot store the next
+    ///   block of task ids (a full disk; once in 65,536 tasks),
+    ///   `.daemonUnavailable`, `.disconnected`.
     public func beginBackgroundTask(
         name: String = "", expirationHandler: (@Sendable () -> Void)? = nil
     ) async throws -> BackgroundTaskIdentifier {

@@ -161,7 +161,9 @@ extension BackgroundEngine {
     /// launched for fail with it: no budget ran out (it did not wait for
     /// it), so no offence is counted, and their events wait for the next wake.
     /// `status` reads after "it": "exited with code 1", "was killed by SIGTERM".
-    public mutating func launchedProcessExited(_ app: AppID, process: ProcessRef, status: String) -> [CoreAction] {
+    /// Without `holdBack` such a failure does not hold the app's next launch
+    /// back: the daemon ran short meanwhile (its check-in may have been refused).
+    public mutating func launchedProcessExited(_ app: AppID, process: ProcessRef, status: String, holdBack: Bool = true) -> [CoreAction] {
         let key = AppKey.app(app)
         dying.remove(process)
         guard let record = apps[key], let launch = record.launch, launch.process == process else { return [] }
@@ -171,7 +173,7 @@ extension BackgroundEngine {
         var actions: [CoreAction] = []
         if neverCheckedIn {
             let error = "it \(status) without checking in"
-            noteLaunchFailure(app, error: error)
+            if holdBack { noteLaunchFailure(app, error: error) }
             for token in undeliveredWakes(of: app) {
                 let wake = dropWake(token)
                 actions.append(.wakeFailed(token: token, plugin: wake.plugin, app: app, reason: error))

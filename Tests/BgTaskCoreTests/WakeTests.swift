@@ -96,9 +96,13 @@ import Testing
         let failed = engine.launchFailed(weather, error: "Too many open files (EMFILE)", holdBack: false)
         #expect(failed.contains { if case .wakeFailed(token: "t1", _, _, _) = $0 { true } else { false } }, "\(failed)")
         #expect(try engine.requestWake(request("t2")) == [.launch(weather, reason: "fetch")], "launched again at once")
+        // Nor an exit without a check-in while callers were refused for want of descriptors.
+        engine.launchStarted(weather, process: launched)
+        _ = engine.launchedProcessExited(weather, process: launched, status: "exited with code 1", holdBack: false)
+        #expect(try engine.requestWake(request("t3")) == [.launch(weather, reason: "fetch")], "launched again at once")
         // The app's own failure holds it back.
         _ = engine.launchFailed(weather, error: "No such file or directory (ENOENT)")
-        #expect(throws: CoreError.self) { try engine.requestWake(request("t3")) }
+        #expect(throws: CoreError.self) { try engine.requestWake(request("t4")) }
     }
 
     /// The app completed in time, but the completion could not be stored

@@ -87,7 +87,7 @@ import Testing
                         pass
                     os.write(write, b"x")
                     os.close(write)
-                    time.sleep(3)
+                    time.sleep(6)
                     os._exit(0)
                 os.close(write)
                 children.append((pid, read))

@@ -34,7 +34,7 @@ enum ExitStatus: Sendable, Hashable, CustomStringConvertible {
         case .killed(let signal, let core):
             let name = ExitStatus.signalNames[signal] ?? "signal \(signal)"
             return "killed by \(name)" + (core ? " (core dumped)" : "")
-        case .unknown: return "exited (its status is unknown: bgtaskd is not its parent)"
+        case .unknown: return "exited (its status is unknown: it was taken over from an earlier run, or reaped elsewhere)"
         }
     }
 }

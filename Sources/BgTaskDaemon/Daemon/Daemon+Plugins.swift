@@ -1,6 +1,7 @@
 import BgTaskCore
 import BgTaskPluginABI
 import BgTaskProtocol
+import CBgTaskShim
 import Foundation
 import Logging
 import SDBus
@@ -37,7 +38,10 @@ extension Daemon {
         launches.onExited = { [unowned self] process, status in
             unmarkLaunched(process.unit)
             freezer.forget(pid: process.pid)
-            perform(engine.launchedProcessExited(process.appID, process: process.ref, status: status.clause))
+            // Callers refused for want of descriptors lately: its check-in may
+            // have been one of them, which is no fault of the app's.
+            let shortage = callers.lastRefusalForDescriptors.map { bgt_monotonic_usec() &- $0 < 60_000_000 } ?? false
+            perform(engine.launchedProcessExited(process.appID, process: process.ref, status: status.clause, holdBack: !shortage))
         }
         logind.onPrepareForSleep = { [unowned self] sleeping in self.logindPrepareForSleep(sleeping) }
         logind.onVanished = { [unowned self] in self.logindVanished() }

@@ -1,5 +1,6 @@
 import BgTaskCore
 import BgTaskProtocol
+import CBgTaskShim
 import Glibc
 import Logging
 import SDBus
@@ -42,6 +43,8 @@ final class CallerRegistry {
     /// Callers refused since the daemon last ran out of file descriptors;
     /// nil while it has not (one log line per burst, not one per caller).
     private var refusedForDescriptors: Int?
+    /// When a caller was last refused for want of a descriptor (monotonic µs).
+    private(set) var lastRefusalForDescriptors: UInt64?
 
     /// Called when a known caller leaves the bus.
     var onDisconnect: (CallerIdentity) -> Void = { _ in }
@@ -180,6 +183,7 @@ final class CallerRegistry {
             logger.error("\(text)")
         }
         refusedForDescriptors = (refusedForDescriptors ?? 0) + 1
+        lastRefusalForDescriptors = bgt_monotonic_usec()
         return BusError(
             name: "org.freedesktop.DBus.Error.LimitsExceeded",
             message: "bgtaskd has no file descriptor left to identify this caller (it serves too many processes at once); try again later")

@@ -296,7 +296,8 @@ typedef struct bgt_host_api {
     /* Asks for a BGT_EVENT_WAKE_OPPORTUNITY at realtime_usec (0 cancels);
      * a later call replaces an earlier one. */
     int (*schedule_opportunity)(bgt_host *host, uint64_t realtime_usec);
-    /* Foreground intervals of app_id since since_usec, oldest first. */
+    /* Foreground intervals of app_id since since_usec, oldest first. The
+     * daemon keeps them 60 days, and only for apps with a desktop entry. */
     int (*usage_history)(bgt_host *host, const char *app_id, uint64_t since_usec, bgt_usage_fn each,
                          void *userdata);
 
