@@ -202,6 +202,14 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         var actions: [CoreAction] = []
         reconcile(key, into: &actions)
         if case .app(let id) = key { actions.append(.appStateChanged(id, state)) }
+        // Out of the background, nothing holds its events back any more (they
+        // waited for a wake or a turn): they go to it now, not to expire.
+        if state != .background, !isHeldBack(key), let target = apps[key]?.checkedIn.last, case .app(let id) = key {
+            for token in apps[key]!.wakes where wakes[token]?.delivered == false {
+                wakes[token]!.deliveredTo = target
+                actions.append(.deliverWake(token: token, plugin: wakes[token]!.plugin, app: id, connection: target))
+            }
+        }
         return actions
     }
 

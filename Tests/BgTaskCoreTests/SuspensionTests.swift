@@ -123,6 +123,12 @@ import Testing
         let awake = engine.setSleeping(false)
         #expect(awake.contains(.deliverWake(token: "t1", plugin: "fetch", app: Self.app(1), connection: second.connection)), "\(awake)")
         #expect(!engine.isDraining, "it takes no turn: it could not be held back")
+
+        // Brought to the foreground while an event waits for the wake: the event goes to it at once.
+        _ = engine.setSleeping(true)
+        _ = try engine.requestWake(request(1, "t2"))
+        let opened = engine.setState(.active, caller: second)
+        #expect(opened.contains(.deliverWake(token: "t2", plugin: "fetch", app: Self.app(1), connection: second.connection)), "\(opened)")
     }
 
     /// Work that comes during the grace ends it: the app is not frozen under
