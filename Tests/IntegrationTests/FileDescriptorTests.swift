@@ -15,34 +15,7 @@ import Testing
     @Test func callersBeyondTheLimitAreRefusedWithLimitsExceededAndLoggedOnce() throws {
         let daemon = try DaemonUnderTest(wrapper: ["/usr/bin/prlimit", "--nofile=48:48", "--"])
         // 80 processes at once, each with a connection and a task, all alive together.
-        let script = """
-            import dbus, os, sys, time
-            address = os.environ["DBUS_SESSION_BUS_ADDRESS"]
-            children = []
-            for i in range(80):
-                read, write = os.pipe()
-                pid = os.fork()
-                if pid == 0:
-                    os.close(read)
-                    try:
-                        bus = dbus.bus.BusConnection(address)
-                        manager = dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
-                                                 "org.bgtaskd.BackgroundTasks1.Manager")
-                        manager.BeginBackgroundTask("held")
-                        answer = "ok"
-                    except dbus.DBusException as error:
-                        answer = error.get_dbus_name()
-                    os.write(write, answer.encode())
-                    os.close(write)
-                    time.sleep(3)
-                    os._exit(0)
-                os.close(write)
-                children.append((pid, read))
-            for pid, read in children:
-                print(os.read(read, 200).decode())
-            for pid, read in children:
-                os.waitpid(pid, 0)
-            """
+        let script = Self.holders(hold: 3, meanwhile: "")
         let result = try CommandResult.run("/usr/bin/python3", ["-c", script], environment: daemon.environment, timeout: .seconds(60))
         #expect(result.succeeded, "\(result)")
         let answers = result.standardOutput.split(separator: "\n").map(String.init)
@@ -69,36 +42,11 @@ import Testing
                 DesktopEntrySpec(id: "org.example.AlsoKept", modes: ["remote-notification"], exec: "/bin/true"),
             ],
             wrapper: ["/usr/bin/prlimit", "--nofile=48:48", "--"])
-        let script = """
-            import dbus, os, sys, time
-            address = os.environ["DBUS_SESSION_BUS_ADDRESS"]
-            children = []
-            for i in range(80):
-                read, write = os.pipe()
-                pid = os.fork()
-                if pid == 0:
-                    os.close(read)
-                    try:
-                        bus = dbus.bus.BusConnection(address)
-                        manager = dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
-                                                 "org.bgtaskd.BackgroundTasks1.Manager")
-                        manager.BeginBackgroundTask("held")
-                    except dbus.DBusException:
-                        pass
-                    os.write(write, b"x")
-                    os.close(write)
-                    time.sleep(6)
-                    os._exit(0)
-                os.close(write)
-                children.append((pid, read))
-            for pid, read in children:
-                os.read(read, 1)
+        let script = Self.holders(hold: 6, meanwhile: """
             # Every descriptor is taken: an entry is added, and the daemon rescans.
             with open(sys.argv[1], "w") as entry:
                 entry.write("[Desktop Entry]\\nType=Application\\nName=New\\nExec=/bin/true\\nX-BgTaskd-Modes=fetch;\\n")
-            for pid, read in children:
-                os.waitpid(pid, 0)
-            """
+            """)
         let added = daemon.applicationsDirectory + "/org.example.Added.desktop"
         let result = try CommandResult.run("/usr/bin/python3", ["-c", script, added], environment: daemon.environment, timeout: .seconds(60))
         #expect(result.succeeded, "\(result)")
@@ -109,5 +57,41 @@ import Testing
         }
         #expect(Set(ids).isSuperset(of: ["org.example.Kept", "org.example.AlsoKept", "org.example.Added"]), "\(ids) \(daemon.log.suffix(2000))")
         #expect(daemon.stop() == .status(0))
+    }
+
+    /// A Python script that forks 80 processes, each with a connection of its
+    /// own and a task (one pidfd each for the daemon), which print what
+    /// BeginBackgroundTask answered ("ok" or the error's name) and hold on
+    /// for `hold` seconds; `meanwhile` runs once they have all answered.
+    static func holders(hold: Int, meanwhile: String) -> String {
+        """
+        import dbus, os, sys, time
+        address = os.environ["DBUS_SESSION_BUS_ADDRESS"]
+        children = []
+        for i in range(80):
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(read)
+                try:
+                    bus = dbus.bus.BusConnection(address)
+                    manager = dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
+                                             "org.bgtaskd.BackgroundTasks1.Manager")
+                    manager.BeginBackgroundTask("held")
+                    answer = "ok"
+                except dbus.DBusException as error:
+                    answer = error.get_dbus_name()
+                os.write(write, answer.encode())
+                os.close(write)
+                time.sleep(\(hold))
+                os._exit(0)
+            os.close(write)
+            children.append((pid, read))
+        for pid, read in children:
+            print(os.read(read, 200).decode())
+        \(meanwhile)
+        for pid, read in children:
+            os.waitpid(pid, 0)
+        """
     }
 }
