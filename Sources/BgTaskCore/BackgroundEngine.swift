@@ -156,7 +156,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         let caller = connections[connection]!.app
         if apps[caller]?.state == .background, secondsRemaining(of: caller) <= 0 {
             throw CoreError(.limitExceeded, "no background time is left: the app has been in the background for its whole"
-                + " budget (Tasks.BudgetSec); it gets time again once it is in the foreground")
+                + " budget (Tasks.BudgetSec); it gets time again once it is in the foreground, or woken for an event")
         }
         lastTaskID += 1
         let id = lastTaskID
