@@ -407,7 +407,7 @@ final class AppLauncher {
     /// Cgroups of apps launched by an earlier run that died without cleaning
     /// up (a SIGKILL, a crash): each is thawed (a frozen app must not stay
     /// frozen forever) and removed when empty. The app still running in
-    /// each of the others is taken over (see ``adopt(_:unit:appID:)``) and
+    /// each of the others is taken over (see ``adopt(_:unit:appID:mark:)``) and
     /// returned, for the engine to hold it to what a launched app is held
     /// to; a cgroup whose app cannot be taken over is removed once its
     /// processes are gone. Call once at start, before launching anything.
@@ -448,8 +448,8 @@ final class AppLauncher {
     /// not a process the app left behind when it exited. From here on it is
     /// tracked as if launched by this run, but it is not this daemon's child,
     /// so how it ends is not known (``ExitStatus/unknown``). nil, and logged,
-    /// when it cannot be held or does not say what it was launched for
-    /// (`BGTASKD_LAUNCH_REASON`).
+    /// when it is gone, cannot be held or does not say what it was launched
+    /// for (`BGTASKD_LAUNCH_REASON`).
     private func adopt(_ cgroup: Cgroup, unit: String, appID: AppID, mark: LaunchMark) -> LaunchedProcess? {
         let pid = mark.pid
         guard Self.startTime(of: pid) == mark.startTime else {
@@ -463,8 +463,8 @@ final class AppLauncher {
             logger.info("cannot take over pid \(pid) of \(appID) in \(cgroup): \(error)")
             return nil
         }
-        // Held by its pidfd from here: still in the cgroup, it is the process
-        // read above (or one of the app's own), not one that reused its pid.
+        // Held by its pidfd from here: with the same start time and still in
+        // the cgroup, it is the process launched, not one that reused its pid.
         guard let pidfd = processTable.pidfd(of: ref), bgt_pidfd_exited(pidfd) == 0, Self.startTime(of: pid) == mark.startTime,
               let procCgroup = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
               CgroupHierarchy.unifiedPath(fromProcCgroup: procCgroup)?.hasSuffix("/" + unit) == true

@@ -430,7 +430,7 @@ public final class StateStore {
     /// page written since the last checkpoint, most of them superseded, and
     /// on a small file system it is what fills it. A checkpoint that
     /// truncates it gives that room back (it needs room only for pages the
-    /// database file lacks, and the file has all of them since the open), so
+    /// database file lacks, few since the open folded the log into it), so
     /// the next write can succeed without anything else being deleted.
     private func reclaimLog(after error: StoreError) {
         guard error.code == .diskFull, let queue = try? openQueue() else { return }
