@@ -247,11 +247,7 @@ extension BackgroundEngine {
     mutating func startWork(_ key: AppKey, into actions: inout [CoreAction]) {
         guard case .app(let id) = key, let app = apps[key] else { return }
         if let target = app.checkedIn.last {
-            for token in app.wakes where wakes[token]?.delivered == false {
-                wakes[token]!.deliveredTo = target
-                grantWakeTime(key, token: token)
-                actions.append(.deliverWake(token: token, plugin: wakes[token]!.plugin, app: id, connection: target))
-            }
+            actions += handOverWaitingWakes(key, to: target)
         } else if app.launch == nil, let first = app.wakes.first.flatMap({ wakes[$0] }) {
             modifyApp(key) { $0.launch = LaunchRecord(reason: first.reason) }
             actions.append(.launch(id, reason: first.reason))

@@ -98,6 +98,19 @@ extension BackgroundEngine {
         return actions
     }
 
+    /// Hands every event waiting for the app to `target`, oldest first, each
+    /// with its time (``grantWakeTime(_:token:)``); the deliveries, in order.
+    mutating func handOverWaitingWakes(_ key: AppKey, to target: ConnectionID) -> [CoreAction] {
+        guard case .app(let id) = key, let app = apps[key] else { return [] }
+        var deliveries: [CoreAction] = []
+        for token in app.wakes where wakes[token]?.delivered == false {
+            wakes[token]!.deliveredTo = target
+            grantWakeTime(key, token: token)
+            deliveries.append(.deliverWake(token: token, plugin: wakes[token]!.plugin, app: id, connection: target))
+        }
+        return deliveries
+    }
+
     /// An app in the background that is handed an event has at least the
     /// event's budget left as its background time, as an app launched for
     /// it starts with: a task it begins for the event's work is neither

@@ -204,11 +204,8 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         if case .app(let id) = key { actions.append(.appStateChanged(id, state)) }
         // Out of the background, nothing holds its events back any more (they
         // waited for a wake or a turn): they go to it now, not to expire.
-        if state != .background, !isHeldBack(key), let target = apps[key]?.checkedIn.last, case .app(let id) = key {
-            for token in apps[key]!.wakes where wakes[token]?.delivered == false {
-                wakes[token]!.deliveredTo = target
-                actions.append(.deliverWake(token: token, plugin: wakes[token]!.plugin, app: id, connection: target))
-            }
+        if state != .background, !isHeldBack(key), let target = apps[key]?.checkedIn.last {
+            actions += handOverWaitingWakes(key, to: target)
         }
         return actions
     }
@@ -261,14 +258,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         if firstCheckIn { actions.append(.appCheckedIn(appID, connection, reason: reason)) }
         // Waiting events go to this connection, in the order they were asked
         // for, unless the app waits for its turn in the backlog after a wake.
-        var deliveries: [CoreAction] = []
-        if !isHeldBack(key) {
-            for token in app.wakes where wakes[token]?.delivered == false {
-                wakes[token]!.deliveredTo = connection
-                grantWakeTime(key, token: token)
-                deliveries.append(.deliverWake(token: token, plugin: wakes[token]!.plugin, app: appID, connection: connection))
-            }
-        }
+        let deliveries = isHeldBack(key) ? [] : handOverWaitingWakes(key, to: connection)
         reconcile(key, into: &actions)
         return CheckInResult(reason: reason, pending: UInt32(deliveries.count), actions: actions + deliveries)
     }

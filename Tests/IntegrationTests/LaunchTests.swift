@@ -80,10 +80,7 @@ import Testing
             try admin.bus.send(try Self.simulateFetch(app, on: admin))
             admin.bus.flush()
             #expect(daemon.process.waitForStandardError(containing: "launched \(app) for fetch"), "\(daemon.log)")
-            let line = try #require(daemon.log.split(separator: "\n").first {
-                $0.contains("launched") && $0.contains(app) && $0.contains(" in /")
-            }, "\(daemon.log)")
-            cgroups[app] = String(try #require(line.split(separator: " in ").last))
+            cgroups[app] = try Self.launchedCgroup(of: app, in: daemon)
         }
         let quick = try #require(cgroups["org.example.Quick"]), slow = try #require(cgroups["org.example.Slow"])
         daemon.process.send(SIGKILL)
@@ -124,10 +121,7 @@ import Testing
         ])
         var admin = try RawClient(daemon)
         try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
-        let line = try #require(daemon.log.split(separator: "\n").first {
-            $0.contains("launched") && $0.contains(app) && $0.contains(" in /")
-        }, "\(daemon.log)")
-        let cgroup = String(try #require(line.split(separator: " in ").last))
+        let cgroup = try Self.launchedCgroup(of: app, in: daemon)
         #expect(try admin.waitForAppState(app, in: ["background, suspended"]) == "background, suspended", "done with its fetch: \(daemon.log.suffix(1500))")
 
         try daemon.crashAndRestart()
@@ -157,12 +151,8 @@ import Testing
     /// launched is taken over; the app is launched again for its next fetch.
     @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
     func aHelperTheAppLeftBehindIsNotTakenOverAsTheApp() throws {
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-leftover-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        let (scratch, script) = try Self.scriptInScratch("#!/bin/sh\nsleep 120 &\nexit 0\n")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
-        let script = scratch + "/leave-a-helper.sh"
-        try "#!/bin/sh\nsleep 120 &\nexit 0\n".write(toFile: script, atomically: true, encoding: .utf8)
-        chmod(script, 0o755)
         let app = "org.example.Leftover"
         let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=3"], desktopEntries: [
             DesktopEntrySpec(id: app, modes: ["fetch"], exec: script),
@@ -170,11 +160,9 @@ import Testing
         let admin = try RawClient(daemon)
         try admin.bus.send(try Self.simulateFetch(app, on: admin))
         admin.bus.flush()
-        #expect(daemon.waitForLog(containing: "\(app) exited"), "\(daemon.log)")
-        let line = try #require(daemon.log.split(separator: "\n").first {
-            $0.contains("launched") && $0.contains(app) && $0.contains(" in /")
-        }, "\(daemon.log)")
-        let cgroup = String(try #require(line.split(separator: " in ").last))
+        // Generous: under a full parallel run, launches wait for the CPU.
+        #expect(daemon.waitForLog(containing: "\(app) exited", timeout: .seconds(40)), "\(daemon.log)")
+        let cgroup = try Self.launchedCgroup(of: app, in: daemon)
         defer { try? "1".write(toFile: cgroup + "/cgroup.kill", atomically: false, encoding: .utf8) }
 
         try daemon.crashAndRestart()
@@ -182,7 +170,7 @@ import Testing
         #expect(daemon.waitForLog(containing: "ready"), "\(daemon.log)")
         try again.bus.send(try Self.simulateFetch(app, on: again))
         again.bus.flush()
-        #expect(daemon.waitForLog(containing: "launched \(app) for fetch"), "launched again: \(daemon.log.suffix(2000))")
+        #expect(daemon.waitForLog(containing: "launched \(app) for fetch", timeout: .seconds(40)), "launched again: \(daemon.log.suffix(2000))")
         #expect(!daemon.log.contains("took over \(app)"), "\(daemon.log.suffix(2000))")
         #expect(daemon.stop() == .status(0))
     }
@@ -200,10 +188,7 @@ import Testing
         var admin = try RawClient(daemon)
         try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
         #expect(try admin.waitForAppState(app, in: ["active"]) == "active", "\(daemon.log.suffix(1500))")
-        let line = try #require(daemon.log.split(separator: "\n").first {
-            $0.contains("launched") && $0.contains(app) && $0.contains(" in /")
-        }, "\(daemon.log)")
-        let cgroup = String(try #require(line.split(separator: " in ").last))
+        let cgroup = try Self.launchedCgroup(of: app, in: daemon)
         try daemon.crashAndRestart()
         admin = try RawClient(daemon)
         #expect(daemon.waitForLog(containing: "took over \(app) (pid"), "\(daemon.log)")
@@ -222,17 +207,14 @@ import Testing
     /// call comes from a child of the launched shell: the app's cgroup names it.)
     @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
     func aLaunchedAppsFirstCallForItsTimeAnswersTheEventsBudget() throws {
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-time-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
-        let script = scratch + "/ask-time.sh", answer = scratch + "/answer"
-        try """
+        let (scratch, script) = try Self.scriptInScratch("""
             #!/bin/sh
             busctl --address="$DBUS_SESSION_BUS_ADDRESS" call org.bgtaskd.BackgroundTasks1 /org/bgtaskd/BackgroundTasks1 \\
                 org.bgtaskd.BackgroundTasks1.Manager GetBackgroundTimeRemaining > "$1.part" 2>&1
             mv "$1.part" "$1"
-            """.write(toFile: script, atomically: true, encoding: .utf8)
-        chmod(script, 0o755)
+            """)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let answer = scratch + "/answer"
         let app = "org.example.AskFirst"
         let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=40"], desktopEntries: [
             DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(script) \(answer)"),
@@ -306,6 +288,25 @@ import Testing
     }
 
     /// A SimulateFetch call for `app`, to send without waiting for its answer.
+    /// An executable shell script of `text` in a fresh directory of its own
+    /// (the caller removes it): the directory and the script's path.
+    static func scriptInScratch(_ text: String) throws -> (directory: String, path: String) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-script-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = directory + "/app.sh"
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o755)
+        return (directory, path)
+    }
+
+    /// The cgroup the daemon launched `app` into, from its log line ("launched … in /sys/fs/cgroup/…").
+    static func launchedCgroup(of app: String, in daemon: DaemonUnderTest) throws -> String {
+        let line = try #require(daemon.log.split(separator: "\n").first {
+            $0.contains("launched") && $0.contains(app) && $0.contains(" in /")
+        }, "\(daemon.log)")
+        return String(try #require(line.split(separator: " in ").last))
+    }
+
     static func simulateFetch(_ app: String, on client: RawClient) throws -> Message {
         let message = try client.bus.newMethodCall(
             destination: "org.bgtaskd.BackgroundTasks1", path: "/org/bgtaskd/BackgroundTasks1",

@@ -61,6 +61,22 @@ import Testing
         PushTests.push(#"{"aps":{"content-available":1},"n":\#(n),"pad":"\#(String(repeating: "x", count: 3000))"}"#, app: chat)
     }
 
+    /// A 1 MB disk under a daemon whose pushes have 2 s, and a silent push
+    /// (`"n":7`) handed to a test app that never completes it: the disk, the
+    /// daemon, the push's sender, the app and the push's token.
+    func pushHeldByAnAppThatNeverCompletesIt() throws -> (SmallDisk, DaemonUnderTest, RawClient, ChildProcess, String) {
+        let disk = try SmallDisk(size: "1m")
+        let daemon = try DaemonUnderTest(
+            settings: ["RemoteNotifications.WakeBudgetSec=2"], stateDirectory: disk.path + "/state",
+            desktopEntries: [DesktopEntrySpec(id: Self.chat, name: "Chat", modes: ["remote-notification", "fetch"], exec: "/bin/false")])
+        let sender = try RawClient(daemon)
+        let app = try daemon.startTestApp(["--app-id", Self.chat, "--tasks", "0", "--background", "--push-result", "never"])
+        #expect(app.waitForEvent("ready") != nil)
+        try sender.call("RemoteNotifications", "DeliverPush", PushTests.push(#"{"aps":{"content-available":1},"n":7}"#, app: Self.chat))
+        let token = try #require(app.waitForEvent("notification")?["token"] as? String, "\(app.lines)")
+        return (disk, daemon, sender, app, token)
+    }
+
     func held(_ client: RawClient) throws -> Int { try PushTests().held(client, app: Self.chat).count }
 
     func registration(_ client: RawClient) throws -> (String, Double) {
@@ -181,16 +197,8 @@ import Testing
     /// wake fails without either, and the push waits for the next wake.
     @Test(.enabled(if: StorageFullTests.canMount, "needs root to mount a tmpfs"))
     func anAppWhoseCompletionCouldNotBeStoredIsNotPunished() throws {
-        let disk = try SmallDisk(size: "1m")
-        let daemon = try DaemonUnderTest(
-            settings: ["RemoteNotifications.WakeBudgetSec=2"], stateDirectory: disk.path + "/state",
-            desktopEntries: [DesktopEntrySpec(id: Self.chat, name: "Chat", modes: ["remote-notification", "fetch"], exec: "/bin/false")])
-        let sender = try RawClient(daemon)
         // The app's process gets the push and leaves it to the test's connection of the same app to complete.
-        let woken = try daemon.startTestApp(["--app-id", Self.chat, "--tasks", "0", "--background", "--push-result", "never"])
-        #expect(woken.waitForEvent("ready") != nil)
-        try sender.call("RemoteNotifications", "DeliverPush", PushTests.push(#"{"aps":{"content-available":1},"n":7}"#, app: Self.chat))
-        let token = try #require(woken.waitForEvent("notification")?["token"] as? String, "\(woken.lines)")
+        let (disk, daemon, sender, woken, token) = try pushHeldByAnAppThatNeverCompletesIt()
         let completer = try RawClient(daemon)
         try completer.call("Manager", "CheckIn") { try $0.append(Self.chat) }
         try completer.call("Manager", "SetApplicationState") { try $0.append("background") }
@@ -223,15 +231,7 @@ import Testing
     /// now the expiry is handed to the plugin again once there is room.
     @Test(.enabled(if: StorageFullTests.canMount, "needs root to mount a tmpfs"))
     func anExpiryThatCannotBeStoredIsHandedOverAgainWhenThereIsRoom() throws {
-        let disk = try SmallDisk(size: "1m")
-        let daemon = try DaemonUnderTest(
-            settings: ["RemoteNotifications.WakeBudgetSec=2"], stateDirectory: disk.path + "/state",
-            desktopEntries: [DesktopEntrySpec(id: Self.chat, name: "Chat", modes: ["remote-notification", "fetch"], exec: "/bin/false")])
-        let sender = try RawClient(daemon)
-        let stubborn = try daemon.startTestApp(["--app-id", Self.chat, "--tasks", "0", "--background", "--push-result", "never"])
-        #expect(stubborn.waitForEvent("ready") != nil)
-        try sender.call("RemoteNotifications", "DeliverPush", PushTests.push(#"{"aps":{"content-available":1},"n":7}"#, app: Self.chat))
-        #expect(stubborn.waitForEvent("notification") != nil, "\(stubborn.lines)")
+        let (disk, daemon, sender, stubborn, _) = try pushHeldByAnAppThatNeverCompletesIt()
 
         disk.fill()
         // Writes may still fit in what the write-ahead log already holds; go on until one does not.

@@ -448,8 +448,7 @@ final class AppLauncher {
     /// not a process the app left behind when it exited. From here on it is
     /// tracked as if launched by this run, but it is not this daemon's child,
     /// so how it ends is not known (``ExitStatus/unknown``). nil, and logged,
-    /// when it is gone, cannot be held or does not say what it was launched
-    /// for (`BGTASKD_LAUNCH_REASON`).
+    /// when it is gone or cannot be held.
     private func adopt(_ cgroup: Cgroup, unit: String, appID: AppID, mark: LaunchMark) -> LaunchedProcess? {
         let pid = mark.pid
         guard Self.startTime(of: pid) == mark.startTime else {
@@ -472,16 +471,11 @@ final class AppLauncher {
             processTable.release(ref)
             return nil
         }
-        guard let reason = Self.launchReason(of: pid) else {
-            logger.info("pid \(pid) in \(cgroup) does not say what \(appID) was launched for; it is left to run until it exits")
-            processTable.release(ref)
-            return nil
-        }
         let process = LaunchedProcess(
-            appID: appID, pid: pid, ref: ref, unit: unit, cgroupPath: cgroup.path, reason: reason, placement: .cgroup)
+            appID: appID, pid: pid, ref: ref, unit: unit, cgroupPath: cgroup.path, reason: mark.reason, placement: .cgroup)
         running[pid] = Tracked(process: process, pidfd: pidfd, cgroup: cgroup)
         watchExit(of: pid)
-        logger.notice("took over \(process), launched for \(reason) by an earlier run and still running")
+        logger.notice("took over \(process), launched for \(mark.reason) by an earlier run and still running")
         return process
     }
 
@@ -492,19 +486,6 @@ final class AppLauncher {
         // Fields after the command's closing parenthesis start at field 3 (state).
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         return fields.count > 19 ? UInt64(fields[19]) : nil
-    }
-
-    /// The `BGTASKD_LAUNCH_REASON` the process was started with, if it is a reason's word.
-    static func launchReason(of pid: Int32) -> String? {
-        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/environ") else { return nil }
-        let prefix = Array("BGTASKD_LAUNCH_REASON=".utf8)
-        for entry in data.split(separator: 0, omittingEmptySubsequences: true) where entry.starts(with: prefix) {
-            let value = entry.dropFirst(prefix.count)
-            let word = !value.isEmpty && value.count <= 64
-                && value.allSatisfy { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: "-") }
-            return word ? String(decoding: value, as: UTF8.self) : nil
-        }
-        return nil
     }
 
     /// Groups of other daemons (other state directories) whose apps have all

@@ -328,7 +328,7 @@ final class AppRegistry {
         }
         scan.files += 1
         errno = 0
-        guard let text = Self.contents(of: path) else {
+        guard let text = RegularFileText.read(path, limit: Self.maximumFileSize, beyond: .refuse) else {
             if Self.isShortage(errno) { scan.shortage = "\(path): \(String(cString: strerror(errno)))" }
             logger.debug("skipping \(path): cannot read it as a regular file of at most \(Self.maximumFileSize) bytes")
             return
@@ -338,35 +338,6 @@ final class AppRegistry {
             return
         }
         scan.winners[id] = entry
-    }
-
-    /// The text of a regular file of at most ``maximumFileSize`` bytes (invalid UTF-8 repaired).
-    private static func contents(of path: String) -> String? {
-        // O_NONBLOCK: opening a FIFO put in place of a file must not block the loop.
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var status = stat()
-        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_size <= maximumFileSize else { return nil }
-        let capacity = Int(status.st_size)
-        if capacity == 0 { return "" }
-        var failed = false
-        let text = String(unsafeUninitializedCapacity: capacity) { buffer in
-            var count = 0
-            while count < capacity {
-                let n = Glibc.read(fd, buffer.baseAddress! + count, capacity - count)
-                if n > 0 {
-                    count += n
-                } else if n == 0 {
-                    break
-                } else if errno != EINTR {
-                    failed = true
-                    break
-                }
-            }
-            return count
-        }
-        return failed ? nil : text
     }
 
     // MARK: Watching

@@ -69,7 +69,7 @@ extension Daemon {
         guard process.placement == .cgroup, let start = AppLauncher.startTime(of: process.pid) else { return }
         do {
             try store.putRecord(plugin: Self.marksPlugin, collection: Self.marksCollection, key: process.unit,
-                                data: Array(LaunchMark(pid: process.pid, startTime: start).text.utf8))
+                                data: Array(LaunchMark(pid: process.pid, startTime: start, reason: process.reason).text.utf8))
         } catch {
             logger.warning("cannot note which process \(process.appID) runs as (\(error)); after a crash of bgtaskd it runs on untracked")
         }

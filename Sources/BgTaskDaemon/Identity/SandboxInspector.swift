@@ -33,23 +33,9 @@ public enum SandboxInspector {
     /// have made itself: read whole, a huge one stalled the daemon's loop.
     static let flatpakInfoLimit = 64 * 1024
 
-    /// The first ``flatpakInfoLimit`` bytes of a regular file (invalid UTF-8
-    /// repaired); nil for anything else: a FIFO must not block the loop.
+    /// The first ``flatpakInfoLimit`` bytes of a regular file; nil for anything else.
     static func head(of path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var status = stat()
-        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return nil }
-        var bytes = [UInt8](repeating: 0, count: flatpakInfoLimit)
-        var count = 0
-        while count < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { break }
-            count += n
-        }
-        return String(decoding: bytes[..<count], as: UTF8.self)
+        RegularFileText.read(path, limit: flatpakInfoLimit, beyond: .cut)
     }
 
     /// `name=` in the `[Application]` group of a `.flatpak-info` file.
