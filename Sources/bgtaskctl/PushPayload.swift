@@ -54,7 +54,8 @@ struct PushPayload {
     ///
     /// Each is `KEY=VALUE`, split at the first `=`. VALUE is taken as JSON
     /// when it is valid JSON (`42`, `true`, `null`, `"text"`, `[1,2]`,
-    /// `{"a":1}`), else as a string. As Houston's `-d`, one argument may also
+    /// `{"a":1}`), else as a string; a number no double holds (`1e400`) is
+    /// refused rather than sent as a string. As Houston's `-d`, one argument may also
     /// hold several pairs separated by commas (`a=1,b=2`), unless its VALUE is
     /// valid JSON as a whole (`ids=[1,2]`) or a piece has no `=`
     /// (`text=hello,world` is one string).
@@ -67,6 +68,11 @@ struct PushPayload {
                 }
                 if items.contains(where: { $0.key == pair.key }) {
                     throw PayloadError("-d \(argument): the key '\(pair.key)' is given twice")
+                }
+                if isOutOfRangeNumber(pair.value) {
+                    // Sent as a string it would change type unseen; the daemon refuses it as a number.
+                    throw PayloadError("-d \(argument): the number \(pair.value) is beyond what a double holds, and apps read JSON"
+                        + " numbers as doubles; quote it to send a string: \(pair.key)='\"\(pair.value)\"'")
                 }
                 items.append(DataItem(key: pair.key, json: jsonText(for: pair.value)))
             }
@@ -99,7 +105,23 @@ struct PushPayload {
 
     /// VALUE as JSON text: itself when it is valid JSON, else a JSON string.
     static func jsonText(for value: String) -> String {
-        isJSON(value) ? value.trimmingCharacters(in: .whitespacesAndNewlines) : JSONText.quoted(value)
+        numberValue(value) != nil || isJSON(value) ? value.trimmingCharacters(in: .whitespacesAndNewlines) : JSONText.quoted(value)
+    }
+
+    /// Whether `text` is written as a JSON number (RFC 8259's grammar) whose
+    /// value no double holds, such as `1e400`.
+    static func isOutOfRangeNumber(_ text: String) -> Bool {
+        guard let value = numberValue(text) else { return false }
+        return !value.isFinite
+    }
+
+    /// The value of `text` written as a JSON number, nil when it is not one.
+    /// Read here rather than by `JSONDecoder`, which refuses some numbers the
+    /// daemon takes (`1e-400`, read as 0).
+    private static func numberValue(_ text: String) -> Double? {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard trimmed.wholeMatch(of: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/) != nil else { return nil }
+        return Double(trimmed) ?? .infinity
     }
 
     /// Whether `text` is one valid JSON value (strict: no NaN, no trailing commas).

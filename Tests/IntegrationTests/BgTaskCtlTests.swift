@@ -92,6 +92,15 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A number the daemon takes goes out as typed, even one `JSONDecoder`
+    /// refuses (`1e-400`, read as 0): it went out as a string.
+    @Test func aTinyNumberGoesOutAsANumber() throws {
+        let daemon = try DaemonUnderTest(desktopEntries: [DesktopEntrySpec(id: "org.example.Tiny", modes: ["remote-notification"], exec: "/bin/true")])
+        let sent = try daemon.bgtaskctl(["push", "org.example.Tiny", "-d", "tiny=1e-400", "--json"])
+        #expect(sent.succeeded && sent.standardOutput.contains(#"{\"aps\":{},\"tiny\":1e-400}"#), "\(sent)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A region id is the app's text: a right-to-left override in it is shown
     /// escaped, not obeyed (it showed "gnp.exe" as "exe.png" and reversed
     /// the rest of its row).
@@ -196,6 +205,11 @@ import Testing
         // A negative expiration was "Missing value for '--expiration'".
         let negative = try CommandResult.run(tool, ["--bus", "unix:path=/nonexistent", "push", "org.example.A", "-n", "--expiration", "-5"])
         #expect(negative.exit == .status(64) && negative.standardError.contains("'-5' is invalid"), "\(negative)")
+        // A number beyond a double's range went out as a string, unseen.
+        for huge in ["1e400", "-1E+999", " 1e400 "] {
+            let refused = try CommandResult.run(tool, ["--bus", "unix:path=/nonexistent", "push", "org.example.A", "-n", "-d", "x=\(huge)"])
+            #expect(refused.exit == .status(64) && refused.standardError.contains("beyond what a double holds"), "\(huge): \(refused)")
+        }
         // A group without its verb was help and success: a script that forgot the verb went on.
         for group in ["fetch", "location", "refresh"] {
             let bare = try CommandResult.run(tool, ["--bus", "unix:path=/nonexistent", group])
