@@ -13,6 +13,26 @@ import Testing
         #expect(TaskIDReservation.start(after: UInt32.max) == 0)
     }
 
+    /// A previous reservation that cannot be read started ids again from 1,
+    /// the very ids clients of the previous run may have kept.
+    @Test func idsStartAtARandomPlaceWhenThePreviousReservationCannotBeRead() {
+        struct Unreadable: Error {}
+        let log = RecordingLog()
+        let stored = Mutex<UInt32?>(nil)
+        let starts = (0..<2).map { _ in
+            var reservation = TaskIDReservation(
+                load: { throw Unreadable() },
+                save: { (end) throws(StoreError) in stored.withLock { $0 = end } },
+                logger: log.logger)
+            let start = reservation.begin()
+            #expect(start > 0 && start <= UInt32.max - 2 * TaskIDReservation.block)
+            #expect(stored.withLock { $0 } == start + TaskIDReservation.block, "the block after it is reserved")
+            return start
+        }
+        #expect(starts[0] != starts[1])
+        #expect(log.all.filter { $0.message.contains("a random place") }.count == 2, "\(log.all)")
+    }
+
     /// A reservation that cannot be stored (a full disk) lets no id past the
     /// stored block go out: it would be handed out again after a crash. The
     /// failure is logged once, and ids go on once it can be stored.

@@ -55,14 +55,18 @@ struct TaskIDReservation {
     /// Reads the previous reservation and reserves this run's first block;
     /// returns the id to continue after. A failed write is logged, and tried
     /// again before the first task (see ``reserve(through:)``).
+    ///
+    /// When the previous reservation cannot be read, ids start at a random
+    /// place: from 1 they would meet the ids clients kept from the previous
+    /// run for certain, from a random place only by a rare chance.
     mutating func begin() -> UInt32 {
-        var stored: UInt32?
+        let start: UInt32
         do {
-            stored = try load()
+            start = Self.start(after: try load())
         } catch {
-            logger.warning("cannot read the task ids reserved by the previous run (\(error)); task ids start again from 1")
+            start = UInt32.random(in: 1...(UInt32.max - 2 * Self.block))
+            logger.warning("cannot read the task ids reserved by the previous run (\(error)); task ids start after \(start), a random place")
         }
-        let start = Self.start(after: stored)
         reserve(after: start)
         return start
     }
