@@ -12,7 +12,9 @@
 //     nothing to do for `policy.idleGrace` (1 s: time to read the answer to
 //     its last completion): only the process the daemon launched (a headless
 //     launch, which no user is looking at; an instance the user opened is
-//     left running).
+//     left running). One launched by an earlier run of the daemon and taken
+//     over after a crash is waited for to check in again for
+//     `policy.adoptionGrace` (30 s) first: frozen, it could not.
 // The engine decides; the shell freezes the processes the engine names — only
 // those it can tie to the app: the one it launched, and those whose app id it
 // verified (Flatpak, systemd unit). A process that merely claimed an id with
@@ -63,7 +65,10 @@ extension BackgroundEngine {
     func hasWork(_ key: AppKey) -> Bool {
         guard let app = apps[key] else { return false }
         if app.openTasks > 0 || !app.wakes.isEmpty { return true }
-        if let launch = app.launch, !launch.checkedIn { return true }
+        if let launch = app.launch, !launch.checkedIn {
+            guard let by = launch.checkInBy else { return true }
+            return clock.now < by
+        }
         return false
     }
 

@@ -142,12 +142,15 @@ extension BackgroundEngine {
         let key = AppKey.app(app)
         if apps[key] == nil { apps[key] = AppRecord(budget: policy.budget, owner: defaultOwner(app)) }
         guard apps[key]!.launch == nil else { return [] }
+        let by = clock.now + policy.adoptionGrace
         modifyApp(key) { record in
             // Not suspended before its SDK has checked in again (frozen, it
             // could not), and a copy the user starts meanwhile is the user's.
-            record.launch = LaunchRecord(reason: reason, process: process, checkedIn: false, checkedInProcess: process, adopted: true)
+            record.launch = LaunchRecord(
+                reason: reason, process: process, checkedIn: false, checkedInProcess: process, adopted: true, checkInBy: by)
             if record.connections.isEmpty { record.state = .background }
         }
+        timers.schedule(.adoption(key), at: by)
         var actions: [CoreAction] = []
         reconcile(key, into: &actions)
         return actions

@@ -47,6 +47,8 @@ enum TimerTarget: Hashable, Sendable {
     case chunk(AppKey)
     /// The end of the grace a launched app gets once it has nothing to do.
     case idle(AppKey)
+    /// The end of the time an app taken over after a crash has to check in again.
+    case adoption(AppKey)
 }
 
 /// The core's state machine: apps, connections, tasks, wakes and launches and
@@ -345,8 +347,8 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
                 if !killed.contains(key) { killed.append(key) }
             case .chunk(let key):
                 turnsOver.append(key)
-            case .idle(let key):
-                idled.append(key)
+            case .idle(let key), .adoption(let key):
+                if !idled.contains(key) { idled.append(key) }
             }
         }
         if !turnsOver.isEmpty { turnsEnded(turnsOver, into: &actions) }

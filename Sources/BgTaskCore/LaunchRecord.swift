@@ -15,6 +15,9 @@ struct LaunchRecord: Sendable {
     /// SDK checks in again it is not suspended (it could not then), and its
     /// exit without a check-in here is no failed launch.
     var adopted = false
+    /// For one taken over: until when it is waited for to check in again
+    /// (``TaskPolicy/adoptionGrace``); after that it is idle like any other.
+    var checkInBy: MonotonicInstant?
 
     /// Whether a check-in from `process` is the launched instance's, which
     /// is told the launch's reason; a copy of the app started by hand while

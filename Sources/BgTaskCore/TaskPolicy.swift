@@ -20,11 +20,18 @@ public struct TaskPolicy: Sendable, Equatable {
     /// completion. Frozen with the answer unread, the app would find its call
     /// timed out when it is thawed (sd-bus looks at timeouts before it reads).
     public var idleGrace: Duration
+    /// How long a process launched by an earlier run of the daemon, taken
+    /// over after a crash, has for its SDK to check in again before it is
+    /// held as idle (suspended). Its SDK checks in again as soon as it sees
+    /// the daemon back; one that does not may have no SDK at all, and would
+    /// otherwise run on unsuspended for good.
+    public var adoptionGrace: Duration
 
     public init(
         budget: Duration = .seconds(600), warning: Duration = .seconds(5),
         killGrace: Duration = .seconds(2), maxTasksPerConnection: Int = 100, maxNameBytes: Int = 256,
-        maxConcurrentWakes: Int = 2, chunk: Duration = .seconds(10), idleGrace: Duration = .seconds(1)
+        maxConcurrentWakes: Int = 2, chunk: Duration = .seconds(10), idleGrace: Duration = .seconds(1),
+        adoptionGrace: Duration = .seconds(30)
     ) {
         self.budget = budget
         self.warning = warning
@@ -34,5 +41,6 @@ public struct TaskPolicy: Sendable, Equatable {
         self.maxConcurrentWakes = max(1, maxConcurrentWakes)
         self.chunk = chunk
         self.idleGrace = idleGrace
+        self.adoptionGrace = adoptionGrace
     }
 }

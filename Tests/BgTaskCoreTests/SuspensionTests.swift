@@ -107,6 +107,27 @@ import Testing
         #expect(!engine.isSuspended(key))
     }
 
+    /// One taken over that never checks in again (no SDK, or one that does
+    /// not see the daemon back) ran on unsuspended for good: after the
+    /// adoption grace it is idle, so suspended; a wake thaws it for its check-in.
+    @Test mutating func aLaunchedProcessTakenOverThatNeverChecksInIsSuspendedAfterTheGrace() throws {
+        let key = AppKey.app(Self.app(1))
+        let process = ProcessRef(pid: 101, serial: 1)
+        _ = engine.adoptLaunched(Self.app(1), process: process, reason: "fetch")
+        clock.advance(by: engine.policy.adoptionGrace - .milliseconds(1))
+        #expect(freezes(engine.fireDueTimers()).isEmpty)
+        clock.advance(by: .milliseconds(1))
+        #expect(freezes(engine.fireDueTimers()).isEmpty, "the idle grace starts")
+        clock.advance(by: engine.policy.idleGrace)
+        #expect(engine.fireDueTimers() == [.freeze(key, [process])])
+        #expect(engine.isSuspended(key))
+        #expect(thaws(try engine.requestWake(request(1, "t1"))) == [key])
+        let launched = CallerIdentity(connection: ConnectionID(":1.1"), process: process, appID: Self.app(1), appIDSource: .launched)
+        let checkIn = try engine.checkIn(appID: Self.app(1).rawValue, caller: launched)
+        #expect(checkIn.reason == "fetch")
+        #expect(checkIn.actions.contains { if case .deliverWake(let token, _, _, _) = $0 { token == "t1" } else { false } }, "\(checkIn.actions)")
+    }
+
     /// An app known only by its check-in (nothing the daemon could freeze)
     /// in the background still gets no event while the machine sleeps: the
     /// event waits for the wake and goes to it then, without a turn.
