@@ -569,7 +569,12 @@ import Glibc
             let child = Process()
             child.executableURL = URL(fileURLWithPath: "/proc/self/exe")
             child.arguments = ["--testing-library", "swift-testing", "--filter", "StateStoreTests/crashWriterChild"]
-            child.environment = ProcessInfo.processInfo.environment.merging([Self.crashChildVariable: directory.root]) { $1 }
+            // Its own temporary files (the suite's directory) inside ours: killed,
+            // it cannot remove them, and they went with nobody.
+            let childTemporary = directory.path("child-tmp-\(round)")
+            try FileManager.default.createDirectory(atPath: childTemporary, withIntermediateDirectories: true)
+            child.environment = ProcessInfo.processInfo.environment.merging(
+                [Self.crashChildVariable: directory.root, "TMPDIR": childTemporary]) { $1 }
             let output = Pipe()
             child.standardOutput = output
             child.standardError = FileHandle.nullDevice
