@@ -17,9 +17,11 @@ import SDBus
 //     issued to the old daemon fail with .daemonUnavailable; one issued at
 //     the very moment the new daemon appears may reach it just before the
 //     CheckIn, as from a connection that has not checked in yet);
-//   - tells the daemon the app's state again when the app set one (a
-//     connection starts active in a daemon that did not launch it, and an
-//     instance the old daemon launched starts in the background);
+//   - tells the daemon the state the app last asked for, when it asked for
+//     one (a connection starts active in a daemon that did not launch it,
+//     and an instance the old daemon launched starts in the background),
+//     unless the app's own SetApplicationState went out after the CheckIn:
+//     sent behind that, the old state would undo it;
 //   - calls onReconnect.
 // The match rules for the signals belong to the bus and stay in place, so
 // the new daemon's signals reach the same handlers: the events it sends right
@@ -65,21 +67,36 @@ extension BackgroundTaskManager {
     }
 
     /// Checks in again and restores the app's state (SDK thread).
+    ///
+    /// The state sent is the one the app asked for last when the `CheckIn`
+    /// reply comes, and none if the app's own `SetApplicationState` went out
+    /// after the `CheckIn`: the daemon takes that one after the check-in, and
+    /// a restore sent behind it would undo it (an app the user brought to the
+    /// foreground meanwhile was put back in the background, and killed at
+    /// its deadline).
     private func restoreSession(generation: Int) {
-        let (appID, state) = session.withLock { ($0.appID, $0.state) }
+        let appID = session.withLock { $0.appID }
         guard let appID else {
-            restoreState(state)
+            restoreState(session.withLock { $0.state })
             reportReconnect(generation: generation, nil, nil)
             return
         }
         connection.callInBackground(
-            ManagerInterface.Method.checkIn.rawValue, arguments: { (call) throws(BusError) in try call.append(appID) },
+            ManagerInterface.Method.checkIn.rawValue,
+            arguments: { [weak self] (call) throws(BusError) in
+                // As the CheckIn goes out (on the SDK's thread, in call order).
+                self?.session.withLock { $0.stateCallsAtReCheckIn = (generation, $0.stateCalls) }
+                try call.append(appID)
+            },
             decode: { (reply) throws(BusError) in LaunchInfo(launchDictionary: try reply.readOptions()) },
             completion: { [weak self] result in
                 guard let self else { return }
                 switch result {
                 case .success(let launch):
-                    restoreState(state)
+                    let (state, followed) = session.withLock { session in
+                        (session.state, session.stateCallsAtReCheckIn.map { $0 != (generation, session.stateCalls) } ?? false)
+                    }
+                    if !followed { restoreState(state) }
                     reportReconnect(generation: generation, launch, nil)
                 case .failure(let error):
                     reportReconnect(generation: generation, nil, error)

@@ -10,7 +10,7 @@ import SDBus
 // window), and the SDK's thread handles messages in order, so a handler can
 // never miss its task's warning. It runs at most once, and is dropped when the
 // app ends the task, when the task expires, and when the daemon leaves the bus
-// (a restarted daemon hands out the same ids again).
+// (a restarted daemon knows none of the old ids).
 
 /// What ``BackgroundTaskManager/withBackgroundTask(name:_:)``'s child tasks yield.
 private enum ChildOutcome<Value: Sendable>: Sendable {

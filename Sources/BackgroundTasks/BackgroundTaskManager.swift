@@ -28,11 +28,13 @@ import Synchronization
 /// The manager survives restarts of the daemon. When a new process takes
 /// the daemon's bus name (bgtaskd crashed and was restarted, or was
 /// upgraded), the SDK checks in again with the same app id, tells the new
-/// daemon the app's state again if the app is not active, and carries on:
+/// daemon the state the app last asked for (unless the app's own call
+/// follows the check-in), and carries on:
 /// fetches, pushes, location events and task warnings of the new daemon
 /// reach the same handlers, and the app does nothing. What lived only in the
 /// old daemon is gone: its background tasks (their expiration handlers are
-/// dropped, and the ids start again) and the wakes it had handed out
+/// dropped; the new daemon hands out new ids, and ending an old one answers
+/// `.noSuchTask`) and the wakes it had handed out
 /// (completing them answers `.noSuchToken`; the new daemon delivers pushes
 /// and location events that were not completed again). ``onReconnect`` says
 /// when it happened.
@@ -113,9 +115,16 @@ public final class BackgroundTaskManager: Sendable {
     struct Session {
         /// The app id this connection checked in as; nil before any check-in.
         var appID: String?
-        /// The state the app last set, or was launched in; nil for the
-        /// daemon's default (`active`).
+        /// The state the app last asked for (as its call went out, whether or
+        /// not the daemon took it: one asked for while the daemon was down is
+        /// what the app wants the restarted one to know), or was launched in;
+        /// nil for the daemon's default (`active`).
         var state: ApplicationState?
+        /// Bumped as each of the app's `SetApplicationState` calls goes out,
+        /// so that a re-check-in can tell whether one followed it.
+        var stateCalls = 0
+        /// ``stateCalls`` as the latest re-check-in went out, with its owner generation.
+        var stateCallsAtReCheckIn: (generation: Int, calls: Int)?
         /// Bumped whenever the daemon's name changes hands, so that a
         /// re-check-in that answers after the next change is ignored.
         var ownerGeneration = 0
@@ -260,8 +269,9 @@ public final class BackgroundTaskManager: Sendable {
     /// Tells the daemon where the app stands. Switching to `.background`
     /// starts the app's background clock (``backgroundTimeRemaining`` then
     /// counts down for all its open tasks); `.active` pauses it, and gives the
-    /// budget back once no task is open. The SDK remembers the state and
-    /// tells a restarted daemon again (``onReconnect``).
+    /// budget back once no task is open. The SDK remembers the state (also
+    /// when the call fails because the daemon is down: it is what the app
+    /// wants) and tells a restarted daemon again (``onReconnect``).
     ///
     /// ```swift
     /// // Last window closed:
@@ -273,11 +283,17 @@ public final class BackgroundTaskManager: Sendable {
     /// - Throws: ``BackgroundTasksError`` (`.daemonUnavailable`, `.disconnected` …).
     public func setApplicationState(_ state: ApplicationState) async throws {
         try await connection.call(
-            ManagerInterface.Method.setApplicationState.rawValue, arguments: { (call) throws(BusError) in try call.append(state.rawValue) },
-            decode: { [self] (_) throws(BusError) in
-                // Recorded on the SDK's thread as the daemon took it, for a restarted daemon.
-                session.withLock { $0.state = state }
-            })
+            ManagerInterface.Method.setApplicationState.rawValue,
+            arguments: { [self] (call) throws(BusError) in
+                // Recorded on the SDK's thread as the call goes out, in the
+                // order of the calls, for a re-check-in (see restoreSession).
+                session.withLock { session in
+                    session.state = state
+                    session.stateCalls += 1
+                }
+                try call.append(state.rawValue)
+            },
+            decode: { (_) throws(BusError) in })
     }
 
     /// The app's background time left, in seconds:

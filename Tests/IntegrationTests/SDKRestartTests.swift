@@ -1,0 +1,87 @@
+import BackgroundTasks
+import BgTaskTestKit
+import Foundation
+import Synchronization
+import Testing
+
+/// The state the SDK tells a restarted daemon is the app's latest, and never
+/// one that undoes the app's own call. Played against a stand-in daemon
+/// that answers `CheckIn` late, so that the app's call lands in the window.
+@Suite struct SDKRestartTests {
+    static let app = "org.example.Restart"
+    static let fixture = BinaryLocator.packageRoot() + "/Tests/IntegrationTests/Fixtures/slow-checkin-daemon.py"
+
+    func standIn(on bus: PrivateBus, checkInDelay: Double) throws -> ChildProcess {
+        let daemon = try ChildProcess("/usr/bin/python3", [Self.fixture, "--address", bus.address, "--checkin-delay", String(checkInDelay)])
+        #expect(daemon.waitForLine { $0 == "ready" } != nil, "\(daemon.standardError)")
+        return daemon
+    }
+
+    /// Counts the manager's re-check-ins (``BackgroundTaskManager/onReconnect``).
+    final class Reconnects: Sendable {
+        private let count = Mutex(0)
+
+        init(_ manager: BackgroundTaskManager) {
+            manager.onReconnect = { [self] _, _ in count.withLock { $0 += 1 } }
+        }
+
+        /// Waits until there was one.
+        func wait() -> Bool {
+            let deadline = ContinuousClock.now + .seconds(20)
+            while ContinuousClock.now < deadline {
+                if count.withLock({ $0 }) > 0 { return true }
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+            return false
+        }
+    }
+
+    /// The states the stand-in was told, in order.
+    func states(_ daemon: ChildProcess) -> [String] {
+        daemon.lines.compactMap { $0.hasPrefix("call SetApplicationState ") ? String($0.dropFirst(25)) : nil }
+    }
+
+    /// The app set `active` while the re-check-in waited for its answer; the
+    /// SDK then sent the `background` it had read before, behind it: an app
+    /// the user brought to the foreground as the daemon came back was held
+    /// in the background and killed at its deadline.
+    @Test func aStateTheAppSetsDuringTheReCheckInIsNotUndone() async throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let first = try standIn(on: bus, checkInDelay: 0)
+        let manager = try await BackgroundTaskManager.connect(bus: .address(bus.address), appID: Self.app)
+        defer { manager.close() }
+        let reconnects = Reconnects(manager)
+        try await manager.setApplicationState(.background)
+        _ = first.stop()
+
+        let second = try standIn(on: bus, checkInDelay: 1)
+        defer { _ = second.stop() }
+        #expect(second.waitForLine { $0 == "call CheckIn \(Self.app)" } != nil, "\(second.lines)")
+        try await manager.setApplicationState(.active)
+        #expect(reconnects.wait(), "\(second.lines)")
+        // What the SDK sends on the reply goes out before this.
+        _ = try await manager.backgroundTimeRemaining
+        #expect(states(second) == ["active"], "\(second.lines)")
+    }
+
+    /// A state set while the daemon is down fails, but it is what the app
+    /// wants: the restarted daemon is told it, not the one before.
+    @Test func aStateSetWhileTheDaemonIsDownIsWhatTheRestartedOneIsTold() async throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let first = try standIn(on: bus, checkInDelay: 0)
+        let manager = try await BackgroundTaskManager.connect(bus: .address(bus.address), appID: Self.app)
+        defer { manager.close() }
+        let reconnects = Reconnects(manager)
+        try await manager.setApplicationState(.background)
+        _ = first.stop()
+        await #expect(throws: BackgroundTasksError.self) { try await manager.setApplicationState(.active) }
+
+        let second = try standIn(on: bus, checkInDelay: 0)
+        defer { _ = second.stop() }
+        #expect(reconnects.wait(), "\(second.lines)")
+        _ = try await manager.backgroundTimeRemaining
+        #expect(states(second) == ["active"], "\(second.lines)")
+    }
+}
