@@ -85,6 +85,11 @@ import Testing
         #expect(TransferBackoff.delay(afterAttempt: 3, retryAfter: 7) == 7)
         #expect(TransferBackoff.delay(afterAttempt: 3, retryAfter: 1e12) == 3600)
         #expect(TransferBackoff.delay(afterAttempt: 3, retryAfter: .nan) == 4)
+        // A server asking for less did not slow the retries: Retry-After 0 was a busy loop.
+        #expect(TransferBackoff.delay(afterAttempt: 1, retryAfter: 0) == 1)
+        #expect(TransferBackoff.delay(afterAttempt: 5, retryAfter: 0) == 16)
+        #expect(TransferBackoff.delay(afterAttempt: 5, retryAfter: -3) == 16)
+        #expect(TransferBackoff.delay(afterAttempt: 12, retryAfter: 2) == 300)
         #expect(TransferBackoff.isTransient(status: 503) && TransferBackoff.isTransient(status: 429))
         #expect(!TransferBackoff.isTransient(status: 404) && !TransferBackoff.isTransient(status: 403))
     }

@@ -232,6 +232,22 @@ import Testing
         #expect(ranges.count == 2 && ranges[0] == nil && ranges[1]?.hasPrefix("bytes=") == true && ranges[1] != "bytes=0-", "\(ranges)")
     }
 
+    /// `Retry-After: 0` on every answer was taken at its word: the daemon
+    /// asked again at once, thousands of times a second, writing its
+    /// database each time. The backoff's own wait still holds.
+    @Test func aRetryAfterOfZeroDoesNotMakeABusyLoop() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let path = "/blob/1000?fail=1000&retry_after=0"
+        let id = try start(client, url: server.url(path), path: cache(daemon) + "/eager.bin")
+        Thread.sleep(forTimeInterval: 2.5)
+        // At once, after 1 s, then after 2 s more: two or three by now.
+        let asked = try server.ranges(of: path).count
+        #expect((1...3).contains(asked), "\(asked) requests in 2.5 s")
+        try client.call(Self.interface, "Cancel") { try $0.append(id) }
+    }
+
     @Test func aServerWithoutRangesMakesTheDownloadStartAgainAndSaySo() throws {
         let server = try TransferServer()
         let daemon = try daemon()

@@ -363,7 +363,7 @@ class Handler(BaseHTTPRequestHandler):
         if status is not None:
             return self.reply(status, f'status {status}\n')
         if fail and ordinal <= fail:
-            retry_after = self.query_int(query, 'retry_after') or 1
+            retry_after = self.query_int(query, 'retry_after') if 'retry_after' in query else 1
             return self.reply(503, f'failing request {ordinal} of {fail}\n', headers=[('Retry-After', str(retry_after))])
         etag = '"%s"' % query.get('etag', f'blob-{size}-v1')
         start, length, code = 0, size, 200
