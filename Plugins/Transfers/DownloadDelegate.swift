@@ -20,6 +20,8 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     private let report: @Sendable (TransferReport) -> Void
     /// Set when the head or a write decided how the attempt ends; read once the request is over.
     private(set) var verdict: TransferOutcome?
+    /// A redirect's status and `Location`, for the runner to follow (see ``TransferRedirects``).
+    private(set) var redirect: (status: Int, location: String)?
     private var done: UInt64 = 0
     private var total: UInt64 = 0
     /// Where the body must end in the file (a 206's range, a 200's Content-Length); nil while unknown.
@@ -85,6 +87,9 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         case 416:
             return startAgain(status, "the server cannot continue from byte \(have) (416): starting again")
         default:
+            if TransferRedirects.statuses.contains(status), let location = head.headers.first(name: "Location") {
+                redirect = (status, location)
+            }
             verdict = .status(status, retryAfter: head.headers.first(name: "Retry-After").flatMap { Double($0) })
             return
         }

@@ -21,7 +21,8 @@ final class HTTPTransferRunner: Sendable {
 
     init() {
         var configuration = HTTPClient.Configuration(
-            redirectConfiguration: .follow(max: 10, allowCycles: false),
+            // Followed here (TransferRedirects): the client would carry the app's headers to another host.
+            redirectConfiguration: .disallow,
             // A stalled server is a network failure: retried, resumed.
             timeout: .init(connect: .seconds(20), read: .seconds(60)),
             decompression: .disabled)
@@ -94,56 +95,57 @@ final class HTTPTransferRunner: Sendable {
         let have = job.validator == nil ? 0 : UInt64(info.st_size)
         if have == 0, info.st_size > 0 { _ = ftruncate(fd, 0) }
 
-        var headers = Self.headers(of: job)
-        if have > 0, let validator = job.validator {
-            headers.replaceOrAdd(name: "Range", value: "bytes=\(have)-")
-            headers.replaceOrAdd(name: "If-Range", value: validator)
-        }
-        let request: HTTPClient.Request
-        do {
-            request = try HTTPClient.Request(url: job.url, method: .GET, headers: headers)
-        } catch {
-            return .fatal("cannot make a request of \(TransferURL.redacted(job.url).prefix(200)): \(error)")
-        }
-        // The body goes to disk from the client's event loop (DownloadDelegate): no hop per chunk.
-        let delegate = DownloadDelegate(job: job, fd: fd, have: have, report: report)
-        let task = client.execute(request: request, delegate: delegate)
-        do {
-            let outcome = try await withTaskCancellationHandler {
-                try await task.futureResult.get()
-            } onCancel: {
-                task.cancel()
+        var redirects = TransferRedirects(url: job.url)
+        var url = job.url
+        while true {
+            var headers = Self.headers(of: job, to: url, redirects: redirects)
+            if have > 0, let validator = job.validator {
+                headers.replaceOrAdd(name: "Range", value: "bytes=\(have)-")
+                headers.replaceOrAdd(name: "If-Range", value: validator)
             }
-            return outcome
-        } catch {
-            // The delegate's own verdict (a write that failed) says more than the cancellation it caused.
-            if let verdict = delegate.verdict { return verdict }
-            if let fatal = Self.fatalRedirect(error) { return fatal }
-            return Task.isCancelled ? .cancelled : .network("the connection broke after \(delegate.bytesDone) bytes: \(error)")
+            let request: HTTPClient.Request
+            do {
+                request = try HTTPClient.Request(url: url, method: .GET, headers: headers)
+            } catch {
+                return .fatal("cannot make a request of \(TransferURL.redacted(url).prefix(200)): \(error)")
+            }
+            // The body goes to disk from the client's event loop (DownloadDelegate): no hop per chunk.
+            let delegate = DownloadDelegate(job: job, fd: fd, have: have, report: report)
+            let task = client.execute(request: request, delegate: delegate)
+            let outcome: TransferOutcome
+            do {
+                outcome = try await withTaskCancellationHandler {
+                    try await task.futureResult.get()
+                } onCancel: {
+                    task.cancel()
+                }
+            } catch {
+                // The delegate's own verdict (a write that failed, a redirect) says more than the cancellation it caused.
+                guard let verdict = delegate.verdict else {
+                    return Task.isCancelled ? .cancelled : .network("the connection broke after \(delegate.bytesDone) bytes: \(error)")
+                }
+                outcome = verdict
+            }
+            guard let redirect = delegate.redirect, !Task.isCancelled else { return outcome }
+            switch redirects.next(status: redirect.status, location: redirect.location, from: url) {
+            case .none: return outcome
+            case .refuse(let why): return .fatal(why)
+            case .follow(let next): url = next
+            }
         }
     }
 
     /// The app's headers, and the credentials of the URL's userinfo unless
-    /// the app gave an `Authorization` of its own. (Like the app's headers,
-    /// the client drops it on a redirect to another host.)
-    static func headers(of job: TransferJob) -> HTTPHeaders {
+    /// the app gave an `Authorization` of its own: only to the first URL's
+    /// origin (see ``TransferRedirects``), nothing of the app's elsewhere.
+    static func headers(of job: TransferJob, to url: String, redirects: TransferRedirects) -> HTTPHeaders {
         var headers = HTTPHeaders()
+        guard redirects.mayCarryTheAppsHeaders(to: url) else { return headers }
         for (name, value) in job.headers { headers.add(name: name, value: value) }
         if !headers.contains(name: "Authorization"), let credentials = TransferURL.basicAuthorization(of: job.url) {
             headers.add(name: "Authorization", value: credentials)
         }
         return headers
-    }
-
-    /// Redirects that go round or on for ever fail the transfer: trying again
-    /// later would only go round again (for up to its resource timeout).
-    static func fatalRedirect(_ error: any Error) -> TransferOutcome? {
-        guard let error = error as? HTTPClientError else { return nil }
-        switch error {
-        case .redirectCycleDetected: return .fatal("the server's redirects go round in a cycle")
-        case .redirectLimitReached: return .fatal("the server redirects more than 10 times")
-        default: return nil
-        }
     }
 
     /// A strong ETag, else Last-Modified: what If-Range may send back.
@@ -182,24 +184,43 @@ final class HTTPTransferRunner: Sendable {
         var info = stat()
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return .fatal("\(job.path) is not a regular file") }
         let size = UInt64(info.st_size)
-        var request = HTTPClientRequest(url: job.url)
-        request.method = HTTPMethod(rawValue: job.method)
-        request.headers = Self.headers(of: job)
-        let chunks = FileChunks(fd: fd, size: size, chunk: uploadChunk) { sent in report(.progress(id: job.id, done: sent, total: size)) }
-        request.body = .stream(chunks, length: .known(Int64(size)))
         report(.started(id: job.id, status: 0, validator: nil, done: 0, total: size, resumed: false, restarted: false))
-        do {
-            let response = try await client.execute(request, timeout: .hours(24 * 365))
-            let status = Int(response.status.code)
-            // The answer's body is not kept: drain a little of it, then let it go.
-            _ = try? await response.body.collect(upTo: 64 * 1024)
-            guard (200...299).contains(status) else {
-                return .status(status, retryAfter: response.headers.first(name: "Retry-After").flatMap { Double($0) })
+        var redirects = TransferRedirects(url: job.url)
+        var url = job.url
+        var method = HTTPMethod(rawValue: job.method)
+        while true {
+            var request = HTTPClientRequest(url: url)
+            request.method = method
+            request.headers = Self.headers(of: job, to: url, redirects: redirects)
+            // Sent again whole to a 307 or 308 (read from the file again from its first byte).
+            let sendsBody = method != .GET
+            if sendsBody {
+                let chunks = FileChunks(fd: fd, size: size, chunk: uploadChunk) { sent in report(.progress(id: job.id, done: sent, total: size)) }
+                request.body = .stream(chunks, length: .known(Int64(size)))
             }
-            return .success(status: status, bytes: size)
-        } catch {
-            if let fatal = Self.fatalRedirect(error) { return fatal }
-            return Task.isCancelled ? .cancelled : .network("\(error)")
+            do {
+                let response = try await client.execute(request, timeout: .hours(24 * 365))
+                let status = Int(response.status.code)
+                // The answer's body is not kept: drain a little of it, then let it go.
+                _ = try? await response.body.collect(upTo: 64 * 1024)
+                switch redirects.next(status: status, location: response.headers.first(name: "Location"), from: url) {
+                case .refuse(let why):
+                    return .fatal(why)
+                case .follow(let next):
+                    url = next
+                    // As browsers and curl do: 303 asks for the answer with a GET; so do 301 and 302 after a POST.
+                    if status == 303 || (method == .POST && (status == 301 || status == 302)) { method = .GET }
+                    continue
+                case .none:
+                    break
+                }
+                guard (200...299).contains(status) else {
+                    return .status(status, retryAfter: response.headers.first(name: "Retry-After").flatMap { Double($0) })
+                }
+                return .success(status: status, bytes: size)
+            } catch {
+                return Task.isCancelled ? .cancelled : .network("\(error)")
+            }
         }
     }
 }

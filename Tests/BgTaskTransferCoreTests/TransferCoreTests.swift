@@ -94,6 +94,36 @@ import Testing
         #expect(!TransferBackoff.isTransient(status: 404) && !TransferBackoff.isTransient(status: 403))
     }
 
+    @Test func redirectsAreFollowedTenTimesWithoutCyclesToHTTPOnly() {
+        var redirects = TransferRedirects(url: "http://a.example/start")
+        #expect(redirects.next(status: 200, location: "/x", from: "http://a.example/start") == .none)
+        #expect(redirects.next(status: 302, location: nil, from: "http://a.example/start") == .none)
+        #expect(redirects.next(status: 302, location: "/x?y=1", from: "http://a.example/start") == .follow("http://a.example/x?y=1"))
+        #expect(redirects.next(status: 307, location: "/start", from: "http://a.example/x?y=1") == .refuse("the server's redirects go round in a cycle"))
+        for scheme in ["file:///etc/passwd", "ftp://a.example/f", "http+unix://x/y", "http:///nohost"] {
+            guard case .refuse = redirects.next(status: 301, location: scheme, from: "http://a.example/x") else {
+                Issue.record("followed \(scheme)")
+                continue
+            }
+        }
+        var long = TransferRedirects(url: "http://a.example/0")
+        for hop in 1...TransferRedirects.limit {
+            #expect(long.next(status: 302, location: "/\(hop)", from: "http://a.example/\(hop - 1)") == .follow("http://a.example/\(hop)"))
+        }
+        #expect(long.next(status: 302, location: "/11", from: "http://a.example/10") == .refuse("the server redirects more than 10 times"))
+    }
+
+    @Test func theAppsHeadersGoOnlyToTheFirstOriginOrItsUpgradeToHTTPS() {
+        let redirects = TransferRedirects(url: "http://a.example/start")
+        #expect(redirects.mayCarryTheAppsHeaders(to: "http://A.example:80/other"))
+        #expect(redirects.mayCarryTheAppsHeaders(to: "https://a.example/other"))
+        #expect(!redirects.mayCarryTheAppsHeaders(to: "http://b.example/other"))
+        #expect(!redirects.mayCarryTheAppsHeaders(to: "http://a.example:8080/other"))
+        #expect(!redirects.mayCarryTheAppsHeaders(to: "https://a.example:8443/other"))
+        let secure = TransferRedirects(url: "https://a.example/start")
+        #expect(!secure.mayCarryTheAppsHeaders(to: "http://a.example/start"), "no downgrade")
+    }
+
     @Test func headersAreTokensWithoutLineBreaksAndNotOurs() {
         #expect(TransferOptions.problem(withHeaders: ["Authorization": "Bearer x", "X-Thing": "1"]) == nil)
         #expect(TransferOptions.problem(withHeaders: ["Bad Name": "x"]) != nil)

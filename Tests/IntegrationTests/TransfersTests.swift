@@ -343,6 +343,57 @@ import Testing
         #expect(partialFiles(in: cache(daemon)).isEmpty)
     }
 
+    /// The app's own headers went on to another host on a redirect (the HTTP
+    /// client drops only credentials and cookies): an API key reached
+    /// whatever the server redirected to. They, and a URL's credentials, go
+    /// only to the first URL's origin now.
+    @Test func theAppsHeadersAndCredentialsStayWithTheFirstURLsOrigin() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let key: [String: BusValue] = ["headers": .dictionary(key: "s", value: "s", [.init(key: .string("X-Api-Key"), value: .string("K123"))])]
+        let elsewhere = server.url("/blob/1K").replacingOccurrences(of: "127.0.0.1", with: "localhost")
+        let away = try start(client, url: server.url("/redirect?to=\(elsewhere)"), path: cache(daemon) + "/away.bin", options: key)
+        let home = try start(client, url: server.url("/redirect?code=301&to=/blob/2K"), path: cache(daemon) + "/home.bin", options: key)
+        let secret = server.url("/redirect?code=308&to=\(server.url("/blob/3K").replacingOccurrences(of: "127.0.0.1", with: "localhost"))")
+            .replacingOccurrences(of: "http://", with: "http://user:secretpw@")
+        let credentials = try start(client, url: secret, path: cache(daemon) + "/credentials.bin")
+        for id in [away, home, credentials] {
+            let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+            #expect(done.result == "success", "\(done.info)")
+        }
+        #expect(TransferServer.isBlob(cache(daemon) + "/away.bin", size: 1 << 10))
+        let perPath = try #require(try server.json("/stats")["per_path"] as? [String: Any])
+        func seen(_ path: String, _ field: String) -> [String?] {
+            ((perPath[path] as? [String: Any])?[field] as? [Any] ?? []).map { $0 as? String }
+        }
+        #expect(seen("/redirect?to=\(elsewhere)", "api_keys") == ["K123"])
+        #expect(seen("/blob/1K", "api_keys") == [nil], "another host: \(perPath)")
+        #expect(seen("/blob/2K", "api_keys") == ["K123"], "the same origin: \(perPath)")
+        #expect(seen("/blob/3K", "authorizations") == [nil], "another host: \(perPath)")
+    }
+
+    /// An upload answered 307 was a failed transfer (the HTTP client cannot
+    /// send a streamed body again); it is sent again whole to the new URL. A
+    /// 303 asks for the answer with a GET.
+    @Test func anUploadFollowsARedirect() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let source = cache(daemon) + "/report.bin"
+        let bytes = (0..<100_003).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+        try Data(bytes).write(to: URL(fileURLWithPath: source))
+        let moved = try start(client, "StartUpload", url: server.url("/redirect?code=307&to=/upload/moved"), path: source,
+                              options: ["method": .string("PUT")])
+        let seeOther = try start(client, "StartUpload", url: server.url("/redirect?code=303&to=/blob/10"), path: source,
+                                 options: ["method": .string("POST")])
+        let first = try #require(try waitForFinished(client, moved), "\(daemon.log)")
+        #expect(first.result == "success" && first.info["status"] == .uint64(201), "\(first.info)")
+        #expect(try server.json("/uploads/moved")["bytes"] as? Int == bytes.count)
+        let second = try #require(try waitForFinished(client, seeOther), "\(daemon.log)")
+        #expect(second.result == "success" && second.info["status"] == .uint64(200), "\(second.info)")
+    }
+
     @Test func anErrorStatusFailsTheTransferAndLeavesNoPartialFile() throws {
         let server = try TransferServer()
         let daemon = try daemon()

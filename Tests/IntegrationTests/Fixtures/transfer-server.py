@@ -48,8 +48,9 @@ PUT|POST /upload/<name>[?fail=K&status=C]
     (the body is then discarded, or the connection closed if the client is
     still waiting for 100 Continue).
 
-GET /redirect[?to=URL]
-    302 to URL (by default to itself: a redirect loop).
+GET|PUT|POST /redirect[?to=URL][&code=N]
+    N (302 by default; 301, 303, 307, 308) to URL (by default to itself: a
+    redirect loop); a request body is read and dropped.
 
 GET /uploads/<name>
     The last upload of <name> as that same JSON, or 404.
@@ -58,7 +59,8 @@ GET /stats
     {"requests": n, "bytes_sent": b, "bytes_received": r, "per_path":
      {"<path?query>": {"requests": n, "bytes_sent": b, "bytes_received": r,
                        "ranges": [Range header of each request, or null],
-                       "authorizations": [Authorization header of each, or null]}}}
+                       "authorizations": [Authorization header of each, or null],
+                       "api_keys": [X-Api-Key header of each, or null]}}}
     bytes_sent counts blob content bytes the kernel accepted (exact for
     dropped and aborted transfers too); short status/error/JSON bodies are not
     counted. bytes_received counts upload body bytes. /stats and /stats/reset
@@ -113,17 +115,18 @@ class State:
         self.done_once = set()
         self.uploads = {}
 
-    def record(self, url, range_value, authorization=None):
+    def record(self, url, range_value, authorization=None, api_key=None):
         """Counts a request; returns its ordinal for this URL (1 for the first)."""
         with self.lock:
             self.requests += 1
             entry = self.per_path.get(url)
             if entry is None:
                 entry = self.per_path[url] = {'requests': 0, 'bytes_sent': 0, 'bytes_received': 0, 'ranges': [],
-                                              'authorizations': []}
+                                              'authorizations': [], 'api_keys': []}
             entry['requests'] += 1
             entry['ranges'].append(range_value)
             entry['authorizations'].append(authorization)
+            entry['api_keys'].append(api_key)
             return entry['requests']
 
     def take_once(self, url, name):
@@ -146,7 +149,8 @@ class State:
     def snapshot(self):
         with self.lock:
             return {'requests': self.requests, 'bytes_sent': self.bytes_sent, 'bytes_received': self.bytes_received,
-                    'per_path': {url: dict(entry, ranges=list(entry['ranges']), authorizations=list(entry['authorizations']))
+                    'per_path': {url: dict(entry, ranges=list(entry['ranges']), authorizations=list(entry['authorizations']),
+                                       api_keys=list(entry['api_keys']))
                                  for url, entry in self.per_path.items()}}
 
 
@@ -326,14 +330,16 @@ class Handler(BaseHTTPRequestHandler):
                 with STATE.lock:
                     STATE.reset()
                 return self.reply_json(200, {'reset': True})
-            ordinal = STATE.record(self.path, self.headers.get('Range'), self.headers.get('Authorization'))
+            ordinal = STATE.record(self.path, self.headers.get('Range'), self.headers.get('Authorization'),
+                                   self.headers.get('X-Api-Key'))
             if path.startswith('/upload/') and method in ('PUT', 'POST'):
                 return self.upload(unquote(path[len('/upload/'):]), query, ordinal)
             self.discard_body()
             if path.startswith('/blob/') and method in ('GET', 'HEAD'):
                 return self.blob(path[len('/blob/'):], query, ordinal)
-            if path == '/redirect' and method in ('GET', 'HEAD'):
-                return self.reply(302, 'see elsewhere\n', headers=[('Location', query.get('to', '/redirect'))])
+            if path == '/redirect':
+                code = self.query_int(query, 'code', 301, 308) or 302
+                return self.reply(code, 'see elsewhere\n', headers=[('Location', query.get('to', '/redirect'))])
             if path.startswith('/uploads/') and method in ('GET', 'HEAD'):
                 with STATE.lock:
                     info = STATE.uploads.get(unquote(path[len('/uploads/'):]))
