@@ -353,9 +353,10 @@ final class RemoteNotificationsMode: ModePlugin {
         touch(app)
         var box = inboxes.removeValue(forKey: app) ?? inbox(app)
         // Refresh governs background wakes only: an app in the foreground gets its pushes, as on iOS.
-        let canWake = info.refreshStatus == "available" || isInForeground(app)
+        let inForeground = isInForeground(app)
+        let canWake = info.refreshStatus == "available" || inForeground
         let inFlight = inFlight
-        let (admission, removed) = box.admit(&push, canWake: canWake, now: now) { inFlight.contains($0.id) }
+        let (admission, removed) = box.admit(&push, canWake: canWake, inForeground: inForeground, now: now) { inFlight.contains($0.id) }
         if !canWake && push.hasAlert && push.state == .held { heldForRefresh.insert(app) }
         inboxes[app] = box
         for (old, reason) in removed {
@@ -492,9 +493,13 @@ final class RemoteNotificationsMode: ModePlugin {
                 heldForRefresh.remove(app)
                 if inboxes[app]?.pushes.contains(where: { $0.state == .held && $0.hasAlert }) == true { deliverWithHeld(app) }
             }
+        case .appStateChanged(let app, let state):
+            // The user opening it is a wake too: what was held goes to it.
+            let foreground = state == ApplicationState.active.rawValue || state == ApplicationState.inactive.rawValue
+            if foreground, inboxes[app]?.pushes.contains(where: { $0.state == .held }) == true { deliverWithHeld(app) }
         case .appGone(let app):
             connections[app] = nil
-        case .tokenCompleted, .appStateChanged, .sleepChanged:
+        case .tokenCompleted, .sleepChanged:
             break
         }
         armTimer()

@@ -62,8 +62,11 @@ public struct PushInbox: Sendable, Equatable {
     /// Decides a new push's fate and applies it. Returns the decision (the push's
     /// state is set to match) and the pushes this removed, with why.
     /// `isOnItsWay` names the pushes a wake carries now: never dropped.
+    /// A silent push to an app in the foreground (`inForeground`) wakes
+    /// nothing, so it takes nothing of the hourly budget of silent wakes.
     public mutating func admit(
-        _ push: inout PushRecord, canWake: Bool, now: UInt64, isOnItsWay: (PushRecord) -> Bool = { _ in false }
+        _ push: inout PushRecord, canWake: Bool, inForeground: Bool = false, now: UInt64,
+        isOnItsWay: (PushRecord) -> Bool = { _ in false }
     ) -> (admission: Admission, removed: [(push: PushRecord, reason: String)]) {
         counts.received += 1
         if push.isExpired(at: now) {
@@ -73,7 +76,7 @@ public struct PushInbox: Sendable, Equatable {
         var admission: Admission
         if push.hasAlert {
             admission = canWake ? .deliverNow : .hold
-        } else if push.isSilent, canWake, bucket.take(at: now) {
+        } else if push.isSilent, canWake, inForeground || bucket.take(at: now) {
             admission = .deliverNow
         } else {
             admission = .hold

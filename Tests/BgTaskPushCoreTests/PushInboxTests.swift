@@ -104,6 +104,17 @@ import Testing
         #expect(inbox.heldCount == 0)
     }
 
+    /// A silent push to an app in the foreground wakes nothing: it is
+    /// delivered whatever the budget, and takes nothing of it.
+    @Test mutating func silentPushesInTheForegroundSpendNothing() {
+        var inbox = PushInbox(bucket: TokenBucket(capacity: 1, now: now))
+        for i in 1...3 {
+            var p = push("f\(i)")
+            #expect(inbox.admit(&p, canWake: true, inForeground: true, now: now).admission == .deliverNow)
+        }
+        #expect(inbox.bucket.available(at: now) == 1)
+    }
+
     @Test mutating func refreshOffHoldsEvenAlertsButSpendsNothing() {
         var inbox = PushInbox(bucket: TokenBucket(capacity: 1, now: now))
         var silent = push("s1")

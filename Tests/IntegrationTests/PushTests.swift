@@ -159,6 +159,7 @@ import Testing
     @Test func silentBudgetHoldsTheRestUntilTheNextAlert() throws {
         let daemon = try daemon(["RemoteNotifications.SilentPerHour=2"])
         let app = try app(daemon)
+        try app.call("Manager", "SetApplicationState") { try $0.append("background") }
         let sender = try RawClient(daemon)
         for i in 1...5 {
             try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"n":\#(i)}"#))
@@ -172,6 +173,31 @@ import Testing
         let received = try payloads(app)
         for i in 3...5 { #expect(received.contains(#"{"aps":{"content-available":1},"n":\#(i)}"#)) }
         #expect(received.contains(#"{"aps":{"alert":"hello"}}"#))
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// The hourly budget counts background wakes: an app open in the
+    /// foreground got three silent pushes an hour and held the rest, which
+    /// nothing then delivered while it stayed open. What was held while it
+    /// was in the background goes when the user opens it.
+    @Test func anAppInTheForegroundGetsEverySilentPushAndWhatWasHeldWhenOpened() throws {
+        let daemon = try daemon(["RemoteNotifications.SilentPerHour=2"])
+        let app = try app(daemon)
+        let sender = try RawClient(daemon)
+        try app.call("Manager", "SetApplicationState") { try $0.append("active") }
+        for i in 1...5 {
+            try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"n":\#(i)}"#))
+        }
+        #expect(app.waitForSignals(5), "\(daemon.log.suffix(2000))")
+        try app.call("Manager", "SetApplicationState") { try $0.append("background") }
+        for i in 6...9 {
+            try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"n":\#(i)}"#))
+        }
+        #expect(app.waitForSignals(7))
+        #expect(!app.waitForSignals(8, timeout: .milliseconds(500)), "in the background the budget holds")
+        try app.call("Manager", "SetApplicationState") { try $0.append("active") }
+        #expect(app.waitForSignals(9), "opened: the held ones go to it")
+        #expect(Set(try payloads(app)).count == 9)
         #expect(daemon.stop() == .status(0))
     }
 
@@ -365,6 +391,7 @@ import Testing
     @Test func countersAndTheSilentBudgetSurviveACrash() throws {
         let daemon = try daemon(["RemoteNotifications.SilentPerHour=2"])
         let app = try app(daemon)
+        try app.call("Manager", "SetApplicationState") { try $0.append("background") }
         var sender = try RawClient(daemon)
         for i in 1...5 {
             try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"n":\#(i)}"#))
