@@ -27,6 +27,10 @@ final class HTTPTransferRunner: Sendable {
             timeout: .init(connect: .seconds(20), read: .seconds(60)),
             decompression: .disabled)
         configuration.httpVersion = .automatic
+        // A refused connection fails the attempt at once, to be retried by the
+        // transfer's own backoff: the client's retries held a transfer slot
+        // for the whole connect timeout (20 s) while other apps' transfers waited.
+        configuration.connectionPool.retryConnectionEstablishment = false
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 

@@ -248,6 +248,19 @@ import Testing
         try client.call(Self.interface, "Cancel") { try $0.append(id) }
     }
 
+    /// A refused connection held its transfer slot for the HTTP client's
+    /// whole connect timeout (20 s, retrying): four of them made every other
+    /// transfer wait that long.
+    @Test func refusedConnectionsDoNotHoldTheSlots() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let refused = try (0..<4).map { try start(client, url: "http://127.0.0.1:1/x\($0)", path: cache(daemon) + "/refused\($0).bin") }
+        let id = try start(client, url: server.url("/blob/1K"), path: cache(daemon) + "/quick.bin")
+        #expect(try waitForFinished(client, id, timeout: .seconds(10))?.result == "success", "\(daemon.log.suffix(3000))")
+        for id in refused { try client.call(Self.interface, "Cancel") { try $0.append(id) } }
+    }
+
     @Test func aServerWithoutRangesMakesTheDownloadStartAgainAndSaySo() throws {
         let server = try TransferServer()
         let daemon = try daemon()
