@@ -426,8 +426,22 @@ final class TransfersMode: ModePlugin {
     // MARK: Running
 
     /// The network came back: what waits for a retry after failing without
-    /// it tries again now, not when its backoff (up to 5 minutes) ends.
+    /// it tries again now, not when its backoff (up to 5 minutes) ends. A
+    /// running transfer the new conditions hold back (a network turned
+    /// metered under one that must avoid it, AC power gone under a
+    /// discretionary one) pauses, as for a sleep: it continues from where it
+    /// stopped once they allow it again.
     private func conditionsChanged(from before: TransferConditions) {
+        let current = conditions?.current ?? TransferConditions()
+        var paused: [String: Int] = [:]
+        for id in running.keys.sorted() {
+            guard let record = transfers[id], let blocker = current.blocker(for: record.options) else { continue }
+            stopAttempt(id)
+            paused[blocker, default: 0] += 1
+        }
+        for (blocker, count) in paused.sorted(by: { $0.key < $1.key }) {
+            host.log(.info, "\(count) transfer(s) pause: waiting for \(blocker)")
+        }
         if before.isOffline, conditions?.current.isOffline == false {
             let now = host.realtimeMicroseconds
             for (id, record) in transfers where record.state == .waiting && record.notBefore > now {

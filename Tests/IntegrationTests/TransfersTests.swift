@@ -551,6 +551,35 @@ import Testing
         #expect(TransferServer.isBlob(cache(daemon) + "/later.bin", size: 1 << 20))
     }
 
+    /// A network turned metered stopped only what had not started yet: a
+    /// download that must avoid metered networks ran on over it. It pauses
+    /// now, and continues from where it stopped once the network is
+    /// unmetered again.
+    @Test func aRunningTransferPausesWhenTheNetworkTurnsMetered() throws {
+        let system = try MockSystemBus(services: [.networkManager(connectivity: 4, metered: 2)])
+        defer { system.stop() }
+        let server = try TransferServer()
+        let daemon = try daemon(environment: system.environment)
+        let client = try app(daemon)
+        let path = "/blob/4M?rate=1000000"
+        let id = try start(client, url: server.url(path), path: cache(daemon) + "/wifi.bin", options: ["allow_metered": .bool(false)])
+        func entry() throws -> [String: BusValue]? { try list(client).first { $0["transfer_id"] == .string(id) } }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline, case .uint64(let done)? = try entry()?["bytes_done"], done == 0 {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        try system.setNetwork(connectivity: 4, metered: 1)
+        #expect(daemon.waitForLog(containing: "transfer(s) pause: waiting for unmetered network"), "\(daemon.log.suffix(2000))")
+        let paused = try entry()
+        #expect(paused?["waiting_for"] == .string("unmetered network"), "\(String(describing: paused))")
+        try system.setNetwork(connectivity: 4, metered: 2)
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "success" && done.info["resumed"] == .bool(true), "\(done.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/wifi.bin", size: 4 << 20))
+        let ranges = try server.ranges(of: path)
+        #expect(ranges.count == 2 && ranges[1]?.hasPrefix("bytes=") == true && ranges[1] != "bytes=0-", "\(ranges)")
+    }
+
     /// The power comes from the daemon's own watch of power-profiles-daemon
     /// (plugin ABI 1.8): with both of its names on the bus, the newer one
     /// leaving does not end power saving while the older still reports it.
