@@ -9,6 +9,14 @@ extension BackgroundEngine {
         !(apps[.app(app)]?.checkedIn.isEmpty ?? true)
     }
 
+    /// Whether some process of the app is there: a connection, or a process
+    /// the daemon launched. An app with neither is not running, and so not
+    /// suspended either, whatever its events wait for.
+    public func hasProcess(_ app: AppID) -> Bool {
+        guard let record = apps[.app(app)] else { return false }
+        return !record.connections.isEmpty || record.launch?.process != nil
+    }
+
     /// Whether the app has a connection now (checked in, or identified by its sandbox or unit).
     public func isConnected(_ app: AppID) -> Bool {
         !(apps[.app(app)]?.connections.isEmpty ?? true)

@@ -112,6 +112,20 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An app with no process, whose fetch waits for the wake, was listed as
+    /// `suspended` (JSON `running: false, suspended: true`): it is not running.
+    @Test func anAppWithNoProcessIsNotSuspended() throws {
+        let daemon = try DaemonUnderTest(desktopEntries: [DesktopEntrySpec(id: "org.example.Idle", modes: ["fetch"], exec: "/bin/true")])
+        #expect(try daemon.bgtaskctl(["sleep"]).succeeded)
+        #expect(try daemon.bgtaskctl(["fetch", "simulate", "org.example.Idle"]).succeeded)
+        let json = try daemon.bgtaskctl(["--json", "apps"])
+        #expect(json.succeeded && json.standardOutput.contains("\"suspended\":false") && !json.standardOutput.contains("\"suspended\":true"),
+                "\(json)")
+        let table = try daemon.bgtaskctl(["apps"])
+        #expect(table.standardOutput.contains("not running") && !table.standardOutput.contains("suspended"), "\(table)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// An app started by hand, known to the daemon only by its check-in (it
     /// cannot be frozen), in the background: a fetch asked for while the
     /// machine sleeps reaches it only after the wake, as the reply says.

@@ -207,7 +207,7 @@ extension Daemon {
         let description = ApplicationDescription(
             id: id, entry: entry, refresh: refreshStatus(of: id), running: engine.isRunning(id),
             launching: engine.isLaunching(id), state: engine.isConnected(id) ? engine.state(of: .app(id)) : nil,
-            suspended: engine.isSuspended(.app(id)), launchError: engine.launchBackoff(for: id)?.lastError)
+            suspended: engine.isSuspended(.app(id)) && engine.hasProcess(id), launchError: engine.launchBackoff(for: id)?.lastError)
         try description.write(into: message) { message in
             for plugin in plugins where withModes && entry?.modes.contains(plugin.name) == true {
                 plugin.describe(id, into: message)
