@@ -41,7 +41,7 @@ final class DaemonClient {
         } catch let error where Self.meansNoOwner(error.name) {
             throw ClientError.notRunning(on: address, activatable: isActivatable())
         } catch {
-            throw ClientError(error)
+            throw Self.connectionFailure(error, address: address) ?? ClientError(error)
         }
     }
 
@@ -65,7 +65,7 @@ final class DaemonClient {
             failure.hint = "bgtaskd owns its name but did not answer \(member): it may be stopped (SIGSTOP, a debugger) or stuck; its log may say why"
             throw failure
         } catch {
-            throw ClientError(error)
+            throw Self.connectionFailure(error, address: address) ?? ClientError(error)
         }
     }
 
@@ -125,6 +125,15 @@ final class DaemonClient {
             interface: "org.freedesktop.DBus", member: member)
         try arguments(call)
         return try bus.call(call, timeout: timeout)
+    }
+
+    /// A bus that could not be reached, said with its address: sd-bus
+    /// connects to a TCP address only at the first call, whose error named
+    /// neither the bus nor the connection ("Transport endpoint is not connected").
+    static func connectionFailure(_ error: BusError, address: Bus.Address) -> ClientError? {
+        let unreachable = ["ENOTCONN", "ECONNREFUSED", "ECONNRESET", "EHOSTUNREACH", "ENETUNREACH", "ETIMEDOUT", "EADDRNOTAVAIL"]
+        guard unreachable.contains(where: { error.name == "System.Error." + $0 }) else { return nil }
+        return ClientError("cannot connect to \(address.spelledOut): \(error.message.trimmingCharacters(in: .whitespacesAndNewlines))", name: error.name)
     }
 
     /// The errors that say the daemon's name has no owner (and could not be activated).

@@ -38,14 +38,17 @@ struct LocationSimulateCommand: ClientCommand {
         "The latitude (degrees north, -90 to 90) and the longitude (degrees east, -180 to 180).", valueName: "LAT LON"))
     var position: [String] = []
 
+    /// The words of the position, without a "--" that ends the options (`simulate -- -33.8 151.2`).
+    private var words: [String] { position.first == "--" ? Array(position.dropFirst()) : position }
+
     // .unconditional, so that "--accuracy -1" reaches validate() and is refused there in words.
     @Option(parsing: .unconditional, help: ArgumentHelp("The radius of uncertainty in metres, 0 or more.", valueName: "M"))
     var accuracy: Double = 10
 
     /// LAT, once validate() has checked it.
-    var latitude: Double { Double(position[0]) ?? .nan }
+    var latitude: Double { Double(words[0]) ?? .nan }
     /// LON, once validate() has checked it.
-    var longitude: Double { Double(position[1]) ?? .nan }
+    var longitude: Double { Double(words[1]) ?? .nan }
 
     /// What `--json` prints.
     struct Report: Encodable {
@@ -60,22 +63,22 @@ struct LocationSimulateCommand: ClientCommand {
     }
 
     func validate() throws {
-        if position.contains(where: { ["-h", "--help", "-help"].contains($0) }) { throw CleanExit.helpRequest(self) }
-        if let word = position.first(where: { $0.hasPrefix("-") && Double($0) == nil }) {
+        if position.first != "--", position.contains(where: { ["-h", "--help", "-help"].contains($0) }) { throw CleanExit.helpRequest(self) }
+        if let word = words.first(where: { $0.hasPrefix("-") && Double($0) == nil }) {
             throw ValidationError("unknown option '\(word)'")
         }
-        guard position.count == 2 else {
+        guard words.count == 2 else {
             throw ValidationError("give the position as LAT LON (degrees), e.g. 48.8584 2.2945 or -33.8568 151.2153")
         }
         // Decimal only: Double("0x10") is 16, and a hex latitude is a typo, not a place.
-        for (name, word) in zip(["LAT", "LON"], position) where Double(word) == nil || !word.allSatisfy({ "0123456789+-.eE".contains($0) }) {
+        for (name, word) in zip(["LAT", "LON"], words) where Double(word) == nil || !word.allSatisfy({ "0123456789+-.eE".contains($0) }) {
             throw ValidationError("\(name) must be a decimal number of degrees, not '\(word)'")
         }
         guard latitude.isFinite, (-90...90).contains(latitude) else {
-            throw ValidationError("LAT must be a number of degrees from -90 to 90, not '\(position[0])'")
+            throw ValidationError("LAT must be a number of degrees from -90 to 90, not '\(words[0])'")
         }
         guard longitude.isFinite, (-180...180).contains(longitude) else {
-            throw ValidationError("LON must be a number of degrees from -180 to 180, not '\(position[1])'")
+            throw ValidationError("LON must be a number of degrees from -180 to 180, not '\(words[1])'")
         }
         guard accuracy.isFinite, accuracy >= 0 else {
             throw ValidationError("--accuracy must be a number of metres, 0 or more, not \(accuracy)")

@@ -13,13 +13,10 @@ struct ExpirationArgument: ExpressibleByArgument {
     var value: Value
 
     init?(argument: String) {
-        if argument.hasPrefix("+") {
-            guard let seconds = UInt64(argument.dropFirst()) else { return nil }
-            value = .fromNow(seconds)
-        } else {
-            guard let seconds = UInt64(argument) else { return nil }
-            value = .absolute(seconds)
-        }
+        // Digits only after the one '+': UInt64 itself takes "+5" (so "++5") and "-0".
+        let digits = argument.hasPrefix("+") ? argument.dropFirst() : Substring(argument)
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let seconds = UInt64(digits) else { return nil }
+        value = argument.hasPrefix("+") ? .fromNow(seconds) : .absolute(seconds)
     }
 
     /// Unix seconds (0 stays 0: deliver now or never).
@@ -98,7 +95,9 @@ struct PushCommand: ClientCommand {
             help: ArgumentHelp("The whole payload as JSON, instead of -n, -a, -t and -d.", valueName: "JSON"))
     var payload: String?
 
-    @Option(help: ArgumentHelp("10: deliver at once; 5: may be deferred. Default: 10 for alerts, else 5.", valueName: "5|10"))
+    // Unconditional: "-5" is a bad value to say so of, not a missing one.
+    @Option(parsing: .unconditional,
+            help: ArgumentHelp("10: deliver at once; 5: may be deferred. Default: 10 for alerts, else 5.", valueName: "5|10"))
     var priority: UInt32?
 
     @Option(name: .customLong("collapse-id"),

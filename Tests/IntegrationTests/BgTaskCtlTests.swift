@@ -205,6 +205,17 @@ import Testing
         // A negative expiration was "Missing value for '--expiration'".
         let negative = try CommandResult.run(tool, ["--bus", "unix:path=/nonexistent", "push", "org.example.A", "-n", "--expiration", "-5"])
         #expect(negative.exit == .status(64) && negative.standardError.contains("'-5' is invalid"), "\(negative)")
+        // A negative priority was "Missing value"; "++5" and "-0" were taken as expirations.
+        for bad in [["--priority", "-5"], ["--expiration", "++5"], ["--expiration", "-0"]] {
+            let refused = try CommandResult.run(tool, ["--bus", "unix:path=/nonexistent", "push", "org.example.A", "-n"] + bad)
+            #expect(refused.exit == .status(64) && refused.standardError.contains("'\(bad[1])' is invalid"), "\(bad): \(refused)")
+        }
+        // "--" before a southern latitude was an unknown option: it gets as far as the bus now.
+        let dashes = try CommandResult.run(tool, ["--bus", "unix:path=/nonexistent", "location", "simulate", "--", "-33.8", "151.2"])
+        #expect(dashes.exit == .status(1) && dashes.standardError.contains("cannot connect to the bus at unix:path=/nonexistent"), "\(dashes)")
+        // A TCP bus that cannot be reached was only "Transport endpoint is not connected".
+        let tcp = try CommandResult.run(tool, ["--bus", "tcp:host=127.0.0.1,port=1", "status"])
+        #expect(tcp.exit == .status(1) && tcp.standardError.contains("cannot connect to the bus at tcp:host=127.0.0.1,port=1"), "\(tcp)")
         // A number beyond a double's range went out as a string, unseen.
         for huge in ["1e400", "-1E+999", " 1e400 "] {
             let refused = try CommandResult.run(tool, ["--bus", "unix:path=/nonexistent", "push", "org.example.A", "-n", "-d", "x=\(huge)"])
