@@ -23,6 +23,7 @@ import Foundation
 /// The `fetch` mode: background fetch planned from the apps' intervals and habits.
 final class FetchMode: ModePlugin {
     static let name = "fetch"
+    static let wakesNeedRefresh = true
     static let version = "1.0.0"
 
     static let wakeBudgetKey = ConfigKey.seconds(

@@ -29,6 +29,7 @@ import Foundation
 /// The `location` mode: regions and significant location changes that wake apps.
 final class LocationMode: ModePlugin {
     static let name = "location"
+    static let wakesNeedRefresh = true
     static let version = "1.0.0"
 
     static let wakeBudgetKey = ConfigKey.seconds("Location.WakeBudgetSec", default: 10, positive: true, "time to call CompleteEvent")

@@ -35,6 +35,7 @@ import Foundation
 /// The `remote-notification` mode: pushes that wake apps, durable, rate-limited, piggybacked.
 final class RemoteNotificationsMode: ModePlugin {
     static let name = "remote-notification"
+    static let wakesNeedRefresh = true
     static let version = "1.0.0"
 
     static let wakeBudgetKey = ConfigKey.seconds(
@@ -485,6 +486,14 @@ final class RemoteNotificationsMode: ModePlugin {
             if case .refreshChanged = event, !heldBeforeStart.isEmpty {
                 for app in heldBeforeStart where appInfo(app).map({ $0.refreshStatus != "available" }) == true { heldForRefresh.insert(app) }
                 heldBeforeStart = []
+            }
+            // Alerts whose wake the daemon withdrew as refresh went (they waited
+            // for a sleep to end, or for their turn) go once it is back, as those held on arrival.
+            if case .refreshChanged = event {
+                for (app, box) in inboxes where box.pushes.contains(where: { $0.state == .held && $0.hasAlert })
+                    && appInfo(app).map({ $0.refreshStatus != "available" }) == true {
+                    heldForRefresh.insert(app)
+                }
             }
             // An alert held because refresh was off goes once it is on again,
             // not at some later wake; silent ones ride along. (Alerts held for

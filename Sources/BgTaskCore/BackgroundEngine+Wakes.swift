@@ -164,6 +164,31 @@ extension BackgroundEngine {
         return actions
     }
 
+    /// Apps with wakes that wait for them (not yet handed over), by id.
+    public var appsWithWaitingWakes: [AppID] {
+        Set(wakes.values.filter { !$0.delivered }.map(\.app)).sorted { $0.rawValue < $1.rawValue }
+    }
+
+    /// Background App Refresh is no longer available to `app`: the wakes of
+    /// `plugins` that still wait for it fail (no offence, no launch backoff),
+    /// as they would have been refused had refresh been off when they came;
+    /// their plugins keep the events for a later wake. Not while the app is
+    /// in the foreground (refresh governs background wakes only) or being
+    /// launched (it is on its way to them).
+    public mutating func withdrawWaitingWakes(of app: AppID, plugins: Set<String>, reason: String) -> [CoreAction] {
+        let key = AppKey.app(app)
+        guard let record = apps[key], isBackground(record), record.launch == nil else { return [] }
+        let withdrawn = undeliveredWakes(of: app).filter { wakes[$0].map { plugins.contains($0.plugin) } ?? false }
+        guard !withdrawn.isEmpty else { return [] }
+        var actions: [CoreAction] = []
+        for token in withdrawn {
+            let wake = dropWake(token)
+            actions.append(.wakeFailed(token: token, plugin: wake.plugin, app: app, reason: reason))
+        }
+        if !removeAppIfUnused(key) { reconcile(key, into: &actions) } else { leaveDrain(key, into: &actions) }
+        return actions
+    }
+
     /// Launching the app failed: its waiting wakes are dropped, and launches are
     /// held back for a while (doubling with each failure in a row), unless
     /// `holdBack` is false: the failure was the daemon's (it ran out of file

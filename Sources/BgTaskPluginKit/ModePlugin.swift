@@ -23,6 +23,11 @@ public protocol ModePlugin: AnyObject {
     /// The D-Bus error names the plugin answers calls with, besides the bus's
     /// own `org.freedesktop.DBus.Error.*`.
     static var errorNames: [ModeError.Code] { get }
+    /// Whether Background App Refresh governs the plugin's wakes: when it
+    /// stops being available for an app, the daemon fails the plugin's wakes
+    /// still waiting for that app in the background (``PluginEvent/launchFailed(app:token:reason:)``),
+    /// and the plugin keeps their events for a later wake.
+    static var wakesNeedRefresh: Bool { get }
     /// Creates the plugin; throw to refuse to load (the message is logged).
     init(host: PluginHost) throws
     /// Exports interfaces, loads records, schedules.
@@ -60,6 +65,7 @@ public protocol ModePlugin: AnyObject {
 extension ModePlugin {
     public static var configKeys: [ConfigKey] { [] }
     public static var errorNames: [ModeError.Code] { [] }
+    public static var wakesNeedRefresh: Bool { false }
     public func stop() {}
     public func describe(app: String, into description: inout [String: PluginValue]) {}
     public func waitingEvents(for app: String) -> Int { 0 }

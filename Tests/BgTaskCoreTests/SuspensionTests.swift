@@ -128,6 +128,27 @@ import Testing
         #expect(checkIn.actions.contains { if case .deliverWake(let token, _, _, _) = $0 { token == "t1" } else { false } }, "\(checkIn.actions)")
     }
 
+    /// Refresh gone while wakes wait for the machine to wake: those of the
+    /// plugins it governs fail back (no offence, no launch backoff); an app
+    /// in the foreground keeps its own, and another plugin's wake stays.
+    @Test mutating func wakesWaitingWhenRefreshGoesFailBackToTheirPlugins() throws {
+        let foreground = CallerIdentity(connection: ConnectionID(":1.1"), process: ProcessRef(pid: 101, serial: 1))
+        _ = try engine.checkIn(appID: Self.app(2).rawValue, caller: foreground)
+        _ = engine.setSleeping(true)
+        _ = try engine.requestWake(request(1, "t1"))
+        _ = try engine.requestWake(WakeRequest(app: Self.app(1), reason: "transfer", plugin: "transfer", budget: .seconds(30), token: "t2"))
+        _ = try engine.requestWake(request(2, "t3"))
+        #expect(engine.appsWithWaitingWakes == [Self.app(1)], "the foreground app had its wake at once")
+        let withdrawn = engine.withdrawWaitingWakes(of: Self.app(1), plugins: ["fetch"], reason: "Background App Refresh is denied")
+        #expect(withdrawn.contains(.wakeFailed(token: "t1", plugin: "fetch", app: Self.app(1), reason: "Background App Refresh is denied")),
+                "\(withdrawn)")
+        #expect(!withdrawn.contains { if case .wakeFailed(let token, _, _, _) = $0 { token == "t2" } else { false } })
+        #expect(engine.withdrawWaitingWakes(of: Self.app(2), plugins: ["fetch"], reason: "x").isEmpty)
+        #expect(engine.launchBackoff(for: Self.app(1)) == nil)
+        let woken = engine.setSleeping(false)
+        #expect(woken.contains(.launch(Self.app(1), reason: "transfer")), "the other plugin's wake goes on: \(woken)")
+    }
+
     /// An app known only by its check-in (nothing the daemon could freeze)
     /// in the background still gets no event while the machine sleeps: the
     /// event waits for the wake and goes to it then, without a turn.

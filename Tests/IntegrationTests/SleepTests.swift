@@ -112,6 +112,28 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// Refresh switched off (or the power running low) while events waited
+    /// for the machine to wake let them through all the same: the app was
+    /// launched and handed them at the wake. They wait for refresh now, and
+    /// a held alert goes once it is on again.
+    @Test func eventsWaitingForTheWakeWaitForRefreshWhenItGoes() throws {
+        let app = "org.example.Paper"
+        let daemon = try DaemonUnderTest(desktopEntries: [DesktopEntrySpec(id: app, modes: ["fetch", "remote-notification"], exec: "/bin/true")])
+        #expect(try daemon.bgtaskctl(["sleep"]).succeeded)
+        #expect(try daemon.bgtaskctl(["fetch", "simulate", app]).succeeded)
+        #expect(try daemon.bgtaskctl(["push", app, "-a", "news"]).succeeded)
+        #expect(try daemon.bgtaskctl(["refresh", "disable"]).succeeded)
+        #expect(daemon.waitForLog(containing: "\(app)'s waiting events wait for Background App Refresh again"), "\(daemon.log)")
+        #expect(try daemon.bgtaskctl(["wake"]).succeeded)
+        Thread.sleep(forTimeInterval: 1.5)
+        #expect(!daemon.log.contains("launched \(app)"), "\(daemon.log)")
+        let pushes = try daemon.bgtaskctl(["pushes", app])
+        #expect(pushes.standardOutput.contains("held"), "\(pushes)")
+        #expect(try daemon.bgtaskctl(["refresh", "enable"]).succeeded)
+        #expect(daemon.waitForLog(containing: "launched \(app)"), "the held alert goes once refresh is back: \(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// An app with no process, whose fetch waits for the wake, was listed as
     /// `suspended` (JSON `running: false, suspended: true`): it is not running.
     @Test func anAppWithNoProcessIsNotSuspended() throws {

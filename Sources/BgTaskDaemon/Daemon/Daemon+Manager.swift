@@ -142,7 +142,7 @@ extension Daemon {
             if appText.isEmpty { refreshSettings.globalEnabled = enabled } else { refreshSettings.perApp[appText] = enabled }
             logger.notice("Background App Refresh \(enabled ? "enabled" : "disabled") for \(appText.isEmpty ? "all apps" : appText)")
             try call.reply()
-            broadcast(QueuedPluginEvent(type: BGT_EVENT_REFRESH_CHANGED, realtimeMicroseconds: realtimeMicroseconds))
+            refreshChanged()
         }
     }
 

@@ -25,7 +25,7 @@ extension Daemon {
         power.onChange = { [unowned self] state in
             self.logger.info("power state changed: \(state)")
             self.pluginServices.power = state
-            self.broadcast(QueuedPluginEvent(type: BGT_EVENT_REFRESH_CHANGED, realtimeMicroseconds: realtimeMicroseconds))
+            self.refreshChanged()
         }
         power.start()
         launches.onStarted = { [unowned self] app, process in
@@ -144,6 +144,25 @@ extension Daemon {
     }
 
     /// The Background App Refresh status of an app (or, for nil, of the global switch).
+    /// Background App Refresh may have changed for some apps (a switch, the
+    /// power): the wakes it governs that still wait for apps it is no longer
+    /// available to fail back to their plugins (see
+    /// ``BackgroundEngine/withdrawWaitingWakes(of:plugins:reason:)``), and
+    /// every plugin hears of the change.
+    func refreshChanged() {
+        let governed = Set(plugins.filter(\.wakesNeedRefresh).map(\.name))
+        if !governed.isEmpty {
+            for app in engine.appsWithWaitingWakes {
+                let (status, reason) = refreshStatus(of: app)
+                guard status != .available else { continue }
+                let actions = engine.withdrawWaitingWakes(of: app, plugins: governed, reason: "Background App Refresh is \(status.rawValue): \(reason)")
+                if !actions.isEmpty { logger.info("\(app)'s waiting events wait for Background App Refresh again (\(reason))") }
+                perform(actions)
+            }
+        }
+        broadcast(QueuedPluginEvent(type: BGT_EVENT_REFRESH_CHANGED, realtimeMicroseconds: realtimeMicroseconds))
+    }
+
     func refreshStatus(of app: AppID?) -> (status: BackgroundRefreshStatus, reason: String) {
         RefreshPolicy.explain(
             appEnabled: app.flatMap { refreshSettings.perApp[$0.rawValue] },

@@ -219,6 +219,11 @@ final class LoadedPlugin {
         scheduleFlush()
     }
 
+    /// Whether Background App Refresh governs the plugin's wakes (ABI 1.9; false for older plugins).
+    var wakesNeedRefresh: Bool {
+        descriptor.pointee.struct_version >= 5 && descriptor.pointee.flags & BGT_PLUGIN_WAKES_NEED_REFRESH != 0
+    }
+
     /// How many events the plugin holds for `app` without a wake (ABI 1.5; 0 for older plugins).
     func waitingEvents(for app: AppID) -> UInt32 {
         guard let context, descriptor.pointee.struct_version >= 4, let waiting = descriptor.pointee.waiting_events else { return 0 }

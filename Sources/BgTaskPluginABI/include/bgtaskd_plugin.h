@@ -1,12 +1,13 @@
 /*
- * bgtaskd mode plugin ABI, version 1.8 (1.1 adds method calls to other
+ * bgtaskd mode plugin ABI, version 1.9 (1.1 adds method calls to other
  * services, the icon in bgt_app_info and BGT_EVENT_APP_WOKEN; 1.2 adds
  * batch_begin and batch_rollback to the descriptor, version 2; 1.3 adds the
  * plugin's configuration keys and error names to the descriptor, version 3;
  * 1.4 adds calls to services on the system bus and signal subscriptions;
  * 1.5 adds waiting_events to the descriptor, version 4; 1.6 adds
  * export_interface_at; 1.7 adds post, the one host function other threads
- * may call; 1.8 adds power_state, the machine's power as the daemon follows it).
+ * may call; 1.8 adds power_state, the machine's power as the daemon follows it;
+ * 1.9 adds flags to the descriptor, version 5).
  *
  * A mode plugin (fetch, remote-notification, location, transfer) is a shared library
  * named libbgtaskd-mode-<name>.so that exports one symbol:
@@ -43,8 +44,8 @@ extern "C" {
 #endif
 
 #define BGTASKD_PLUGIN_ABI_MAJOR 1
-#define BGTASKD_PLUGIN_ABI_MINOR 8
-#define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 4
+#define BGTASKD_PLUGIN_ABI_MINOR 9
+#define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 5
 /* The symbol every plugin exports. */
 #define BGTASKD_PLUGIN_ENTRY_SYMBOL "bgtaskd_plugin_entry"
 
@@ -438,7 +439,20 @@ typedef struct bgt_plugin_descriptor {
      * waited while refresh was off): the host adds them to CheckIn's
      * `pending`, which counts the wakes it holds itself. */
     uint32_t (*waiting_events)(void *plugin, const char *app_id);
+
+    /* Descriptor version 5 (ABI 1.9): BGT_PLUGIN_* flags. */
+    uint32_t flags;
 } bgt_plugin_descriptor;
+
+/* The plugin's wakes are background wakes that Background App Refresh
+ * governs (fetch, silent pushes, location events; not finished transfers).
+ * When refresh stops being available for an app, the host fails those of
+ * its wakes that still wait for the app (held while the machine sleeps, or
+ * waiting their turn after a wake), unless the app is in the foreground or
+ * being launched: BGT_EVENT_LAUNCH_FAILED with the reason, no offence, no
+ * launch backoff. The plugin keeps their events for a later wake, as it
+ * would have held them had refresh been off when they came. */
+#define BGT_PLUGIN_WAKES_NEED_REFRESH 1u
 
 /* Every plugin defines this. */
 const bgt_plugin_descriptor *bgtaskd_plugin_entry(void);
