@@ -462,6 +462,12 @@ final class RemoteNotificationsMode: ModePlugin {
                 setToken(token, nil)
                 setInFlight(id, false)
                 putBack(app, id)
+                // A wake withdrawn as refresh went (it waited for a sleep to end, or for
+                // its turn): its alert goes once refresh is back, as one held on arrival.
+                if inboxes[app]?.pushes.contains(where: { $0.id == id && $0.hasAlert }) == true,
+                   let status = host.appInfo(app)?.refreshStatus, status != "available" {
+                    heldForRefresh.insert(app)
+                }
             }
             holdWaiting(app)
             host.log(.warning, "cannot wake \(app) for a push: \(reason)")
@@ -486,14 +492,6 @@ final class RemoteNotificationsMode: ModePlugin {
             if case .refreshChanged = event, !heldBeforeStart.isEmpty {
                 for app in heldBeforeStart where appInfo(app).map({ $0.refreshStatus != "available" }) == true { heldForRefresh.insert(app) }
                 heldBeforeStart = []
-            }
-            // Alerts whose wake the daemon withdrew as refresh went (they waited
-            // for a sleep to end, or for their turn) go once it is back, as those held on arrival.
-            if case .refreshChanged = event {
-                for (app, box) in inboxes where box.pushes.contains(where: { $0.state == .held && $0.hasAlert })
-                    && appInfo(app).map({ $0.refreshStatus != "available" }) == true {
-                    heldForRefresh.insert(app)
-                }
             }
             // An alert held because refresh was off goes once it is on again,
             // not at some later wake; silent ones ride along. (Alerts held for
