@@ -333,6 +333,11 @@ final class UnifiedPushBridge {
         guard let app = registrations.first(where: { $0.value.token == token })?.key else {
             throw ModeError.invalidArgs("no app is registered with that token")
         }
+        // Unregistered by the distributor itself: what it sends for the token
+        // afterwards is no push (until bgtaskd registers the app again).
+        if unregisteredByDistributor.contains(app), call.member != "Unregistered" {
+            throw ModeError.invalidArgs("the distributor unregistered that token")
+        }
         let reply = { () throws(ModeError) in
             try call.reply { (reply) throws(ModeError) in if version2 { try reply.append(dictionary: [:]) } }
         }
@@ -353,6 +358,10 @@ final class UnifiedPushBridge {
         case "NewEndpoint":
             guard case .string(let endpoint)? = fields["endpoint"], !endpoint.isEmpty, endpoint.utf8.count <= Self.maximumEndpointBytes else {
                 throw ModeError.invalidArgs("an endpoint of 1 to \(Self.maximumEndpointBytes) bytes is needed")
+            }
+            // A URL: a line break or other control character in it would forge lines where it is shown.
+            guard !endpoint.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw ModeError.invalidArgs("an endpoint holds no control characters")
             }
             try setEndpoint(endpoint, of: app)
             try reply()

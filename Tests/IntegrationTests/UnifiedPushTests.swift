@@ -135,6 +135,8 @@ import Testing
         #expect(try RawClient(daemon).call("RemoteNotifications", "GetEndpoint") { try $0.append("org.example.Other") }.readString() == "")
         #expect(try RawClient(daemon).errorName("RemoteNotifications", "GetEndpoint") { try $0.append("no/such id") } == "org.freedesktop.DBus.Error.InvalidArgs")
         try chat.listen(for: "EndpointChanged")
+        // A line break in an endpoint was taken, to be shown as a forged line.
+        #expect(try send(bus, "SendEndpoint", token: token) { try $0.append("https://push.example/x\nforged") } == "org.freedesktop.DBus.Error.InvalidArgs")
         #expect(try send(bus, "SendEndpoint", token: token) { try $0.append("https://push.example/new") } == "")
         #expect(try eventually { _ = chat.waitForSignals(1, timeout: .milliseconds(50)); return chat.received.contains { $0.member == "EndpointChanged" } })
         // Without a checked-in app, "" names nobody.
@@ -328,6 +330,10 @@ import Testing
         #expect(try eventually { try endpoint(daemon) != nil })
         #expect(try send(bus, "SendUnregistered", token: token) == "")
         #expect(try eventually { try endpoint(daemon) == nil })
+        // What the distributor sends for the token afterwards was taken as a push and an endpoint.
+        #expect(try send(bus, "SendMessage", token: token, message(Array(#"{"aps":{"alert":"late"}}"#.utf8))) == "org.freedesktop.DBus.Error.InvalidArgs")
+        #expect(try send(bus, "SendEndpoint", token: token) { try $0.append("https://push.example/late") } == "org.freedesktop.DBus.Error.InvalidArgs")
+        #expect(try endpoint(daemon) == nil)
         // Changes that ask for registrations again: refresh, and a new app.
         let sender = try RawClient(daemon)
         try sender.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append("org.example.Plain"); try $0.append(false) }
