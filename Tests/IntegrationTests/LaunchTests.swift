@@ -188,6 +188,8 @@ import Testing
         var admin = try RawClient(daemon)
         try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
         #expect(try admin.waitForAppState(app, in: ["active"]) == "active", "\(daemon.log.suffix(1500))")
+        // Done with its fetch first: the test app exits when its completion fails, as it would if the crash took it.
+        #expect(daemon.waitForLog(containing: "\(app) completed its fetch"), "\(daemon.log.suffix(1500))")
         let cgroup = try Self.launchedCgroup(of: app, in: daemon)
         try daemon.crashAndRestart()
         admin = try RawClient(daemon)
