@@ -53,6 +53,10 @@ public struct PushPayload: Sendable, Equatable {
         case (nil, _): contentAvailable = false
         case (_, 0?): contentAvailable = false
         case (_, 1?): contentAvailable = true
+        case (.number, let value?):
+            // "not a number" read as NaN for 2 or 1e19: say which number it was.
+            let shown = value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : "\(value)"
+            throw BgTaskError(.invalidArgs, "\"aps.content-available\" must be 1 (or 0), not \(shown)")
         case (let kind?, _): throw BgTaskError(.invalidArgs, "\"aps.content-available\" must be 1 (or 0), not \(kind.rawValue)")
         }
         switch fields.alertKind {

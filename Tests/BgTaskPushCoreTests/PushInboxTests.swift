@@ -24,7 +24,9 @@ import Testing
         (#"{"x":1}"#, "no \"aps\" object"),
         (#"{"aps":[1]}"#, "\"aps\" must be an object, not an array"),
         (#"{"aps":{"content-available":"yes"}}"#, "content-available\" must be 1"),
-        (#"{"aps":{"content-available":2}}"#, "content-available\" must be 1"),
+        (#"{"aps":{"content-available":2}}"#, "content-available\" must be 1 (or 0), not 2"),
+        // It said "not a number" of a number.
+        (#"{"aps":{"content-available":18446744073709551617}}"#, "content-available\" must be 1 (or 0), not 1.8446744073709552e+19"),
         (#"{"aps":{"alert":7}}"#, "\"aps.alert\" must be a string or an object"),
         (#"{"aps":{"alert":{"title":7}}}"#, "\"aps.alert.title\" must be a string"),
         (#"{"aps":{"alert":"\ud800"}}"#, "not valid UTF-8"),
