@@ -123,6 +123,9 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         // Cancelling only after the write: it lets the request's owner go on, and close the file.
         guard written else {
             verdict = .fatal("cannot write \(job.partial): \(String(cString: strerror(errno)))")
+            // How far it got, not the last of the progress reports (four a second).
+            var info = stat()
+            if fstat(fd, &info) == 0 { report(.progress(id: job.id, done: UInt64(max(info.st_size, 0)), total: total)) }
             task.cancel()
             return task.eventLoop.makeSucceededVoidFuture()
         }

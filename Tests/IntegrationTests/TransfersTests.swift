@@ -407,6 +407,29 @@ import Testing
         #expect(second.result == "success" && second.info["status"] == .uint64(200), "\(second.info)")
     }
 
+    /// A download that filled its disk said it had got as far as its last
+    /// progress report (2 KiB of 2 MB): it says how far it got now.
+    @Test(.enabled(if: StorageFullTests.canMount, "needs root to mount a tmpfs"))
+    func aDownloadThatFillsItsDiskSaysHowFarItGot() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let small = cache(daemon) + "/small"
+        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
+        let mounted = try CommandResult.run("/bin/mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", small])
+        try #require(mounted.succeeded, "\(mounted)")
+        defer { _ = try? CommandResult.run("/bin/umount", ["-l", small]) }
+        let id = try start(client, url: server.url("/blob/4M"), path: small + "/big.bin")
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "failed" && "\(done.info["error"] ?? .string(""))".contains("cannot write"), "\(done.info)")
+        guard case .uint64(let bytes)? = done.info["bytes_done"] else {
+            Issue.record("no bytes_done in \(done.info)")
+            return
+        }
+        #expect(bytes > 900_000 && bytes <= 1 << 20, "about the 1 MiB the disk held: \(bytes)")
+        #expect(partialFiles(in: small).isEmpty)
+    }
+
     @Test func anErrorStatusFailsTheTransferAndLeavesNoPartialFile() throws {
         let server = try TransferServer()
         let daemon = try daemon()
