@@ -38,9 +38,8 @@ final class TransfersMode: ModePlugin {
     static let errorNames: [ModeError.Code] = [.notPermitted, .unknownApplication, .modeNotDeclared, .limitExceeded, .noSuchToken]
 
     static let collection = "transfers"
-    /// Longest session id and URL taken.
+    /// Longest session id taken (the URL's: ``TransferURL/maximumBytes``).
     static let maximumSessionBytes = 256
-    static let maximumURLBytes = 8192
 
     private let host: PluginHost
     private let wakeBudget: Double
@@ -298,25 +297,8 @@ final class TransfersMode: ModePlugin {
         return options
     }
 
-    /// Why `url` cannot be transferred, or nil: http or https, with a host.
-    static func problem(withURL url: String) -> String? {
-        guard url.utf8.count <= maximumURLBytes else { return "the URL is longer than \(maximumURLBytes) bytes" }
-        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased() else {
-            return "'\(TransferURL.redacted(url).prefix(200))' is not a URL"
-        }
-        guard scheme == "http" || scheme == "https" else { return "only http and https URLs are transferred, not \(scheme.prefix(20))" }
-        guard let hostName = components.host, !hostName.isEmpty else { return "'\(TransferURL.redacted(url).prefix(200))' names no host" }
-        // The HTTP client traps on a port that does not fit 16 bits: refused here, never handed on.
-        // The range is in the components' own (escaped) string: a user name or
-        // password with an escaped character makes it longer than `url`.
-        if let range = components.rangeOfPort, !range.isEmpty, let escaped = components.string {
-            let port = escaped[range]
-            guard let number = Int(port), (1...65535).contains(number) else { return "port \(port.prefix(40)) is not between 1 and 65535" }
-        }
-        // And as the HTTP client itself reads the URL, whatever the above made of it.
-        if let port = URL(string: url)?.port, !(1...65535).contains(port) { return "port \(port) is not between 1 and 65535" }
-        return nil
-    }
+    /// Why `url` cannot be transferred, or nil (see ``TransferURL/problem(with:)``).
+    static func problem(withURL url: String) -> String? { TransferURL.problem(with: url) }
 
     private func nextID() -> String {
         let previous = lastSequence

@@ -42,6 +42,8 @@ public struct TransferRedirects: Sendable {
             return .refuse("the server redirects to \(TransferURL.redacted(location).prefix(200)), which is no http or https URL")
         }
         let text = target.absoluteString
+        // Checked as the app's own URL is: a port past 65535 made the HTTP client trap, and the daemon with it.
+        if let problem = TransferURL.problem(with: text) { return .refuse("the server redirects to a URL that cannot be used: \(problem)") }
         if visited.contains(text) { return .refuse("the server's redirects go round in a cycle") }
         if visited.count > Self.limit { return .refuse("the server redirects more than \(Self.limit) times") }
         visited.append(text)

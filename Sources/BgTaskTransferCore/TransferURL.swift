@@ -28,6 +28,31 @@ public enum TransferURL {
         return String(shown)
     }
 
+    /// The longest URL transferred, in bytes.
+    public static let maximumBytes = 8192
+
+    /// Why `url` cannot be transferred, or nil: http or https, with a host,
+    /// a port from 1 to 65535, at most ``maximumBytes``. For the app's URLs
+    /// and for every redirect target alike: the HTTP client traps on a port
+    /// that does not fit 16 bits, so such a URL is refused here, never handed on.
+    public static func problem(with url: String) -> String? {
+        guard url.utf8.count <= maximumBytes else { return "the URL is longer than \(maximumBytes) bytes" }
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased() else {
+            return "'\(redacted(url).prefix(200))' is not a URL"
+        }
+        guard scheme == "http" || scheme == "https" else { return "only http and https URLs are transferred, not \(scheme.prefix(20))" }
+        guard let hostName = components.host, !hostName.isEmpty else { return "'\(redacted(url).prefix(200))' names no host" }
+        // The range is in the components' own (escaped) string: a user name or
+        // password with an escaped character makes it longer than `url`.
+        if let range = components.rangeOfPort, !range.isEmpty, let escaped = components.string {
+            let port = escaped[range]
+            guard let number = Int(port), (1...65535).contains(number) else { return "port \(port.prefix(40)) is not between 1 and 65535" }
+        }
+        // And as the HTTP client itself reads the URL, whatever the above made of it.
+        if let port = URL(string: url)?.port, !(1...65535).contains(port) { return "port \(port) is not between 1 and 65535" }
+        return nil
+    }
+
     /// The `Authorization` a URL's userinfo asks for (`Basic` with the user
     /// and password, percent-decoded), or nil when it has none: the HTTP
     /// client sends no credentials of a URL by itself.

@@ -106,6 +106,14 @@ import Testing
                 continue
             }
         }
+        // A port past 65535 made the HTTP client trap, taking the daemon with it, again after each restart.
+        for bad in ["http://127.0.0.1:99999/x", "http://a.example:0/x", "//b.example:70000/y"] {
+            guard case .refuse(let why) = redirects.next(status: 302, location: bad, from: "http://a.example/x") else {
+                Issue.record("followed \(bad)")
+                continue
+            }
+            #expect(why.contains("cannot be used"), "\(why)")
+        }
         var long = TransferRedirects(url: "http://a.example/0")
         for hop in 1...TransferRedirects.limit {
             #expect(long.next(status: 302, location: "/\(hop)", from: "http://a.example/\(hop - 1)") == .follow("http://a.example/\(hop)"))

@@ -430,6 +430,18 @@ import Testing
         #expect(partialFiles(in: small).isEmpty)
     }
 
+    /// A redirect to a port past 65535 made the HTTP client trap: the daemon
+    /// died, and again after every restart, for the transfer's 7 days.
+    @Test func aRedirectToAPortNoneHasFailsTheTransfer() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let id = try start(client, url: server.url("/redirect?to=http://127.0.0.1:99999/x"), path: cache(daemon) + "/port.bin")
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "failed" && "\(done.info["error"] ?? .string(""))".contains("99999"), "\(done.info)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func anErrorStatusFailsTheTransferAndLeavesNoPartialFile() throws {
         let server = try TransferServer()
         let daemon = try daemon()
