@@ -68,16 +68,16 @@ extension BackgroundTaskManager {
 
     /// Checks in again and restores the app's state (SDK thread).
     ///
-    /// The state sent is the one the app asked for last when the `CheckIn`
-    /// reply comes, and none if the app's own `SetApplicationState` went out
-    /// after the `CheckIn`: the daemon takes that one after the check-in, and
-    /// a restore sent behind it would undo it (an app the user brought to the
-    /// foreground meanwhile was put back in the background, and killed at
-    /// its deadline).
+    /// The state sent is the one the app asked for last as the restoring
+    /// call goes out, and none if the app's own `SetApplicationState` went
+    /// out after the `CheckIn`: the daemon takes that one after the
+    /// check-in, and a restore sent behind it would undo it (an app the user
+    /// brought to the foreground meanwhile was put back in the background,
+    /// and killed at its deadline).
     private func restoreSession(generation: Int) {
         let appID = session.withLock { $0.appID }
         guard let appID else {
-            restoreState(session.withLock { $0.state })
+            restoreState(generation: generation)
             reportReconnect(generation: generation, nil, nil)
             return
         }
@@ -93,10 +93,7 @@ extension BackgroundTaskManager {
                 guard let self else { return }
                 switch result {
                 case .success(let launch):
-                    let (state, followed) = session.withLock { session in
-                        (session.state, session.stateCallsAtReCheckIn.map { $0 != (generation, session.stateCalls) } ?? false)
-                    }
-                    if !followed { restoreState(state) }
+                    restoreState(generation: generation)
                     reportReconnect(generation: generation, launch, nil)
                 case .failure(let error):
                     reportReconnect(generation: generation, nil, error)
@@ -107,10 +104,23 @@ extension BackgroundTaskManager {
     /// Sends the app's state again if the app set one: `active` too, which a
     /// connection starts in unless the restarted daemon took it over as
     /// launched by its predecessor (then it starts in the background).
-    private func restoreState(_ state: ApplicationState?) {
-        guard let state else { return }
+    ///
+    /// Decided as the call goes out (on the SDK's thread, in call order), not
+    /// when it is posted: an app's own call posted meanwhile goes out first,
+    /// and must not be undone.
+    private func restoreState(generation: Int) {
         connection.callInBackground(
-            ManagerInterface.Method.setApplicationState.rawValue, arguments: { (call) throws(BusError) in try call.append(state.rawValue) },
+            ManagerInterface.Method.setApplicationState.rawValue,
+            arguments: { [weak self] (call) throws(BusError) in
+                let state: ApplicationState? = self?.session.withLock { session in
+                    // The app's own call went out after the CheckIn: it stands.
+                    if let mark = session.stateCallsAtReCheckIn, mark.generation == generation, mark.calls != session.stateCalls { return nil }
+                    return session.state
+                }
+                // Thrown, the call is not sent (and nobody waits for its answer).
+                guard let state else { throw BusError.failed("no state to restore") }
+                try call.append(state.rawValue)
+            },
             completion: { _ in })
     }
 
