@@ -174,10 +174,11 @@ extension BackgroundEngine {
     /// as they would have been refused had refresh been off when they came;
     /// their plugins keep the events for a later wake. Not while the app is
     /// in the foreground (refresh governs background wakes only) or being
-    /// launched (it is on its way to them).
+    /// launched (not checked in yet: it is on its way to them). An instance
+    /// the daemon launched earlier that checked in, now idle, is no exception.
     public mutating func withdrawWaitingWakes(of app: AppID, plugins: Set<String>, reason: String) -> [CoreAction] {
         let key = AppKey.app(app)
-        guard let record = apps[key], isBackground(record), record.launch == nil else { return [] }
+        guard let record = apps[key], isBackground(record), record.launch?.checkedIn != false else { return [] }
         let withdrawn = undeliveredWakes(of: app).filter { wakes[$0].map { plugins.contains($0.plugin) } ?? false }
         guard !withdrawn.isEmpty else { return [] }
         var actions: [CoreAction] = []

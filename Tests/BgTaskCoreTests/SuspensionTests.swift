@@ -149,6 +149,29 @@ import Testing
         #expect(woken.contains(.launch(Self.app(1), reason: "transfer")), "the other plugin's wake goes on: \(woken)")
     }
 
+    /// An instance the daemon launched, checked in and idle (frozen) was
+    /// exempt, as if still being launched: its waiting wake was delivered
+    /// at the wake though refresh had gone (found in review). One not yet
+    /// checked in is on its way to its events and keeps them.
+    @Test mutating func aLaunchedInstanceThatCheckedInIsNoException() throws {
+        let key = AppKey.app(Self.app(1))
+        let process = ProcessRef(pid: 101, serial: 1)
+        _ = try engine.requestWake(request(1, "t1"))
+        _ = engine.launchStarted(Self.app(1), process: process)
+        #expect(engine.withdrawWaitingWakes(of: Self.app(1), plugins: ["fetch"], reason: "x").isEmpty, "not checked in yet")
+        let launched = CallerIdentity(connection: ConnectionID(":1.1"), process: process, appID: Self.app(1), appIDSource: .launched)
+        _ = try engine.checkIn(appID: Self.app(1).rawValue, caller: launched)
+        _ = try engine.completeWake(token: "t1", caller: launched.connection)
+        clock.advance(by: engine.policy.idleGrace)
+        #expect(engine.fireDueTimers() == [.freeze(key, [process])])
+        _ = engine.setSleeping(true)
+        _ = try engine.requestWake(request(1, "t2"))
+        let withdrawn = engine.withdrawWaitingWakes(of: Self.app(1), plugins: ["fetch"], reason: "refresh is denied")
+        #expect(withdrawn.contains(.wakeFailed(token: "t2", plugin: "fetch", app: Self.app(1), reason: "refresh is denied")), "\(withdrawn)")
+        let woken = engine.setSleeping(false)
+        #expect(!woken.contains { if case .deliverWake = $0 { true } else { false } }, "\(woken)")
+    }
+
     /// An app known only by its check-in (nothing the daemon could freeze)
     /// in the background still gets no event while the machine sleeps: the
     /// event waits for the wake and goes to it then, without a turn.

@@ -123,7 +123,7 @@ import Testing
         #expect(try daemon.bgtaskctl(["fetch", "simulate", app]).succeeded)
         #expect(try daemon.bgtaskctl(["push", app, "-a", "news"]).succeeded)
         #expect(try daemon.bgtaskctl(["refresh", "disable"]).succeeded)
-        #expect(daemon.waitForLog(containing: "\(app)'s waiting events wait for Background App Refresh again"), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "waiting wake(s) of \(app) back to their plugins: Background App Refresh is denied"), "\(daemon.log)")
         #expect(try daemon.bgtaskctl(["wake"]).succeeded)
         Thread.sleep(forTimeInterval: 1.5)
         #expect(!daemon.log.contains("launched \(app)"), "\(daemon.log)")

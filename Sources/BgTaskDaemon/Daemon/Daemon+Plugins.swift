@@ -156,7 +156,8 @@ extension Daemon {
                 let (status, reason) = refreshStatus(of: app)
                 guard status != .available else { continue }
                 let actions = engine.withdrawWaitingWakes(of: app, plugins: governed, reason: "Background App Refresh is \(status.rawValue): \(reason)")
-                if !actions.isEmpty { logger.info("\(app)'s waiting events wait for Background App Refresh again (\(reason))") }
+                let handedBack = actions.count { if case .wakeFailed = $0 { true } else { false } }
+                if handedBack > 0 { logger.info("handed \(handedBack) waiting wake(s) of \(app) back to their plugins: Background App Refresh is \(status.rawValue) (\(reason))") }
                 perform(actions)
             }
         }
