@@ -25,4 +25,10 @@ public struct AppInfoCache {
     public mutating func clear() {
         infos.removeAll()
     }
+
+    /// Forgets one app: it checked in, changed its state or went, so that
+    /// whether it runs and its state are read afresh.
+    public mutating func forget(_ app: String) {
+        infos[app] = nil
+    }
 }
