@@ -411,12 +411,14 @@ final class TransfersMode: ModePlugin {
     /// it tries again now, not when its backoff (up to 5 minutes) ends. A
     /// running transfer the new conditions hold back (a network turned
     /// metered under one that must avoid it, AC power gone under a
-    /// discretionary one) pauses, as for a sleep: it continues from where it
-    /// stopped once they allow it again.
+    /// discretionary one) pauses, as for a sleep: a download continues from
+    /// where it stopped once they allow it again. Not for connectivity: a
+    /// network really gone breaks the attempt by itself, and NetworkManager's
+    /// "portal" or "limited" (one failed probe) must not stop what runs.
     private func conditionsChanged(from before: TransferConditions) {
         let current = conditions?.current ?? TransferConditions()
         var paused: [String: Int] = [:]
-        for id in running.keys.sorted() {
+        for id in running.keys.sorted() where !current.isOffline {
             guard let record = transfers[id], let blocker = current.blocker(for: record.options) else { continue }
             stopAttempt(id)
             paused[blocker, default: 0] += 1
