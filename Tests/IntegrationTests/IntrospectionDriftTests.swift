@@ -23,6 +23,18 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// The system-bus policy let no call of Transfers through (the interface
+    /// came after the policy was written): every interface the daemon
+    /// serves must be allowed there.
+    @Test func theSystemBusPolicyAllowsEveryInterface() throws {
+        let policy = try String(contentsOfFile: BinaryLocator.packageRoot() + "/dbus/org.bgtaskd.BackgroundTasks1.conf", encoding: .utf8)
+        let interfaces = checkedIn.lines.compactMap { $0.hasPrefix("interface ") ? String($0.dropFirst(10)) : nil }
+        #expect(interfaces.count >= 5, "\(interfaces)")
+        for interface in interfaces {
+            #expect(policy.contains("send_interface=\"\(interface)\""), "\(interface) is not allowed by the system-bus policy")
+        }
+    }
+
     @Test func busIntrospectOptionMatchesTheCheckedInXML() throws {
         let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskd"), ["--bus-introspect", "-"])
         #expect(result.succeeded, "\(result)")
