@@ -44,6 +44,15 @@ import Testing
         #expect(result.standardError.contains("/nonexistent/bus"), "\(result)")
     }
 
+    /// SIGHUP (the terminal that started it closing) killed the daemon
+    /// outright: no log line, and apps it had frozen stayed frozen.
+    @Test func aHangupStopsTheDaemonCleanly() throws {
+        let daemon = try DaemonUnderTest()
+        daemon.process.send(SIGHUP)
+        #expect(daemon.process.waitForExit() == .status(0), "\(daemon.log)")
+        #expect(daemon.log.contains("stopping on signal \(SIGHUP) (hangup)"), "\(daemon.log)")
+    }
+
     @Test func secondDaemonOnTheSameBusRefusesToStart() throws {
         let first = try DaemonUnderTest()
         let second = try runDaemon(["--bus", first.bus.address, "--state-dir", NSTemporaryDirectory() + "bgt-\(UUID())"])

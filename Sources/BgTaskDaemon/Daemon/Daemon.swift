@@ -157,7 +157,7 @@ public final class Daemon {
     var realtimeMicroseconds: UInt64 { wallClock.now.microseconds }
 
     /// Exports the objects, takes the bus name, tells systemd it is ready and
-    /// runs until SIGTERM or SIGINT. Returns the exit code.
+    /// runs until SIGTERM, SIGINT or SIGHUP. Returns the exit code.
     public func run() throws(BusError) -> Int32 {
         // One pidfd per calling process: a thousand callers need more than the usual soft limit of 1024.
         var (before, after): (UInt64, UInt64) = (0, 0)
@@ -169,9 +169,13 @@ public final class Daemon {
         }
         // Deadlines are enforced to the millisecond: keep the kernel's timer slack small.
         _ = bgt_set_timer_slack(50_000)
-        for signal in [SIGTERM, SIGINT] {
+        // SIGHUP too: the terminal that started it closing killed it outright,
+        // frozen apps left frozen. (There is no reload: a new configuration
+        // takes a restart.) A pipe that closed is an error of its write, not the end.
+        signal(SIGPIPE, SIG_IGN)
+        for signal in [SIGTERM, SIGINT, SIGHUP] {
             signalSources.append(try loop.onSignal(signal) { [unowned self] in
-                self.logger.info("stopping on signal \(signal)")
+                self.logger.info("stopping on signal \(signal)\(signal == SIGHUP ? " (hangup)" : "")")
                 // Now, while the bus is still open: sd-bus closes it when the loop exits.
                 self.properties.flush()
                 self.loop.exit(code: 0)

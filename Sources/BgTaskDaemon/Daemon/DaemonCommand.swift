@@ -22,7 +22,7 @@ public struct DaemonCommand: ParsableCommand {
             \(helpKeys())
 
             The daemon is ready once it owns the bus name; under systemd it also sends READY=1. \
-            SIGTERM or SIGINT stops it cleanly (exit 0); a state database deleted or replaced \
+            SIGTERM, SIGINT or SIGHUP stops it cleanly (exit 0); a state database deleted or replaced \
             while it runs stops it with 74. Start-up stops with: 78, a bad \
             configuration (naming file, line and key); 65, a state database it must not touch \
             (damaged, another program's, from a newer bgtaskd, empty but not new, or in use by \
