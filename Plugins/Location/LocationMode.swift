@@ -76,6 +76,11 @@ final class LocationMode: ModePlugin {
     private var tokens: [String: String] = [:]
     /// Event ids on their way.
     private var inFlight: Set<String> = []
+    /// Events whose wake expired or failed: they go with the app's next
+    /// wake (its check-in), not when some other app's refresh or entry
+    /// changes, nor at the restart grace. In memory: after a restart each
+    /// gets its one redelivery.
+    private var waitingForWake: Set<String> = []
     private var counters: [String: LocationAppCounters] = [:]
     private var lastSequence: UInt64 = 0
     /// Regions whose record has no sequence yet (see ``load()``): their
@@ -285,6 +290,7 @@ final class LocationMode: ModePlugin {
 
     private func setEvent(_ id: String, _ event: LocationEvent?) {
         undo.set(id, to: event, in: &events) { [unowned self] in $0(&self.events) }
+        if event == nil, waitingForWake.contains(id) { setWaitingForWake(id, false) }
     }
 
     private func setToken(_ token: String, _ id: String?) {
@@ -293,6 +299,10 @@ final class LocationMode: ModePlugin {
 
     private func setInFlight(_ id: String, _ delivering: Bool) {
         undo.set(id, contained: delivering, in: &inFlight) { [unowned self] in $0(&self.inFlight) }
+    }
+
+    private func setWaitingForWake(_ id: String, _ waiting: Bool) {
+        undo.set(id, contained: waiting, in: &waitingForWake) { [unowned self] in $0(&self.waitingForWake) }
     }
 
     private func changeCounters(_ app: String, _ change: (inout LocationAppCounters) -> Void) {
@@ -610,9 +620,15 @@ final class LocationMode: ModePlugin {
     private func appInfo(_ app: String) -> AppInfo? { appInfos.info(of: app, from: host) }
 
     /// Delivers every waiting event of `app`, oldest first.
-    private func deliverWaiting(_ app: String) {
-        let waiting = events.values.filter { $0.app == app && !inFlight.contains($0.id) }.sorted { $0.sequence < $1.sequence }
-        for event in waiting { deliver(event.id) }
+    /// Wakes `app` for its events that wait; `isWake`: the app is woken or
+    /// checked in, so also those that wait for its next wake (see ``waitingForWake``).
+    private func deliverWaiting(_ app: String, isWake: Bool = false) {
+        let waiting = events.values.filter { $0.app == app && !inFlight.contains($0.id) && (isWake || !waitingForWake.contains($0.id)) }
+            .sorted { $0.sequence < $1.sequence }
+        for event in waiting {
+            if waitingForWake.contains(event.id) { setWaitingForWake(event.id, false) }
+            deliver(event.id)
+        }
     }
 
     // MARK: Events
@@ -626,6 +642,7 @@ final class LocationMode: ModePlugin {
             guard let id = tokens[token] else { return }
             setToken(token, nil)
             setInFlight(id, false)
+            setWaitingForWake(id, true)
             changeCounters(app) { $0.offences += 1 }
             persist("store the counters of \(app)") { try saveCounters(app) }
             host.logWhenCommitted(.notice, "\(app) did not complete location event \(id) within \(self.wakeBudget) s: offence counted; it waits for the next wake")
@@ -633,10 +650,12 @@ final class LocationMode: ModePlugin {
             if let token, let id = tokens[token] {
                 setToken(token, nil)
                 setInFlight(id, false)
+                // Handed back as refresh went, it goes once refresh is back; else with the next wake.
+                if host.appInfo(app)?.refreshStatus == BackgroundRefreshStatus.available.rawValue { setWaitingForWake(id, true) }
             }
             host.log(.warning, "cannot wake \(app) for a location event: \(reason)")
         case .appCheckedIn(let app, _, _), .appWoken(let app, _, _):
-            deliverWaiting(app)
+            deliverWaiting(app, isWake: true)
         case .wakeOpportunity(let now):
             armedAt = nil
             settle(at: now)

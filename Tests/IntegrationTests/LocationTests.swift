@@ -183,6 +183,31 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An event whose wake ran out waits for the app's next wake: another
+    /// app's refresh switch, or any new desktop entry, woke the app for it
+    /// again, and counted a new offence each time.
+    @Test func anEventWhoseWakeRanOutWaitsForTheAppsNextWake() throws {
+        let daemon = try daemon(Self.quick + ["Location.WakeBudgetSec=1"])
+        let client = try app(daemon)
+        try monitor(client, "home")
+        try simulate(client, Self.north(1000))
+        pass(client, 1.5)
+        try simulate(client, Self.north(0))
+        #expect(client.waitForSignals(1))
+        #expect(daemon.waitForLog(containing: "did not complete location event"), "\(daemon.log)")
+        let admin = try RawClient(daemon)
+        try admin.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append("org.example.Plain"); try $0.append(false) }
+        try admin.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append("org.example.Plain"); try $0.append(true) }
+        try daemon.installDesktopEntry(DesktopEntrySpec(id: "org.example.Unrelated", modes: [], exec: "/bin/true"))
+        pass(client, 2.5)
+        #expect(try regionEvents(client).count == 1, "not sent again: \(daemon.log.suffix(2000))")
+        #expect(try field(client, "location_offences") == .uint64(1))
+        // Its next wake (a check-in) carries it.
+        let again = try app(daemon)
+        #expect(again.waitForSignals(1), "\(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A region id is the app's to choose: its line breaks and escape
     /// sequences are shown escaped in the daemon's log, never as a line (or
     /// a colour) of their own.
