@@ -451,14 +451,20 @@ final class LocationMode: ModePlugin {
 
     private func startSignificant(_ call: PluginCall) throws {
         let app = try declaringApp(call)
-        if significant[app] == nil {
+        let starting = significant[app] == nil
+        if starting {
             setSignificant(app, SignificantChangeFilter(minimumDistance: significantDistance, minimumInterval: significantInterval))
             try saveSignificant(app)
             host.logWhenCommitted(.info, "\(app) follows significant location changes")
         }
         try call.reply()
-        // The first report is the position known now, if any.
-        if let lastFix { considerSignificant(app, lastFix) }
+        // The first report is the position known now, if any, as of now: the
+        // interval to the next counts from this report, not from when the fix
+        // came (an old fix let the next one through at once). Once: starting
+        // again does nothing.
+        if starting, let lastFix {
+            considerSignificant(app, LocationFix(coordinate: lastFix.coordinate, accuracy: lastFix.accuracy, time: host.realtimeMicroseconds))
+        }
         updateSource()
     }
 
@@ -523,8 +529,11 @@ final class LocationMode: ModePlugin {
     }
 
     private func considerSignificant(_ app: String, _ fix: LocationFix) {
-        guard var filter = significant[app], filter.consider(fix) else { return }
-        setSignificant(app, filter)
+        guard var filter = significant[app] else { return }
+        let report = filter.consider(fix)
+        // Kept also when not reported: the filter may have deferred the fix.
+        if filter != significant[app] { setSignificant(app, filter) }
+        guard report else { return }
         persist("store the significant change of \(app)") { try saveSignificant(app) }
         newEvent(LocationEvent(id: nextID(fix.time), app: app, kind: .significant, fix: fix, sequence: lastSequence))
     }
@@ -659,6 +668,7 @@ final class LocationMode: ModePlugin {
         case .wakeOpportunity(let now):
             armedAt = nil
             settle(at: now)
+            reportDeferredSignificant(at: now)
             if redeliverAfter > 0, now >= redeliverAfter {
                 redeliverAfter = 0
                 for app in Set(events.values.map(\.app)).sorted() { deliverWaiting(app) }
@@ -675,6 +685,16 @@ final class LocationMode: ModePlugin {
             break
         }
         armTimer()
+    }
+
+    /// Significant moves deferred until their interval was over are reported now.
+    private func reportDeferredSignificant(at now: UInt64) {
+        for app in significant.keys.sorted() {
+            guard var filter = significant[app], let fix = filter.takeDeferred(at: now) else { continue }
+            setSignificant(app, filter)
+            persist("store the significant change of \(app)") { try saveSignificant(app) }
+            newEvent(LocationEvent(id: nextID(fix.time), app: app, kind: .significant, fix: fix, sequence: lastSequence))
+        }
     }
 
     /// Sides that held with no fix against them count now.
@@ -710,15 +730,12 @@ final class LocationMode: ModePlugin {
 
     // MARK: Timer and source
 
-    /// Wakes the plugin when a pending side settles, or when events from before a restart are due.
+    /// Wakes the plugin when a pending side settles, a deferred significant
+    /// move is due, or events from before a restart are due.
     private func armTimer() {
         let redeliver = redeliverAfter > 0 ? redeliverAfter : nil
-        let next = switch (monitor.nextSettle, redeliver) {
-        case let (settle?, redeliver?): min(settle, redeliver)
-        case let (settle?, nil): settle
-        case let (nil, redeliver?): redeliver
-        case (nil, nil): UInt64(0)
-        }
+        let deferred = significant.values.compactMap(\.deferredDue).min()
+        let next = [monitor.nextSettle, redeliver, deferred].compactMap { $0 }.min() ?? 0
         guard next != armedAt else { return }
         armedAt = next
         host.scheduleOpportunity(at: next)

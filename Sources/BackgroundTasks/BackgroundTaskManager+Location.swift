@@ -128,11 +128,13 @@ extension BackgroundTaskManager {
     /// Asks to be woken for significant changes of the device's position,
     /// as iOS's `startMonitoringSignificantLocationChanges()`: the location
     /// handler gets ``LocationEvent/significantChange(latitude:longitude:accuracy:)``
-    /// for the first position after this call, then whenever the device has
-    /// moved `Location.SignificantChangeM` (500 m) from the last position
-    /// reported, at most once per `Location.SignificantChangeMinIntervalSec`
-    /// (300 s). The daemon keeps the request across restarts; calling it
-    /// again does nothing.
+    /// for the position the daemon knows now (else the first one after this
+    /// call), then whenever the device has moved `Location.SignificantChangeM`
+    /// (500 m) from the last position reported, at most once per
+    /// `Location.SignificantChangeMinIntervalSec` (300 s): a move that comes
+    /// sooner is reported when that time is over. Positions less accurate
+    /// than `SignificantChangeM` count for nothing. The daemon keeps the
+    /// request across restarts; calling it again does nothing.
     ///
     /// ```swift
     /// try await manager.startSignificantLocationChanges()

@@ -23,6 +23,29 @@ struct SignificantChangeFilterTests {
         #expect(reported == [true, false, false, true, false, true])
     }
 
+    /// A big move during the interval was dropped for good: with GeoClue
+    /// reporting only movement, a device that stopped there never had its
+    /// new position reported. It is reported when the interval is over,
+    /// unless the device came back meanwhile.
+    @Test func aMoveTooSoonIsReportedWhenTheIntervalIsOver() {
+        var filter = SignificantChangeFilter(minimumDistance: 500, minimumInterval: 300 * Self.second)
+        let first = filter.consider(fix(0, at: 0))
+        let tooSoon = filter.consider(fix(2000, at: 100))
+        #expect(first && !tooSoon)
+        #expect(filter.deferredDue == 300 * Self.second)
+        let early = filter.takeDeferred(at: 299 * Self.second)
+        #expect(early == nil)
+        let reported = filter.takeDeferred(at: 300 * Self.second)
+        #expect(reported?.coordinate == fix(2000, at: 0).coordinate && reported?.time == 300 * Self.second)
+        #expect(filter.deferred == nil && filter.lastReported == reported)
+        // Came back before the interval was over: nothing to report.
+        let away = filter.consider(fix(4000, at: 400))
+        let back = filter.consider(fix(2100, at: 450))
+        #expect(!away && !back)
+        let none = filter.takeDeferred(at: 600 * Self.second)
+        #expect(none == nil)
+    }
+
     @Test func inaccurateFixesProveNothing() {
         var filter = SignificantChangeFilter(minimumDistance: 500, minimumInterval: 0)
         let reported = [

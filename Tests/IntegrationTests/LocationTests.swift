@@ -300,7 +300,9 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
-    /// The first fix is reported; one too soon or too near is not.
+    /// The first fix is reported; one too near is not; one far enough but
+    /// too soon waits for the interval to be over (it was dropped for good:
+    /// a device that stopped after a big move kept its old position).
     @Test func significantChangesAreRateLimited() throws {
         let daemon = try daemon(Self.quick + ["Location.SignificantChangeMinIntervalSec=2", "Location.SignificantChangeM=500"])
         let client = try app(daemon)
@@ -308,22 +310,49 @@ import Testing
         try simulate(client, Self.north(0))
         #expect(client.waitForSignals(1))
         try simulate(client, Self.north(2000))  // far enough, too soon
-        pass(client, 2.2)
-        try simulate(client, Self.north(300))  // late enough, too near
         pass(client, 0.5)
-        #expect(client.received.count == 1)
+        #expect(client.received.count == 1, "not at once")
+        #expect(client.waitForSignals(2), "when the interval is over: \(daemon.log.suffix(1500))")
+        try simulate(client, Self.north(2300))  // too near
+        pass(client, 2.5)
+        #expect(client.received.count == 2)
         try simulate(client, Self.north(1000))
-        #expect(client.waitForSignals(2))
-        let reported = try client.received.map { message in
+        #expect(client.waitForSignals(3))
+        let reported = try latitudes(client)
+        #expect(reported.count == 3 && abs(reported[1] - Self.north(2000).0) < 1e-9 && abs(reported[2] - Self.north(1000).0) < 1e-9, "\(reported)")
+        try client.call("Location", "StopSignificantLocationChanges")
+        try simulate(client, Self.north(5000))
+        pass(client, 0.5)
+        #expect(client.received.count == 3, "stopped: nothing more")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// The latitudes of the significant changes received so far.
+    func latitudes(_ client: RawClient) throws -> [Double] {
+        try client.received.filter { $0.member == "SignificantLocationChange" }.map { message in
             try message.rewind()
             _ = try message.readString()
             return try message.readDouble()
         }
-        #expect(reported.count == 2 && abs(reported[1] - Self.north(1000).0) < 1e-9)
-        try client.call("Location", "StopSignificantLocationChanges")
-        try simulate(client, Self.north(5000))
-        pass(client, 0.5)
-        #expect(client.received.count == 2, "stopped: nothing more")
+    }
+
+    /// Starting reported the last known fix with its own, old time: the next
+    /// fix came through at once, whatever the interval. The interval counts
+    /// from the start's report now, and starting again reports nothing.
+    @Test func startingReportsTheKnownPositionAndTheIntervalCountsFromThere() throws {
+        let daemon = try daemon(Self.quick + ["Location.SignificantChangeMinIntervalSec=3", "Location.SignificantChangeM=500"])
+        let client = try app(daemon)
+        try simulate(client, Self.north(0))
+        pass(client, 3.5)
+        try client.call("Location", "StartSignificantLocationChanges")
+        #expect(client.waitForSignals(1))
+        try client.call("Location", "StartSignificantLocationChanges")
+        try simulate(client, Self.north(2000))
+        pass(client, 1.5)
+        let early = try latitudes(client)
+        #expect(early.count == 1, "not within the interval: \(early)")
+        #expect(client.waitForSignals(2))
+        #expect(try latitudes(client).count == 2)
         #expect(daemon.stop() == .status(0))
     }
 
