@@ -44,6 +44,29 @@ import Testing
         #expect(result.standardError.contains("/nonexistent/bus"), "\(result)")
     }
 
+    /// A bad BGTASKD_LOG_LEVEL was reported as a command-line mistake, naming
+    /// neither the variable nor the levels there are.
+    @Test func aBadLogLevelInTheEnvironmentIsNamed() throws {
+        let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskd"), ["--bus", "unix:path=/nonexistent"],
+                                           environment: ["BGTASKD_LOG_LEVEL": "verbose"], timeout: .seconds(20))
+        #expect(result.exit == .status(64), "\(result)")
+        #expect(result.standardError.contains("'verbose' (from BGTASKD_LOG_LEVEL): one of trace, debug"), "\(result)")
+    }
+
+    /// The state directory given through a link (or relative) named the
+    /// launched apps' cgroups differently from its plain path: a restart
+    /// spelling it the other way did not take those apps back. It is used
+    /// by its one real path.
+    @Test func theStateDirectoryIsUsedByItsRealPath() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-real-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: root + "/real", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: root + "/link", withDestinationPath: root + "/real")
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let daemon = try DaemonUnderTest(stateDirectory: root + "/link/./state")
+        #expect(daemon.waitForLog(containing: "state-dir=\(root)/real/state "), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// SIGHUP (the terminal that started it closing) killed the daemon
     /// outright: no log line, and apps it had frozen stayed frozen.
     @Test func aHangupStopsTheDaemonCleanly() throws {

@@ -78,7 +78,9 @@ public struct DaemonCommand: ParsableCommand {
 
     public func run() throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
-            throw ValidationError("unknown log level '\(logLevel)'")
+            let levels = Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")
+            let source = ProcessInfo.processInfo.environment["BGTASKD_LOG_LEVEL"] == logLevel ? " (from BGTASKD_LOG_LEVEL)" : ""
+            throw ValidationError("unknown log level '\(logLevel)'\(source): one of \(levels)")
         }
         // Describing the interfaces tells only of what is wrong.
         LoggingSystem.bootstrap { StandardErrorLogHandler(label: $0, level: busIntrospect == nil ? level : max(level, .warning)) }
@@ -98,13 +100,20 @@ public struct DaemonCommand: ParsableCommand {
             return try writeIntrospection(to: busIntrospect, candidates: candidates, configuration: configuration, logger: logger)
         }
         let environment = ProcessInfo.processInfo.environment
-        let stateDirectory = stateDir ?? Self.defaultStateDirectory(environment)
+        var stateDirectory = stateDir ?? Self.defaultStateDirectory(environment)
         do {
             try FileManager.default.createDirectory(
                 atPath: stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             logger.critical("cannot create the state directory \(stateDirectory): \(error.localizedDescription)")
             throw ExitCode(73)  // EX_CANTCREAT
+        }
+        // One name for one directory: the cgroups of launched apps are named
+        // after it, and a restart that spelled it otherwise (relative, through
+        // a link) did not take back the apps its predecessor launched.
+        if let resolved = realpath(stateDirectory, nil) {
+            stateDirectory = String(cString: resolved)
+            free(resolved)
         }
         var settings = Daemon.Settings(
             configuration: configuration, bus: Bus.Address(parsing: bus), stateDirectory: stateDirectory,
@@ -151,7 +160,7 @@ public struct DaemonCommand: ParsableCommand {
     }
 
     static func defaultStateDirectory(_ environment: [String: String]) -> String {
-        if let state = environment["XDG_STATE_HOME"], !state.isEmpty { return state + "/bgtaskd" }
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/bgtaskd" }
         return (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state/bgtaskd"
     }
 }
