@@ -32,6 +32,15 @@ import Testing
             == ["/home/u/.local/share/applications", "/usr/local/share/applications", "/usr/share/applications"])
     }
 
+    /// A relative XDG_DATA_HOME was dropped with nothing in its place, while
+    /// the tools that install entries fall back to $HOME/.local/share: the
+    /// daemon found none of the entries they wrote.
+    @Test func aRelativeDataHomeMeansTheDefault() {
+        let environment = ["HOME": "/home/u", "XDG_DATA_HOME": "relative/data"]
+        #expect(AppRegistry.dataDirectories(environment: environment)
+            == ["/home/u/.local/share/applications", "/usr/local/share/applications", "/usr/share/applications"])
+    }
+
     @Test func withoutHomeThereIsNoDataHome() {
         #expect(AppRegistry.dataDirectories(environment: [:]) == ["/usr/local/share/applications", "/usr/share/applications"])
     }

@@ -48,7 +48,9 @@ final class AppRegistry {
     /// Relative paths are ignored, as the spec asks; repeats are dropped.
     static func dataDirectories(environment: [String: String]) -> [String] {
         var bases: [String] = []
-        if let home = environment["XDG_DATA_HOME"], !home.isEmpty {
+        // A relative XDG_DATA_HOME is invalid: the default stands in for it, as
+        // it does for the tools that install entries (install-examples).
+        if let home = environment["XDG_DATA_HOME"], home.hasPrefix("/") {
             bases.append(home)
         } else if let home = environment["HOME"], !home.isEmpty {
             bases.append(home + "/.local/share")

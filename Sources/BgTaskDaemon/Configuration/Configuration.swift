@@ -188,7 +188,8 @@ public struct Configuration: Sendable {
         let environment = environment ?? ProcessInfo.processInfo.environment
         var configuration = Configuration(pluginKeys: pluginKeys)
         let home = environment["HOME"] ?? NSHomeDirectory()
-        let configHome = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? home + "/.config"
+        // Relative is invalid (the XDG spec): the default stands in for it.
+        let configHome = environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.config"
         var files: [(path: String, required: Bool)] = [
             ("/etc/bgtaskd/bgtaskd.conf", false), (configHome + "/bgtaskd/bgtaskd.conf", false),
         ]
