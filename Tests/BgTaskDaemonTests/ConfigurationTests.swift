@@ -190,6 +190,16 @@ import Testing
         #expect(configuration.maxTasksPerConnection == 100)
     }
 
+    /// A relative XDG_CONFIG_HOME was read relative to the working directory;
+    /// the XDG spec says to ignore it: $HOME/.config stands in.
+    @Test func aRelativeConfigHomeMeansTheDefault() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("home/.config/bgtaskd/bgtaskd.conf", "[Tasks]\nBudgetSec=123\n")
+        let configuration = try Configuration.load(
+            configFile: nil, overrides: [], environment: ["XDG_CONFIG_HOME": "relative/xdg", "HOME": directory.path("home")])
+        #expect(configuration.taskBudgetSec == 123)
+    }
+
     @Test func laterOverrideWins() throws {
         let directory = try TemporaryDirectory()
         let configuration = try Configuration.load(
