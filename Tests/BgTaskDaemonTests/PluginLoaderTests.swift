@@ -96,6 +96,8 @@ import Testing
             return
         }
         #expect(why.contains("writable"))
+        // What to do, for a build tree a umask of 002 left group-writable.
+        #expect(why.contains("chmod go-w \(dir)/libbgtaskd-mode-demo.so"), "\(why)")
     }
 
     @Test func directoryWritableByOthersIsIgnored() throws {

@@ -208,7 +208,9 @@ struct PluginLoader {
         guard stat(path, &info) == 0 else { return "cannot stat it: \(String(cString: strerror(errno)))" }
         if info.st_uid != 0 && info.st_uid != geteuid() { return "it belongs to uid \(info.st_uid)" }
         if info.st_mode & (S_IWGRP | S_IWOTH) != 0 {
-            return "it is writable by its group or by everyone (mode \(String(info.st_mode & 0o7777, radix: 8)))"
+            // A umask of 002 (Fedora, RHEL) leaves a build tree so: say how to load it.
+            return "it is writable by its group or by everyone (mode \(String(info.st_mode & 0o7777, radix: 8))); "
+                + "plugins load only from what only their owner can change: chmod go-w \(path)"
         }
         return nil
     }
