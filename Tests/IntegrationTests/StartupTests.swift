@@ -44,6 +44,16 @@ import Testing
         #expect(result.standardError.contains("/nonexistent/bus"), "\(result)")
     }
 
+    /// Without a session bus the daemon said only "No medium found".
+    @Test func noSessionBusSaysWhereItLooked() throws {
+        let state = NSTemporaryDirectory() + "bgt-\(UUID())"
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let result = try CommandResult.run("/usr/bin/env", ["-u", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR=/nonexistent-run",
+                                                           BinaryLocator.path(of: "bgtaskd"), "--state-dir", state], timeout: .seconds(20))
+        #expect(result.exit == .status(69), "\(result)")
+        #expect(result.standardError.contains("there is no bus at /nonexistent-run/bus"), "\(result)")
+    }
+
     /// A bad BGTASKD_LOG_LEVEL was reported as a command-line mistake, naming
     /// neither the variable nor the levels there are.
     @Test func aBadLogLevelInTheEnvironmentIsNamed() throws {

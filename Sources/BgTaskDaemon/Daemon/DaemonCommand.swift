@@ -124,7 +124,7 @@ public struct DaemonCommand: ParsableCommand {
             let code = try daemon.run()
             if code != 0 { throw ExitCode(code) }
         } catch let error as BusError {
-            logger.critical("\(error.message)", metadata: ["error": "\(error.name)"])
+            logger.critical("\(error.message)\(Self.sessionBusHint(for: error, bus: bus, environment: environment))", metadata: ["error": "\(error.name)"])
             throw ExitCode(69)  // EX_UNAVAILABLE: no bus, or the name is taken
         } catch let error as StoreError where error.code == .diskFull {
             logger.critical("\(error)")
@@ -157,6 +157,17 @@ public struct DaemonCommand: ParsableCommand {
 
     private var pluginDirectories: [String] {
         (pluginDir ?? "").split(separator: ":").map(String.init)
+    }
+
+    /// Where the session bus was looked for, when it was not found: sd-bus
+    /// says only "No medium found" or "No such file or directory".
+    static func sessionBusHint(for error: BusError, bus: String, environment: [String: String]) -> String {
+        guard bus == "session", error.message.hasPrefix("connecting to the session bus") else { return "" }
+        if let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty { return " (DBUS_SESSION_BUS_ADDRESS=\(address))" }
+        guard let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty else {
+            return "; neither DBUS_SESSION_BUS_ADDRESS nor XDG_RUNTIME_DIR is set: give --bus ADDRESS, or start one with dbus-daemon --session (scripts/run-daemon does)"
+        }
+        return "; DBUS_SESSION_BUS_ADDRESS is not set and there is no bus at \(runtime)/bus: give --bus ADDRESS, or start one with dbus-daemon --session (scripts/run-daemon does)"
     }
 
     static func defaultStateDirectory(_ environment: [String: String]) -> String {
