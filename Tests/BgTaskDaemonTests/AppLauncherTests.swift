@@ -359,6 +359,30 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
 
     /// The main process exits while another process is still in the app's
     /// cgroup: the cgroup stays until killAll empties it, then goes.
+    /// Another daemon starting up removes the empty groups of daemons it does
+    /// not know: a cgroup removed between its making and the child entering it
+    /// failed the launch (ENODEV), and held the app's launches back.
+    @Test(.enabled(if: AppLauncherTests.writableHierarchy != nil)) func aCgroupRemovedUnderTheLaunchIsMadeAgain() throws {
+        let loop = try EventLoop()
+        let launcher = AppLauncher(
+            loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: Self.writableHierarchy)
+        var removed = 0
+        launcher.beforeSpawnIntoCgroup = { cgroup in
+            guard removed == 0 else { return }
+            removed += 1
+            try? cgroup.remove()
+        }
+        var result: Result<LaunchedProcess, LaunchError>?
+        launcher.launch(appID: appID, commandLine: ["/bin/sleep", "30"], reason: "fetch") { result = $0 }
+        #expect(drive(loop) { result != nil })
+        guard case .success(let process) = result else {
+            Issue.record("the launch failed: \(String(describing: result))")
+            return
+        }
+        #expect(removed == 1)
+        #expect(launcher.killAll(process))
+    }
+
     @Test(.enabled(if: AppLauncherTests.writableHierarchy != nil)) func cgroupWithProcessesLeftIsRemovedWhenTheyAreGone() throws {
         let loop = try EventLoop()
         let launcher = AppLauncher(

@@ -36,6 +36,17 @@ import Testing
         }
     }
 
+    /// An app checked in with a first stand-in and put in the background;
+    /// that stand-in is gone.
+    func backgroundAppWhoseDaemonWent(on bus: PrivateBus) async throws -> (BackgroundTaskManager, Reconnects) {
+        let first = try standIn(on: bus, checkInDelay: 0)
+        let manager = try await BackgroundTaskManager.connect(bus: .address(bus.address), appID: Self.app)
+        let reconnects = Reconnects(manager)
+        try await manager.setApplicationState(.background)
+        _ = first.stop()
+        return (manager, reconnects)
+    }
+
     /// The states the stand-in was told, in order.
     func states(_ daemon: ChildProcess) -> [String] {
         daemon.lines.compactMap { $0.hasPrefix("call SetApplicationState ") ? String($0.dropFirst(25)) : nil }
@@ -48,12 +59,8 @@ import Testing
     @Test func aStateTheAppSetsDuringTheReCheckInIsNotUndone() async throws {
         let bus = try PrivateBus()
         defer { bus.stop() }
-        let first = try standIn(on: bus, checkInDelay: 0)
-        let manager = try await BackgroundTaskManager.connect(bus: .address(bus.address), appID: Self.app)
+        let (manager, reconnects) = try await backgroundAppWhoseDaemonWent(on: bus)
         defer { manager.close() }
-        let reconnects = Reconnects(manager)
-        try await manager.setApplicationState(.background)
-        _ = first.stop()
 
         let second = try standIn(on: bus, checkInDelay: 1)
         defer { _ = second.stop() }
@@ -70,12 +77,8 @@ import Testing
     @Test func aStateSetWhileTheDaemonIsDownIsWhatTheRestartedOneIsTold() async throws {
         let bus = try PrivateBus()
         defer { bus.stop() }
-        let first = try standIn(on: bus, checkInDelay: 0)
-        let manager = try await BackgroundTaskManager.connect(bus: .address(bus.address), appID: Self.app)
+        let (manager, reconnects) = try await backgroundAppWhoseDaemonWent(on: bus)
         defer { manager.close() }
-        let reconnects = Reconnects(manager)
-        try await manager.setApplicationState(.background)
-        _ = first.stop()
         await #expect(throws: BackgroundTasksError.self) { try await manager.setApplicationState(.active) }
 
         let second = try standIn(on: bus, checkInDelay: 0)

@@ -189,8 +189,12 @@ final class AppLauncher {
         }
     }
 
+    /// Called with the cgroup a child is about to enter (tests: to remove it there, as another daemon's start may).
+    var beforeSpawnIntoCgroup: ((Cgroup) -> Void)?
+
     /// Placement 2 or 3: the child enters a fresh cgroup before exec, if one can be made.
-    private func launchInOwnCgroup(_ request: Request) {
+    /// `again`: this is the one retry after the cgroup vanished under the launch.
+    private func launchInOwnCgroup(_ request: Request, again: Bool = false) {
         let cgroup: Cgroup?
         switch makeCgroup(for: request) {
         case .success(let made): cgroup = made
@@ -200,6 +204,7 @@ final class AppLauncher {
         if let cgroup {
             do throws(Cgroup.Failure) {
                 procsFD = try cgroup.openProcs()
+                beforeSpawnIntoCgroup?(cgroup)
             } catch {
                 try? cgroup.remove()
                 return finish(request, .failure(request.failure(.cgroup, error.description, errno: error.errno)))
@@ -211,6 +216,13 @@ final class AppLauncher {
         case .failure(let error):
             // The failed child was reaped, so the cgroup is empty again.
             if let cgroup { try? cgroup.remove() }
+            // ENODEV: the cgroup (or the daemon's group above it) was removed between
+            // its making and the child entering it; another daemon starting up removes
+            // empty groups of daemons it does not know. Made again, once.
+            if error.code == .cgroup, error.errno == ENODEV, !again {
+                logger.info("the cgroup made for \(request.appID) vanished before it entered it: making it again")
+                return launchInOwnCgroup(request, again: true)
+            }
             finish(request, .failure(error))
         case .success(let child):
             let process = LaunchedProcess(
