@@ -164,6 +164,19 @@ extension BackgroundEngine {
         return actions
     }
 
+    /// The app's desktop entry is gone (uninstalled): the instance the daemon
+    /// launched for it, in the background, which no event can reach any
+    /// more, is thawed and terminated (SIGTERM, SIGKILL after the grace);
+    /// frozen, it stayed so until the daemon stopped. An instance in the
+    /// foreground, or one the user started, is left alone.
+    public mutating func desktopEntryRemoved(_ app: AppID) -> [CoreAction] {
+        let key = AppKey.app(app)
+        guard let record = apps[key], isBackground(record), let process = record.launch?.process, !dying.contains(process) else { return [] }
+        var actions: [CoreAction] = []
+        terminate([process], of: key, now: clock.now, into: &actions)
+        return actions
+    }
+
     /// Apps with wakes that wait for them (not yet handed over), by id.
     public var appsWithWaitingWakes: [AppID] {
         Set(wakes.values.filter { !$0.delivered }.map(\.app)).sorted { $0.rawValue < $1.rawValue }

@@ -175,6 +175,25 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An app uninstalled while the instance launched for it was suspended:
+    /// it stayed frozen until the daemon stopped, as no event could reach it.
+    @Test func anUninstalledAppsLaunchedInstanceIsStopped() throws {
+        let app = "org.example.Gone"
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        let daemon = try DaemonUnderTest(desktopEntries: [
+            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(testapp) --fetch-result newData --tasks 0 --hold 120"),
+        ])
+        let admin = try RawClient(daemon)
+        try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
+        #expect(daemon.waitForLog(containing: "\(app) completed its fetch"), "\(daemon.log.suffix(1500))")
+        unlink(daemon.applicationsDirectory + "/\(app).desktop")
+        #expect(daemon.waitForLog(containing: "\(app)'s desktop entry is gone: stopping the instance launched for it"), "\(daemon.log.suffix(1500))")
+        #expect(daemon.waitForLog(containing: "\(app) is uninstalled: SIGTERM to the instance launched for it"), "\(daemon.log.suffix(1500))")
+        #expect(daemon.waitForLog(containing: "\(app) exited: exited with code 143"), "the test app exits 143 on SIGTERM: \(daemon.log.suffix(1500))")
+        #expect(!daemon.log.contains("\(app) overstayed"), "\(daemon.log.suffix(1500))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A launched app the user brought to the foreground is still in the
     /// foreground after the daemon crashed and took it over: its SDK says so
     /// again, and it is not suspended under the user.

@@ -137,6 +137,12 @@ extension Daemon {
         for (id, entry) in current where knownEntries[id] != entry {
             engine.clearLaunchBackoff(id)
         }
+        for id in knownEntries.keys.sorted() where current[id] == nil {
+            let actions = engine.desktopEntryRemoved(id)
+            for case .signalProcess(let process, .terminate, _) in actions { stoppedAsUninstalled.insert(process) }
+            if !actions.isEmpty { logger.notice("\(id)'s desktop entry is gone: stopping the instance launched for it") }
+            perform(actions)
+        }
         knownEntries = current
         // An app another uid claimed before its entry came is the user's now.
         perform(engine.reclaimApps())

@@ -69,6 +69,9 @@ public final class Daemon {
     let launches: LaunchCoordinator
     /// Desktop entries as last seen, to tell which changed on a reload.
     var knownEntries: [AppID: DesktopEntry] = [:]
+    /// Launched instances being stopped because their app's entry went: their
+    /// SIGTERM is logged as that, not as an overstay.
+    var stoppedAsUninstalled: Set<ProcessRef> = []
     /// While a plugin's batch runs: what undoing it takes if its commit fails
     /// (see ``beginBatch()``).
     var batchCheckpoint: BatchCheckpoint?
@@ -317,6 +320,8 @@ public final class Daemon {
         let sent = signals.filter { processes.signal($0.0, $0.1) }
         for (process, signal, app) in sent {
             switch signal {
+            case .terminate where stoppedAsUninstalled.remove(process) != nil:
+                logger.notice("\(app) is uninstalled: SIGTERM to the instance launched for it", metadata: ["pid": "\(process.pid)"])
             case .terminate:
                 logger.notice("\(app) overstayed its background time: SIGTERM", metadata: ["pid": "\(process.pid)"])
             case .kill:
