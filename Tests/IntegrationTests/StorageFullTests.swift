@@ -360,6 +360,22 @@ import Testing
         #expect(again.exit == .status(69), "\(again)")
     }
 
+    /// A state directory on a read-only mount stopped start-up with 65, the
+    /// status of a database that must not be touched (and one systemd
+    /// restarted into five times): nothing is wrong with it; it cannot be
+    /// written. 73, as for one that cannot be made.
+    @Test(.enabled(if: StorageFullTests.canMount, "needs root to mount a tmpfs"))
+    func aReadOnlyStateDirectoryStopsStartUpWith73() throws {
+        let disk = try SmallDisk(size: "4m")
+        let first = try DaemonUnderTest(stateDirectory: disk.path + "/state")
+        #expect(first.stop() == .status(0))
+        let remounted = try CommandResult.run("/bin/mount", ["-o", "remount,ro", disk.path])
+        try #require(remounted.succeeded, "\(remounted)")
+        let second = try CommandResult.run(
+            BinaryLocator.path(of: "bgtaskd"), ["--bus", "unix:path=/nonexistent", "--state-dir", disk.path + "/state"], timeout: .seconds(20))
+        #expect(second.exit == .status(73), "\(second)")
+    }
+
     @Test func anEmptyDatabaseStopsStartUp() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-empty-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: directory) }

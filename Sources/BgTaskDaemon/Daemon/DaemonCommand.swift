@@ -27,7 +27,7 @@ public struct DaemonCommand: ParsableCommand {
             configuration (naming file, line and key); 65, a state database it must not touch \
             (damaged, another program's, from a newer bgtaskd, empty but not new, or in use by \
             another bgtaskd); 74, a full disk under the state directory; 73, a state directory \
-            (or --bus-introspect file) it cannot create; 69, no bus, the bus name is taken, or the bus went away; \
+            (or --bus-introspect file) it cannot create, or one it cannot write (a read-only mount, another owner); 69, no bus, the bus name is taken, or the bus went away; \
             64, a command line it does not understand.
             """)
 
@@ -129,6 +129,9 @@ public struct DaemonCommand: ParsableCommand {
         } catch let error as StoreError where error.code == .diskFull {
             logger.critical("\(error)")
             throw ExitCode(74)  // EX_IOERR: nothing is wrong with the database; the disk is full
+        } catch let error as StoreError where error.code == .notWritable {
+            logger.critical("\(error)")
+            throw ExitCode(73)  // EX_CANTCREAT: nothing is wrong with the database; it cannot be written here
         } catch let error as StoreError {
             logger.critical("\(error)")
             throw ExitCode(65)  // EX_DATAERR: a database we must not touch
