@@ -290,7 +290,7 @@ final class LocationMode: ModePlugin {
 
     private func setEvent(_ id: String, _ event: LocationEvent?) {
         undo.set(id, to: event, in: &events) { [unowned self] in $0(&self.events) }
-        if event == nil, waitingForWake.contains(id) { setWaitingForWake(id, false) }
+        if event == nil { setWaitingForWake(id, false) }
     }
 
     private func setToken(_ token: String, _ id: String?) {
@@ -302,6 +302,7 @@ final class LocationMode: ModePlugin {
     }
 
     private func setWaitingForWake(_ id: String, _ waiting: Bool) {
+        guard waitingForWake.contains(id) != waiting else { return }
         undo.set(id, contained: waiting, in: &waitingForWake) { [unowned self] in $0(&self.waitingForWake) }
     }
 
@@ -533,7 +534,11 @@ final class LocationMode: ModePlugin {
         let report = filter.consider(fix)
         // Kept also when not reported: the filter may have deferred the fix.
         if filter != significant[app] { setSignificant(app, filter) }
-        guard report else { return }
+        if report { reportSignificant(app, fix) }
+    }
+
+    /// Stores the filter's new last report and makes `fix` the app's event.
+    private func reportSignificant(_ app: String, _ fix: LocationFix) {
         persist("store the significant change of \(app)") { try saveSignificant(app) }
         newEvent(LocationEvent(id: nextID(fix.time), app: app, kind: .significant, fix: fix, sequence: lastSequence))
     }
@@ -628,14 +633,13 @@ final class LocationMode: ModePlugin {
     /// The app's desktop-entry facts and refresh status; nil for an unknown app.
     private func appInfo(_ app: String) -> AppInfo? { appInfos.info(of: app, from: host) }
 
-    /// Delivers every waiting event of `app`, oldest first.
-    /// Wakes `app` for its events that wait; `isWake`: the app is woken or
+    /// Wakes `app` for its events that wait, oldest first; `isWake`: the app is woken or
     /// checked in, so also those that wait for its next wake (see ``waitingForWake``).
     private func deliverWaiting(_ app: String, isWake: Bool = false) {
         let waiting = events.values.filter { $0.app == app && !inFlight.contains($0.id) && (isWake || !waitingForWake.contains($0.id)) }
             .sorted { $0.sequence < $1.sequence }
         for event in waiting {
-            if waitingForWake.contains(event.id) { setWaitingForWake(event.id, false) }
+            setWaitingForWake(event.id, false)
             deliver(event.id)
         }
     }
@@ -692,8 +696,7 @@ final class LocationMode: ModePlugin {
         for app in significant.keys.sorted() {
             guard var filter = significant[app], let fix = filter.takeDeferred(at: now) else { continue }
             setSignificant(app, filter)
-            persist("store the significant change of \(app)") { try saveSignificant(app) }
-            newEvent(LocationEvent(id: nextID(fix.time), app: app, kind: .significant, fix: fix, sequence: lastSequence))
+            reportSignificant(app, fix)
         }
     }
 

@@ -237,7 +237,7 @@ final class TransfersMode: ModePlugin {
         guard session.utf8.count <= Self.maximumSessionBytes else {
             throw ModeError.invalidArgs("the session id is longer than \(Self.maximumSessionBytes) bytes")
         }
-        if let problem = Self.problem(withURL: url) { throw ModeError.invalidArgs(problem) }
+        if let problem = TransferURL.problem(with: url) { throw ModeError.invalidArgs(problem) }
         // The partial file's name is the destination's and the id's: it must fit NAME_MAX too.
         let name = path.split(separator: "/").last.map(String.init) ?? ""
         guard name.utf8.count <= TransferPath.maximumNameBytes else {
@@ -296,9 +296,6 @@ final class TransfersMode: ModePlugin {
         }
         return options
     }
-
-    /// Why `url` cannot be transferred, or nil (see ``TransferURL/problem(with:)``).
-    static func problem(withURL url: String) -> String? { TransferURL.problem(with: url) }
 
     private func nextID() -> String {
         let previous = lastSequence
@@ -418,15 +415,17 @@ final class TransfersMode: ModePlugin {
     private func conditionsChanged(from before: TransferConditions) {
         let current = conditions?.current ?? TransferConditions()
         var paused: [String: Int] = [:]
-        for id in running.keys.sorted() where !current.isOffline {
-            guard let record = transfers[id], let blocker = current.blocker(for: record.options) else { continue }
-            stopAttempt(id)
-            paused[blocker, default: 0] += 1
+        if !current.isOffline {
+            for id in running.keys.sorted() {
+                guard let record = transfers[id], let blocker = current.blocker(for: record.options) else { continue }
+                stopAttempt(id)
+                paused[blocker, default: 0] += 1
+            }
         }
         for (blocker, count) in paused.sorted(by: { $0.key < $1.key }) {
             host.log(.info, "\(count) transfer(s) pause: waiting for \(blocker)")
         }
-        if before.isOffline, conditions?.current.isOffline == false {
+        if before.isOffline, !current.isOffline {
             let now = host.realtimeMicroseconds
             for (id, record) in transfers where record.state == .waiting && record.notBefore > now {
                 var retried = record
@@ -480,7 +479,7 @@ final class TransfersMode: ModePlugin {
                 .filter { $0.state == .waiting && $0.notBefore <= now && self.draining[$0.id] == nil && current.blocker(for: $0.options) == nil })
             for record in fairTurns(ready, slots: maxConcurrent - running.count) {
                 // A transfer stored by a build that let a bad URL through fails instead of reaching the HTTP client.
-                if let problem = Self.problem(withURL: record.url) {
+                if let problem = TransferURL.problem(with: record.url) {
                     finish(record, result: .failed, error: problem)
                     continue
                 }

@@ -194,12 +194,18 @@ extension BackgroundEngine {
         guard let record = apps[key], isBackground(record), record.launch?.checkedIn != false else { return [] }
         let withdrawn = undeliveredWakes(of: app).filter { wakes[$0].map { plugins.contains($0.plugin) } ?? false }
         guard !withdrawn.isEmpty else { return [] }
+        return failWakes(withdrawn, of: app, reason: reason)
+    }
+
+    /// Drops `tokens` (wakes of `app` not handed over), telling their plugins
+    /// why, and brings the app in line with what is left.
+    private mutating func failWakes(_ tokens: [String], of app: AppID, reason: String) -> [CoreAction] {
         var actions: [CoreAction] = []
-        for token in withdrawn {
+        for token in tokens {
             let wake = dropWake(token)
             actions.append(.wakeFailed(token: token, plugin: wake.plugin, app: app, reason: reason))
         }
-        if !removeAppIfUnused(key) { reconcile(key, into: &actions) } else { leaveDrain(key, into: &actions) }
+        if !removeAppIfUnused(.app(app)) { reconcile(.app(app), into: &actions) } else { leaveDrain(.app(app), into: &actions) }
         return actions
     }
 
@@ -210,13 +216,7 @@ extension BackgroundEngine {
     public mutating func launchFailed(_ app: AppID, error: String, holdBack: Bool = true) -> [CoreAction] {
         if holdBack { noteLaunchFailure(app, error: error) }
         modifyApp(.app(app)) { $0.launch = nil }
-        var actions: [CoreAction] = []
-        for token in undeliveredWakes(of: app) {
-            let wake = dropWake(token)
-            actions.append(.wakeFailed(token: token, plugin: wake.plugin, app: app, reason: error))
-        }
-        if !removeAppIfUnused(.app(app)) { reconcile(.app(app), into: &actions) } else { leaveDrain(.app(app), into: &actions) }
-        return actions
+        return failWakes(undeliveredWakes(of: app), of: app, reason: error)
     }
 
     /// A process the daemon launched for the app exited. If the app never

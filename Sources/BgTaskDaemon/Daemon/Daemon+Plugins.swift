@@ -149,7 +149,6 @@ extension Daemon {
         broadcast(QueuedPluginEvent(type: BGT_EVENT_APPS_CHANGED, realtimeMicroseconds: realtimeMicroseconds))
     }
 
-    /// The Background App Refresh status of an app (or, for nil, of the global switch).
     /// Background App Refresh may have changed for some apps (a switch, the
     /// power): the wakes it governs that still wait for apps it is no longer
     /// available to fail back to their plugins (see
@@ -170,6 +169,7 @@ extension Daemon {
         broadcast(QueuedPluginEvent(type: BGT_EVENT_REFRESH_CHANGED, realtimeMicroseconds: realtimeMicroseconds))
     }
 
+    /// The Background App Refresh status of an app (or, for nil, of the global switch).
     func refreshStatus(of app: AppID?) -> (status: BackgroundRefreshStatus, reason: String) {
         RefreshPolicy.explain(
             appEnabled: app.flatMap { refreshSettings.perApp[$0.rawValue] },

@@ -317,10 +317,11 @@ public final class Daemon {
     /// Signals processes; everyone first, log lines afterwards: the last of a
     /// burst does not wait for log lines.
     private func send(_ signals: [(ProcessRef, ProcessSignal, AppKey)]) {
+        let uninstalled = Set(signals.compactMap { stoppedAsUninstalled.remove($0.0) })
         let sent = signals.filter { processes.signal($0.0, $0.1) }
         for (process, signal, app) in sent {
             switch signal {
-            case .terminate where stoppedAsUninstalled.remove(process) != nil:
+            case .terminate where uninstalled.contains(process):
                 logger.notice("\(app) is uninstalled: SIGTERM to the instance launched for it", metadata: ["pid": "\(process.pid)"])
             case .terminate:
                 logger.notice("\(app) overstayed its background time: SIGTERM", metadata: ["pid": "\(process.pid)"])
