@@ -397,6 +397,7 @@ final class TransfersMode: ModePlugin {
     /// Why a waiting transfer waits now.
     private func waitingReason(_ record: TransferRecord, now: UInt64) -> String? {
         if sleeping { return "the machine to wake" }
+        if !isInstalled(record.app) { return "its app to be installed again" }
         if let blocker = conditions?.current.blocker(for: record.options) { return blocker }
         if record.notBefore > now { return "a retry" }
         return "its turn"
@@ -433,6 +434,29 @@ final class TransfersMode: ModePlugin {
                 transfers[id] = retried
             }
             host.log(.info, "the network is back: transfers waiting to retry try again now")
+        }
+        requestSchedule()
+    }
+
+    /// Whether the app still has a desktop entry. An uninstalled app's
+    /// transfers wait for it to come back rather than run for nobody: the
+    /// entry may be back in a moment (a package upgrade), so nothing is
+    /// cancelled, and a download continues from where it stopped.
+    private func isInstalled(_ app: String) -> Bool {
+        appInfos.info(of: app, from: host) != nil
+    }
+
+    /// Desktop entries changed: running transfers of apps now uninstalled
+    /// pause, and those of apps back again may start.
+    private func pauseUninstalledApps() {
+        var paused: [String: Int] = [:]
+        for id in running.keys.sorted() {
+            guard let record = transfers[id], !isInstalled(record.app) else { continue }
+            stopAttempt(id)
+            paused[record.app, default: 0] += 1
+        }
+        for (app, count) in paused.sorted(by: { $0.key < $1.key }) {
+            host.log(.notice, "\(app) is uninstalled: its \(count) running transfer(s) pause until it is installed again")
         }
         requestSchedule()
     }
@@ -476,7 +500,10 @@ final class TransfersMode: ModePlugin {
         if running.count < maxConcurrent, canPost {
             let current = conditions?.current ?? TransferConditions()
             let ready = Self.oldestFirst(transfers.values.lazy
-                .filter { $0.state == .waiting && $0.notBefore <= now && self.draining[$0.id] == nil && current.blocker(for: $0.options) == nil })
+                .filter {
+                    $0.state == .waiting && $0.notBefore <= now && self.draining[$0.id] == nil
+                        && current.blocker(for: $0.options) == nil && self.isInstalled($0.app)
+                })
             for record in fairTurns(ready, slots: maxConcurrent - running.count) {
                 // A transfer stored by a build that let a bad URL through fails instead of reaching the HTTP client.
                 if let problem = TransferURL.problem(with: record.url) {
@@ -768,6 +795,7 @@ final class TransfersMode: ModePlugin {
             conditions?.powerChanged()
         case .appsChanged:
             appInfos.clear()
+            pauseUninstalledApps()
         case .tokenCompleted, .appStateChanged:
             break
         }

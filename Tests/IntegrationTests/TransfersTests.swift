@@ -615,6 +615,38 @@ import Testing
         #expect(ranges.count == 2 && ranges[1]?.hasPrefix("bytes=") == true && ranges[1] != "bytes=0-", "\(ranges)")
     }
 
+    /// An app uninstalled while its download ran: the download went on,
+    /// its result waiting for a check-in that cannot come. It pauses now,
+    /// and goes on from where it stopped when the app is installed again
+    /// (a package upgrade removes and writes the entry back).
+    @Test func anUninstalledAppsTransfersPauseUntilItIsBack() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let path = "/blob/4M?rate=1000000"
+        let id = try start(client, url: server.url(path), path: cache(daemon) + "/gone.bin")
+        func entry() throws -> [String: BusValue]? { try list(client).first { $0["transfer_id"] == .string(id) } }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline, case .uint64(let done)? = try entry()?["bytes_done"], done == 0 {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        let desktopEntry = daemon.applicationsDirectory + "/\(Self.app).desktop"
+        let saved = try String(contentsOfFile: desktopEntry, encoding: .utf8)
+        unlink(desktopEntry)
+        #expect(daemon.waitForLog(containing: "\(Self.app) is uninstalled: its 1 running transfer(s) pause"), "\(daemon.log.suffix(2000))")
+        let table = try daemon.bgtaskctl(["transfers"])
+        #expect(table.succeeded && table.standardOutput.contains("its app to be installed again"), "\(table)")
+        // Well past the 4 s the download takes: it has not gone on.
+        Thread.sleep(forTimeInterval: 5)
+        #expect(try server.ranges(of: path).count == 1)
+        try saved.write(toFile: desktopEntry, atomically: true, encoding: .utf8)
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "success" && done.info["resumed"] == .bool(true), "\(done.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/gone.bin", size: 4 << 20))
+        let ranges = try server.ranges(of: path)
+        #expect(ranges.count == 2 && ranges[1]?.hasPrefix("bytes=") == true && ranges[1] != "bytes=0-", "\(ranges)")
+    }
+
     /// The power comes from the daemon's own watch of power-profiles-daemon
     /// (plugin ABI 1.8): with both of its names on the bus, the newer one
     /// leaving does not end power saving while the older still reports it.
