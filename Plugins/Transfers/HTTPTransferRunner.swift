@@ -98,6 +98,13 @@ final class HTTPTransferRunner: Sendable {
         // Bytes we have count only against the validator they came with.
         let have = job.validator == nil ? 0 : UInt64(info.st_size)
         if have == 0, info.st_size > 0 { _ = ftruncate(fd, 0) }
+        // Every byte is here already: an earlier attempt finished, but its end
+        // could not be stored (a full disk) and its file was put back. No
+        // request: the server may not answer a range past the end.
+        if have > 0, have == job.total {
+            guard fsync(fd) == 0 else { return .fatal("cannot flush \(job.partial): \(String(cString: strerror(errno)))") }
+            return .success(status: 0, bytes: have)
+        }
 
         var redirects = TransferRedirects(url: job.url)
         var url = job.url

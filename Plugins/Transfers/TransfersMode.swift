@@ -40,6 +40,8 @@ final class TransfersMode: ModePlugin {
     static let collection = "transfers"
     /// Longest session id taken (the URL's: ``TransferURL/maximumBytes``).
     static let maximumSessionBytes = 256
+    /// Seconds a transfer whose end could not be stored waits before it tries again.
+    static let retryAfterStorageFailure = 5.0
 
     private let host: PluginHost
     private let wakeBudget: Double
@@ -153,11 +155,17 @@ final class TransfersMode: ModePlugin {
         // An attempt started by the batch that failed stops again; a transfer
         // whose attempt ended in it waits for a new one.
         for (id, _) in running where transfers[id]?.state != .running { stopAttempt(id) }
+        let retryAt = host.realtimeMicroseconds &+ TransferOptions.microseconds(Self.retryAfterStorageFailure)
+        var ended = false
         for (id, record) in transfers where record.state == .running && running[id] == nil {
             var waiting = record
             waiting.state = .waiting
+            // Its end could not be stored (a full disk): not again at once.
+            waiting.notBefore = max(waiting.notBefore, retryAt)
             transfers[id] = waiting
+            ended = true
         }
+        if ended { requestSchedule() }
     }
 
     /// Stops the attempt in flight of `id`, if any; it drains until its `.ended`.
@@ -643,7 +651,8 @@ final class TransfersMode: ModePlugin {
         var record = record
         switch outcome {
         case .success(let status, let bytes):
-            record.status = status
+            // 0: no request was needed (the file was whole); the last status stands.
+            if status != 0 { record.status = status }
             record.bytesDone = bytes
             if record.bytesTotal == 0 { record.bytesTotal = bytes }
             if record.kind == .download, let problem = land(record) {
@@ -700,6 +709,13 @@ final class TransfersMode: ModePlugin {
             let why = String(cString: strerror(errno))
             unlinkat(parent.fd, partialName, 0)
             return "cannot move the download to \(record.path): \(why)"
+        }
+        // If the transfer's end cannot be stored, the file goes back to being
+        // partial: whole, so that the next attempt finishes without downloading it again.
+        undo.record { [path = record.path, id = record.id, app = record.app] in
+            guard case .success(let parent) = TransferDirectories.openParent(of: path, app: app) else { return }
+            defer { close(parent.fd) }
+            renameat(parent.fd, parent.name, parent.fd, TransferPath.partialName(for: parent.name, id: id))
         }
         return nil
     }

@@ -17,9 +17,9 @@ import Testing
     static let otherApp = "org.example.Dl2"
 
     func daemon(
-        settings: [String] = [], environment: [String: String] = [:], exec: String = "/bin/false"
+        settings: [String] = [], environment: [String: String] = [:], exec: String = "/bin/false", stateDirectory: String? = nil
     ) throws -> DaemonUnderTest {
-        let daemon = try DaemonUnderTest(settings: settings, desktopEntries: [
+        let daemon = try DaemonUnderTest(settings: settings, stateDirectory: stateDirectory, desktopEntries: [
             DesktopEntrySpec(id: Self.app, name: "Dl", modes: ["transfer"], exec: exec),
             DesktopEntrySpec(id: "org.example.Plain", modes: ["fetch"], exec: "/bin/false"),
             DesktopEntrySpec(id: Self.otherApp, name: "Dl2", modes: ["transfer"], exec: "/bin/false"),
@@ -428,6 +428,39 @@ import Testing
         }
         #expect(bytes > 900_000 && bytes <= 1 << 20, "about the 1 MiB the disk held: \(bytes)")
         #expect(partialFiles(in: small).isEmpty)
+    }
+
+    /// A download that finished while the state directory's disk was full
+    /// landed, but its end could not be stored: it went back to waiting and
+    /// was downloaded again from its first byte, for as long as the disk
+    /// stayed full. The file now goes back to being partial, whole, and the
+    /// next attempt finishes it without a request.
+    @Test(.enabled(if: StorageFullTests.canMount, "needs root to mount a tmpfs"))
+    func aDownloadWhoseEndCannotBeStoredIsNotDownloadedAgain() throws {
+        let disk = try StorageFullTests.SmallDisk(size: "2m")
+        let server = try TransferServer()
+        let daemon = try daemon(stateDirectory: disk.path + "/state")
+        let client = try app(daemon)
+        let path = "/blob/2M?rate=1000000"
+        let id = try start(client, url: server.url(path), path: cache(daemon) + "/whole.bin")
+        func entry() throws -> [String: BusValue]? { try list(client).first { $0["transfer_id"] == .string(id) } }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline, case .uint64(let done)? = try entry()?["bytes_done"], done == 0 {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        disk.fill()
+        #expect(daemon.waitForLog(containing: "could not be saved", timeout: .seconds(20)), "\(daemon.log.suffix(2000))")
+        let waiting = try entry()
+        #expect(waiting?["state"] == .string("waiting"), "\(String(describing: waiting))")
+        #expect(!FileManager.default.fileExists(atPath: cache(daemon) + "/whole.bin"), "the file is partial again while its end is not stored")
+        disk.makeRoom()
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "success", "\(done.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/whole.bin", size: 2 << 20))
+        let ranges = try server.ranges(of: path)
+        #expect(ranges.count == 1, "downloaded once: \(ranges)")
+        #expect(partialFiles(in: cache(daemon)).isEmpty)
+        #expect(daemon.stop() == .status(0))
     }
 
     /// A redirect to a port past 65535 made the HTTP client trap: the daemon
