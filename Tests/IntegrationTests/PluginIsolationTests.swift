@@ -1,5 +1,6 @@
 import BgTaskTestKit
 import Foundation
+import SDBus
 import Testing
 
 /// Bad plugins never stop the daemon, and a plugin that fails a call leaves
@@ -69,6 +70,121 @@ import Testing
         #expect(daemon.waitForLog(containing: "the append and the send were both refused"), "\(daemon.log)")
         // Still on the bus.
         #expect(try daemon.property("Plugins") == #"a(ssu) 1 "badutf" "1.0.0" 1"#)
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// A plugin whose `Try(s what) → s` does one wrong thing per `what` and
+    /// logs what each host call returned.
+    static let careless = PluginFixture.source(name: "careless", start: """
+        static const bgt_member members[] = {
+            { .kind = BGT_MEMBER_METHOD, .name = "Try", .in_signature = "s", .in_names = "what", .out_signature = "s", .out_names = "answer" },
+            { .kind = BGT_MEMBER_SIGNAL, .name = "Said", .in_signature = "s", .in_names = "text" },
+        };
+        static const bgt_interface interface = { .name = "org.bgtaskd.BackgroundTasks1.Careless", .members = members, .n_members = 2 };
+        if (api->export_interface(host, &interface) < 0) return -1;
+        """, call: """
+        const char *what = "";
+        api->message_read(api->call_arguments(call), 's', &what);
+        const bgt_caller *caller = api->call_caller(call);
+        char line[200];
+        int r = 0;
+        if (strcmp(what, "bad-error-name") == 0) {
+            r = api->reply_error(call, "org.example.bad-name.Error", "a name the bus refuses");
+        } else if (strcmp(what, "wrong-reply") == 0) {
+            bgt_message *reply = api->reply_new(call);
+            int number = 42;
+            api->message_append(reply, 'i', &number);
+            r = api->reply_send(call, reply);
+        } else if (strcmp(what, "foreign-signal") == 0 || strcmp(what, "wrong-signal") == 0 || strcmp(what, "signal") == 0) {
+            int foreign = strcmp(what, "foreign-signal") == 0;
+            bgt_message *signal = api->signal_new(host, foreign ? "org.bgtaskd.BackgroundTasks1.Fetch" : "org.bgtaskd.BackgroundTasks1.Careless",
+                                                  foreign ? "PerformFetch" : "Said");
+            if (strcmp(what, "wrong-signal") == 0) { int number = 1; api->message_append(signal, 'i', &number); }
+            else api->message_append(signal, 's', "bogus");
+            r = api->signal_send(host, signal, caller->connection);
+        } else if (strcmp(what, "bad-key") == 0) {
+            r = api->record_put(host, "things", "\\xff\\xfe-a", "v", 1);
+        } else if (strcmp(what, "no-data") == 0) {
+            r = api->record_put(host, "things", "k", NULL, 5);
+        } else if (strcmp(what, "small-token") == 0 || strcmp(what, "other-mode") == 0
+                   || strcmp(what, "huge-budget") == 0 || strcmp(what, "tiny-budget") == 0) {
+            char token[80];
+            const char *reason = strcmp(what, "other-mode") == 0 ? "fetch" : "careless";
+            double budget = strcmp(what, "huge-budget") == 0 ? 1e300 : strcmp(what, "tiny-budget") == 0 ? 5e-7 : 5;
+            r = api->wake_app(host, "org.example.Careful", reason, budget, token, strcmp(what, "small-token") == 0 ? 8 : sizeof token);
+        }
+        __builtin_snprintf(line, sizeof line, "careless %s: %d", what, r);
+        api->log(host, 6, line);
+        bgt_message *reply = api->reply_new(call);
+        api->message_append(reply, 's', line);
+        api->reply_send(call, reply);
+        """)
+
+    /// What a careless plugin does wrong is refused with an error it can
+    /// see, and has no effect: an error of a malformed name cut the daemon
+    /// off the bus; a reply of another signature was dropped, the caller
+    /// waiting 25 s; a wake with no room for its token launched the app,
+    /// which was then killed for a token nobody had; signals of other
+    /// interfaces (a fake `PerformFetch`) reached apps; invalid UTF-8 keys
+    /// were repaired into one another.
+    @Test func aCarelessPluginsMistakesAreRefusedWithoutEffect() throws {
+        let fixtures = try PluginFixture.directory([("libbgtaskd-mode-careless.so", Self.careless)])
+        defer { try? FileManager.default.removeItem(atPath: fixtures) }
+        let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures], desktopEntries: [
+            DesktopEntrySpec(id: "org.example.Careful", modes: ["careless", "fetch"], exec: "/bin/false"),
+        ])
+        let client = try RawClient(daemon)
+        func attempt(_ what: String) throws -> String? {
+            let message = try client.bus.newMethodCall(
+                destination: "org.bgtaskd.BackgroundTasks1", path: "/org/bgtaskd/BackgroundTasks1",
+                interface: "org.bgtaskd.BackgroundTasks1.Careless", member: "Try")
+            try message.append(what)
+            do {
+                return try client.bus.call(message, timeout: 5_000_000).readString()
+            } catch let error as BusError {
+                return error.name + ": " + error.message
+            }
+        }
+        let badName = try attempt("bad-error-name")
+        #expect(badName?.hasPrefix("org.freedesktop.DBus.Error.Failed") == true && badName?.contains("no valid name") == true, "\(String(describing: badName))")
+        #expect(daemon.waitForLog(containing: "careless bad-error-name: -22"), "\(daemon.log)")
+        let wrongReply = try attempt("wrong-reply")
+        #expect(wrongReply?.hasPrefix("org.freedesktop.DBus.Error.Failed") == true && wrongReply?.contains("did not match") == true, "\(String(describing: wrongReply))")
+        // -22: EINVAL, -105: ENOBUFS, -1: EPERM.
+        let expected = [
+            ("foreign-signal", -22), ("wrong-signal", -22), ("signal", 0), ("bad-key", -22), ("no-data", -22),
+            ("small-token", -105), ("other-mode", -1), ("huge-budget", -22), ("tiny-budget", -22),
+        ]
+        for (what, code) in expected {
+            let answer = try attempt(what)
+            #expect(answer == "careless \(what): \(code)", "\(String(describing: answer))")
+        }
+        // None of the refused wakes launched the app; the daemon is still on the bus.
+        Thread.sleep(forTimeInterval: 0.5)
+        #expect(!daemon.log.contains("launched org.example.Careful"), "\(daemon.log)")
+        #expect(try daemon.property("Plugins") == #"a(ssu) 1 "careless" "1.0.0" 1"#)
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// A plugin found first took a stock mode's configuration section
+    /// (`Fetch.*`), and the fetch plugin was refused. A stock section is its
+    /// mode's now; a mode's name must be one a desktop entry can declare.
+    @Test func aStockModesSectionAndBadModeNamesAreRefused() throws {
+        let squatter = PluginFixture.source(name: "aaa", declarations: """
+            static const bgt_config_key keys[] = {
+                { .name = "Fetch.Squat", .type = BGT_CONFIG_NUMBER, .minimum = 0, .maximum = 10, .default_value = "1", .help = "taken" },
+            };
+            """, descriptorFields: ".config_keys = keys, .n_config_keys = 1,")
+        let fixtures = try PluginFixture.directory([
+            ("libbgtaskd-mode-aaa.so", squatter),
+            ("libbgtaskd-mode-Upper.so", PluginFixture.source(name: "Upper")),
+        ])
+        defer { try? FileManager.default.removeItem(atPath: fixtures) }
+        let buildDirectory = URL(fileURLWithPath: BinaryLocator.path(of: "bgtaskd")).deletingLastPathComponent().path
+        let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures + ":" + buildDirectory])
+        #expect(try daemon.property("Plugins") == #"a(ssu) 4 "fetch" "1.0.0" 1 "location" "1.0.0" 1 "remote-notification" "1.0.0" 1 "transfer" "1.0.0" 1"#)
+        #expect(daemon.waitForLog(containing: "refusing plugin \(fixtures)/libbgtaskd-mode-aaa.so: its configuration section [Fetch] belongs to the fetch mode"), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "refusing plugin \(fixtures)/libbgtaskd-mode-Upper.so: bad metadata: its name 'Upper' is not a mode name"), "\(daemon.log)")
         #expect(daemon.stop() == .status(0))
     }
 

@@ -152,8 +152,9 @@ final class LoadedPlugin {
             switch member.kind {
             case UInt32(BGT_MEMBER_METHOD):
                 let outputs = try Self.arguments(member.out_signature, member.out_names, of: memberName)
+                let replySignature = outputs.map(\.signature).joined()
                 methods.append(BusMethod(memberName, inputs: inputs, outputs: outputs) { [weak self] (call) throws(BusError) in
-                    self?.dispatch(call, interface: interfaceName, member: memberName)
+                    self?.dispatch(call, interface: interfaceName, member: memberName, replySignature: replySignature)
                 })
             case UInt32(BGT_MEMBER_SIGNAL):
                 signals.append(BusSignal(memberName, inputs))
@@ -184,13 +185,14 @@ final class LoadedPlugin {
     }
 
     /// A method of the plugin's interface was called: identify the caller, then hand it over.
-    private func dispatch(_ message: Message, interface: String, member: String) {
+    private func dispatch(_ message: Message, interface: String, member: String, replySignature: String) {
         engine.serve(message) { [weak self] identity in
             guard let self, let context = self.context else {
                 throw BusError.failed("the \(self?.name ?? "mode") plugin is not running")
             }
             let appID = self.engine.appID(of: identity)
             let call = PluginCallInFlight(message: message, identity: identity, appID: appID, host: self)
+            call.replySignature = replySignature
             self.batch {
                 interface.withCString { i in
                     member.withCString { m in
@@ -384,6 +386,22 @@ final class LoadedPlugin {
         let pointer = strdup(text)!
         interned[text] = pointer
         return UnsafePointer(pointer)
+    }
+
+    /// Why the plugin may not send `signal`: it must be one its own
+    /// interfaces declare, with the declared arguments (sd-bus sends any
+    /// signal, and an app trusts what comes from the daemon's name).
+    func signalProblem(_ signal: Message) -> String? {
+        let interface = signal.interface ?? "", member = signal.member ?? ""
+        guard let declared = interfaces.first(where: { $0.name == interface }) else {
+            return "\(interface) is not an interface of the \(name) plugin"
+        }
+        guard let declaredSignal = declared.signals.first(where: { $0.name == member }) else {
+            return "\(interface) declares no signal \(member)"
+        }
+        let expected = declaredSignal.arguments.map(\.signature).joined()
+        let signature = signal.signature
+        return signature == expected ? nil : "\(interface).\(member) has the arguments '\(expected)', not '\(signature)'"
     }
 
     /// Remembers why a host call failed and returns its errno for the plugin.

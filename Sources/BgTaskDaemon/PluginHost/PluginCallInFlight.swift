@@ -16,6 +16,9 @@ final class PluginCallInFlight {
     private(set) var replied = false
     /// The host whose outbox holds the reply while the call's writes commit.
     private(set) weak var host: LoadedPlugin?
+    /// The signature the method declared for its reply: sd-bus will not send
+    /// a reply of another (the caller would wait for its timeout).
+    var replySignature: String?
 
     init(message: Message, identity: CallerIdentity, appID: AppID?, host: LoadedPlugin) {
         self.message = message

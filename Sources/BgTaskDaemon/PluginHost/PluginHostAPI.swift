@@ -1,5 +1,6 @@
 import BgTaskCore
 import BgTaskPluginABI
+import BgTaskProtocol
 import CBgTaskShim
 import Glibc
 import SDBus
@@ -25,6 +26,17 @@ enum PluginHostAPI {
     fileprivate static func string(_ pointer: UnsafePointer<CChar>?) -> String? {
         pointer.map { String(cString: $0) }
     }
+
+    /// A C string the plugin passed, nil unless it is valid UTF-8: ``string(_:)``
+    /// repairs what is not, and two different record keys would become one.
+    fileprivate static func validString(_ pointer: UnsafePointer<CChar>?) -> String? {
+        pointer.flatMap { String(validatingCString: $0) }
+    }
+
+    /// Wake tokens are 32 hex digits (``Daemon/newToken(from:)``).
+    static let tokenLength = 32
+    /// The budgets a plugin may give a wake.
+    static let wakeBudgets = 0.001...86_400.0
 
     /// A handle the plugin owns until it sends or frees the message.
     static func owned(_ message: Message) -> OpaquePointer {
@@ -112,6 +124,7 @@ enum PluginHostAPI {
                 return host.fail(EINVAL, "cannot send the signal to \(String(cString: cConnection)): \(error.message)")
             }
             if message.isSpoiled { return host.fail(EBADMSG, "cannot send the signal: a value appended to it was refused") }
+            if let problem = host.signalProblem(message) { return host.fail(EINVAL, "cannot send the signal: \(problem)") }
             if let outbox = host.outbox(forSignalTo: String(cString: cConnection)) {
                 outbox.signal(message)
                 return 0
@@ -151,15 +164,29 @@ enum PluginHostAPI {
                 if let outbox = call.host?.outbox { outbox.error(error, to: call) } else { call.message.replyError(error) }
                 return -EBADMSG
             }
+            // sd-bus would drop a reply of another signature without a word: the caller would wait for its timeout.
+            if let expected = call.replySignature, reply.signature != expected {
+                let error = BusError.failed("the \(call.plugin) plugin's reply to \(call.message.member ?? "a call") did not match its declaration")
+                call.host?.logger.warning("\(error.message): it has the arguments '\(reply.signature)', not '\(expected)'")
+                if let outbox = call.host?.outbox { outbox.error(error, to: call) } else { call.message.replyError(error) }
+                return -EINVAL
+            }
             if let outbox = call.host?.outbox {
                 outbox.reply(reply, to: call)
                 return 0
             }
-            return reply.send()
+            return PluginOutbox.send(reply, to: call)
         }
         api.reply_error = { call, name, message in
             guard let call = PluginCallInFlight.from(call), let name = PluginHostAPI.string(name) else { return -EINVAL }
             guard call.markReplied() else { return -EALREADY }
+            // An error of a malformed name is a message the bus refuses: it would cut the daemon off.
+            guard PluginLoader.isErrorName(name) else {
+                let error = BusError.failed("the \(call.plugin) plugin answered with an error that has no valid name")
+                call.host?.logger.warning("\(error.message): '\(LogText.escaped(String(name.prefix(300))))'")
+                if let outbox = call.host?.outbox { outbox.error(error, to: call) } else { call.message.replyError(error) }
+                return -EINVAL
+            }
             call.host?.noteErrorName(name)
             let error = BusError(name: name, message: PluginHostAPI.string(message) ?? name)
             if let outbox = call.host?.outbox { outbox.error(error, to: call) } else { call.message.replyError(error) }
@@ -207,8 +234,18 @@ enum PluginHostAPI {
             guard let text = PluginHostAPI.string(appID), let app = try? AppID(validating: text) else {
                 return host.fail(EINVAL, "not a valid app id")
             }
-            guard let reason = PluginHostAPI.string(reason), let tokenOut, tokenSize > 0, budget.isFinite, budget > 0 else {
+            guard let reason = PluginHostAPI.string(reason), let tokenOut, budget.isFinite, budget > 0 else {
                 return host.fail(EINVAL, "wake_app needs a reason, a positive budget and room for the token")
+            }
+            // Checked before the wake: a failed call has no effect.
+            guard tokenSize > PluginHostAPI.tokenLength else {
+                return host.fail(ENOBUFS, "no room for the token: it takes \(PluginHostAPI.tokenLength + 1) bytes")
+            }
+            guard reason == host.name else {
+                return host.fail(EPERM, "the \(host.name) plugin wakes apps for its own mode, not for \(reason)")
+            }
+            guard PluginHostAPI.wakeBudgets.contains(budget) else {
+                return host.fail(EINVAL, "a budget of \(budget) s is outside 0.001 s to 1 day")
             }
             do throws(CoreError) {
                 var token = try host.engine.wake(app, reason: reason, plugin: host.name, budget: .seconds(double: budget))
@@ -260,17 +297,18 @@ enum PluginHostAPI {
         // Durable records.
         api.record_put = { handle, collection, key, data, size in
             let host = PluginHostAPI.host(handle)
-            guard let collection = PluginHostAPI.string(collection), let key = PluginHostAPI.string(key) else {
-                return host.fail(EINVAL, "no collection or key given")
+            guard let collection = PluginHostAPI.validString(collection), let key = PluginHostAPI.validString(key) else {
+                return host.fail(EINVAL, "no collection or key given, or one that is not valid UTF-8")
             }
+            guard data != nil || size == 0 else { return host.fail(EINVAL, "no data for \(size) bytes") }
             let bytes = data.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
             return host.services.putRecord(plugin: host.name, collection: collection, key: key, data: bytes)
                 ? 0 : host.fail(EIO, "cannot store the record")
         }
         api.record_delete = { handle, collection, key in
             let host = PluginHostAPI.host(handle)
-            guard let collection = PluginHostAPI.string(collection), let key = PluginHostAPI.string(key) else {
-                return host.fail(EINVAL, "no collection or key given")
+            guard let collection = PluginHostAPI.validString(collection), let key = PluginHostAPI.validString(key) else {
+                return host.fail(EINVAL, "no collection or key given, or one that is not valid UTF-8")
             }
             return host.services.deleteRecord(plugin: host.name, collection: collection, key: key)
                 ? 0 : host.fail(EIO, "cannot delete the record")

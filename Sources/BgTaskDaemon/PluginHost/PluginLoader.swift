@@ -1,4 +1,5 @@
 import BgTaskPluginABI
+import BgTaskProtocol
 import Foundation
 import Logging
 
@@ -135,6 +136,10 @@ struct PluginLoader {
         guard !version.isEmpty else { throw .badMetadata("empty version") }
         let fileMode = String(URL(fileURLWithPath: path).lastPathComponent.dropFirst(Self.prefix.count).dropLast(Self.suffix.count))
         guard name == fileMode else { throw .badMetadata("its name '\(name)' does not match its file name") }
+        // A mode is named in X-BgTaskd-Modes, a list split at ';': lower-case letters, digits and dashes.
+        guard Self.isModeName(name) else {
+            throw .badMetadata("its name '\(name)' is not a mode name (lower-case letters, digits and '-', starting with a letter)")
+        }
         guard d.`init` != nil, d.start != nil, d.stop != nil, d.handle_call != nil, d.event != nil else {
             throw .badMetadata("a required function (init, start, stop, handle_call, event) is missing")
         }
@@ -176,6 +181,10 @@ struct PluginLoader {
                 if Self.engineSections.contains(String(key.section)) {
                     throw .sectionTaken(section: String(key.section), owner: "the daemon")
                 }
+                // A stock mode's section is its own, whichever plugin is found first.
+                if let mode = BgTaskMode(configSection: String(key.section)), mode.rawValue != plugin {
+                    throw .sectionTaken(section: String(key.section), owner: "the \(mode.rawValue) mode")
+                }
                 if keys.contains(where: { $0.name == key.name }) { throw .badMetadata("configuration key \(key.name) is declared twice") }
                 keys.append(key)
             }
@@ -193,6 +202,12 @@ struct PluginLoader {
     }
 
     /// Whether `name` is a valid D-Bus error name (the rules of interface names).
+    /// Whether `name` can be a mode: `[a-z][a-z0-9-]*`, at most 64 bytes.
+    static func isModeName(_ name: String) -> Bool {
+        guard let first = name.utf8.first, (0x61...0x7A).contains(first), name.utf8.count <= 64 else { return false }
+        return name.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }
+    }
+
     static func isErrorName(_ name: String) -> Bool {
         let elements = name.split(separator: ".", omittingEmptySubsequences: false)
         guard name.utf8.count <= 255, elements.count >= 2 else { return false }

@@ -86,7 +86,7 @@ final class PluginOutbox {
         for item in items {
             switch item {
             case .reply(let call, let message):
-                if call.message.expectsReply { _ = message.send() }
+                _ = Self.send(message, to: call)
             case .error(let call, let error):
                 call.message.replyError(error)
             case .signal(let message):
@@ -94,6 +94,19 @@ final class PluginOutbox {
                 if r < 0 { logger.warning("cannot send a plugin's signal: \(String(cString: strerror(-r)))") }
             }
         }
+    }
+
+    /// Sends a plugin's reply to `call`; if sd-bus refuses it, the caller gets
+    /// `Failed` instead of waiting for its timeout. Returns sd-bus's result.
+    static func send(_ reply: Message, to call: PluginCallInFlight) -> Int32 {
+        guard call.message.expectsReply else { return 0 }
+        let r = reply.send()
+        if r < 0 {
+            let why = String(cString: strerror(-r))
+            call.host?.logger.warning("cannot send the \(call.plugin) plugin's reply to \(call.message.member ?? "a call"): \(why)")
+            call.message.replyError(.failed("the \(call.plugin) plugin's reply could not be sent: \(why)"))
+        }
+        return r
     }
 
     /// The writes were rolled back: every reply becomes `StorageFailed` saying why; signals are dropped.

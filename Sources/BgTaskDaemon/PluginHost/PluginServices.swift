@@ -102,7 +102,7 @@ final class PluginServices {
                 throw BusError.invalidArgs("the interface \(interface.name) is the daemon's own")
             }
             if interfaces.contains(where: { $0.name == interface.name }) {
-                throw BusError.invalidArgs("the interface \(interface.name) is exported already, by another plugin")
+                throw BusError.invalidArgs("the interface \(interface.name) is exported already")
             }
         }
         let object = try bus.map { (bus) throws(BusError) in try bus.export(interface, at: path) }

@@ -65,7 +65,8 @@ enum {
 
 /* Return codes: 0 or positive on success, a negative errno on failure. The
  * host functions use -ENOENT (no such app, token or record), -EINVAL (bad
- * argument), -EPERM (not allowed), -EALREADY (already done), -EIO (storage). */
+ * argument), -EPERM (not allowed), -EALREADY (already done), -EIO (storage),
+ * and those named where they are used. A call that fails has no effect. */
 
 /* Who is calling a plugin's D-Bus method. */
 typedef struct bgt_caller {
@@ -238,7 +239,9 @@ typedef struct bgt_host_api {
     int (*export_interface)(bgt_host *host, const bgt_interface *interface);
     /* A new signal of one of the plugin's interfaces; write its body, then send it. */
     bgt_message *(*signal_new)(bgt_host *host, const char *interface, const char *member);
-    /* Sends a signal to one connection only; takes ownership of the message. */
+    /* Sends a signal to one connection only; takes ownership of the message.
+     * -EINVAL unless the signal is one the plugin's own exported interfaces
+     * declare, with the declared arguments. */
     int (*signal_send)(bgt_host *host, bgt_message *signal, const char *connection);
     /* Frees a message that will not be sent. */
     void (*message_free)(bgt_message *message);
@@ -274,9 +277,12 @@ typedef struct bgt_host_api {
     bgt_message *(*call_arguments)(bgt_call *call);
     const bgt_caller *(*call_caller)(bgt_call *call);
     bgt_message *(*reply_new)(bgt_call *call);
+    /* -EINVAL when the reply's arguments are not the method's declared out
+     * signature: the caller then gets org.freedesktop.DBus.Error.Failed. */
     int (*reply_send)(bgt_call *call, bgt_message *reply);
     /* error_name: a full D-Bus error name ("org.bgtaskd.BackgroundTasks1.Error.NoSuchToken",
-     * "org.freedesktop.DBus.Error.InvalidArgs"). */
+     * "org.freedesktop.DBus.Error.InvalidArgs"). -EINVAL for a malformed
+     * name: the caller then gets org.freedesktop.DBus.Error.Failed. */
     int (*reply_error)(bgt_call *call, const char *error_name, const char *message);
     void (*call_retain)(bgt_call *call);
     void (*call_release)(bgt_call *call);
@@ -288,7 +294,11 @@ typedef struct bgt_host_api {
     /* Wakes app_id for reason (a mode name) with budget_sec to complete:
      * launches it in the background if it is not running. Writes a one-shot,
      * unguessable token (NUL-terminated, at most 64 bytes) to token_out. The
-     * token is delivered with BGT_EVENT_TOKEN_READY once the app can take it. */
+     * token is delivered with BGT_EVENT_TOKEN_READY once the app can take it.
+     * reason must be the plugin's own mode (-EPERM otherwise) and the budget
+     * 0.001 s to one day (-EINVAL); -ENOBUFS when token_size has no room for
+     * the token (checked first: nothing is woken); -EAGAIN while the app's
+     * launches back off after failing. */
     int (*wake_app)(bgt_host *host, const char *app_id, const char *reason, double budget_sec,
                     char *token_out, size_t token_size);
     /* The app behind connection completed token: -ENOENT when the token is
@@ -325,6 +335,8 @@ typedef struct bgt_host_api {
      * again, in order, before any later event (after a backoff of 0.5 s to
      * 8 s, or with the plugin's next call). record_put and record_delete fail with
      * -EIO (-ENOSPC when the disk is full) when SQLite refuses at once.
+     * Collections and keys are valid UTF-8 (-EINVAL otherwise); deleting a
+     * record that is not there succeeds.
      * Writes made at any other time (start, stop) are on disk when they
      * return. */
     int (*record_put)(bgt_host *host, const char *collection, const char *key, const void *data, size_t size);
@@ -394,7 +406,8 @@ typedef struct bgt_plugin_descriptor {
     uint32_t struct_version;    /* BGTASKD_PLUGIN_DESCRIPTOR_VERSION */
     uint16_t abi_major;         /* BGTASKD_PLUGIN_ABI_MAJOR the plugin was built with */
     uint16_t abi_minor;         /* BGTASKD_PLUGIN_ABI_MINOR the plugin was built with */
-    const char *name;           /* the mode: "fetch", "remote-notification", "location" */
+    const char *name;           /* the mode: "fetch", "remote-notification", "location"
+                                 * ([a-z][a-z0-9-]*, as in the file name) */
     const char *version;        /* the plugin's own version, "1.0.0" */
 
     /* Creates the plugin's state. On failure returns NULL and writes why to error. */
