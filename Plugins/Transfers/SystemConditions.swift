@@ -45,7 +45,9 @@ final class SystemConditions {
                 _ = try host.subscribe(on: .system, sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                        interface: "org.freedesktop.DBus", member: "NameOwnerChanged", arg0: source.service) {
                     [weak self] message in
-                    guard let self, let message else { return }
+                    guard let self else { return }
+                    // No message: the system bus went away, and the service with it.
+                    guard let message else { return self.forget(source) }
                     _ = try? message.readString()
                     _ = try? message.readString()
                     if let owner = try? message.readString(), !owner.isEmpty { self.read(source) } else { self.forget(source) }

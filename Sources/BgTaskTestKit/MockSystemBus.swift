@@ -21,7 +21,9 @@ public final class MockSystemBus: @unchecked Sendable {
         let process: ChildProcess
     }
 
-    private let bus: PrivateBus
+    private var bus: PrivateBus
+    /// The bus's socket, when it listens at a path of the test's own (see ``crashAndRestart()``).
+    private let socket: String?
     private let running = Mutex<[Running]>([])
     private let templates = Mutex<String?>(nil)
     /// How long to wait for a mock to own its name (python start-up is slow on a busy machine).
@@ -36,9 +38,12 @@ public final class MockSystemBus: @unchecked Sendable {
 
     /// Starts the bus and `services` on it, and returns once each owns its
     /// name and is set up.
-    public init(services: [MockService] = [], startTimeout: Duration = .seconds(20)) throws {
+    /// With `restartable`, the bus listens at a path of its own, so that
+    /// ``crashAndRestart()`` can start it again at the same address.
+    public init(services: [MockService] = [], startTimeout: Duration = .seconds(20), restartable: Bool = false) throws {
         self.startTimeout = startTimeout
-        bus = try PrivateBus()
+        socket = restartable ? FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-system-\(UUID())").path : nil
+        bus = try PrivateBus(socket: socket)
         do {
             for service in services { try startService(service) }
         } catch {
@@ -70,6 +75,22 @@ public final class MockSystemBus: @unchecked Sendable {
             stopService(service)
             throw error
         }
+    }
+
+    /// Kills the bus daemon (SIGKILL, as a crash: no NameOwnerChanged goes
+    /// out), stops the mocks, then starts the bus again at the same address
+    /// with `services` on it. Needs `restartable`.
+    public func crashAndRestart(with services: [MockService]) throws {
+        guard let socket else { throw TestKitError("the bus was not made restartable") }
+        bus.crash()
+        let all = running.withLock { list -> [Running] in
+            defer { list.removeAll() }
+            return list
+        }
+        for mock in all { mock.process.stop() }
+        unlink(socket)
+        bus = try PrivateBus(socket: socket)
+        for service in services { try startService(service) }
     }
 
     /// Stops the mock that owns `service`'s bus name (a service that goes away).
@@ -190,6 +211,7 @@ public final class MockSystemBus: @unchecked Sendable {
         }
         for mock in all { mock.process.stop() }
         bus.stop()
+        if let socket { unlink(socket) }
         if let directory = templates.withLock({ dir -> String? in
             defer { dir = nil }
             return dir

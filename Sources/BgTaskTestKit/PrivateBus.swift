@@ -9,8 +9,11 @@ public final class PrivateBus: @unchecked Sendable {
 
     /// Starts the bus and waits for its address. With `allowOtherUsers`, users
     /// other than the test's may connect too (to test untrusted callers).
-    public init(allowOtherUsers: Bool = false) throws {
+    /// With `socket`, it listens at that path (a bus started again at the
+    /// same address, as a system bus that restarts).
+    public init(allowOtherUsers: Bool = false, socket: String? = nil) throws {
         var arguments = ["--session", "--nofork", "--print-address=1"]
+        if let socket { arguments.append("--address=unix:path=\(socket)") }
         if allowOtherUsers {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-bus-\(UUID())").path
             try FileManager.default.createDirectory(
@@ -38,11 +41,19 @@ public final class PrivateBus: @unchecked Sendable {
         guard let line = daemon.waitForLine(timeout: .seconds(10), where: { $0.hasPrefix("unix:") }) else {
             throw TestKitError("dbus-daemon did not print its address: \(daemon.standardError)")
         }
-        address = line.trimmingCharacters(in: .whitespaces)
+        // A bus started again at the same socket has another guid: clients
+        // given the printed address (which names the guid) would refuse it.
+        address = socket.map { "unix:path=\($0)" } ?? line.trimmingCharacters(in: .whitespaces)
     }
 
     /// Environment for clients of this bus (`busctl --user`, `gdbus --session`, the SDK's `.session`).
     public var environment: [String: String] { ["DBUS_SESSION_BUS_ADDRESS": address] }
+
+    /// Kills the bus daemon (SIGKILL): its clients lose it as in a crash.
+    public func crash() {
+        daemon.send(SIGKILL)
+        _ = daemon.waitForExit()
+    }
 
     public func stop() {
         daemon.stop()

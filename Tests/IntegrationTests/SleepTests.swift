@@ -58,6 +58,35 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// The system bus crashing (its daemon killed: no NameOwnerChanged goes
+    /// out) while the machine slept by logind's word left it asleep for good:
+    /// apps frozen, SimulateWake refused, and neither logind nor UPower
+    /// followed again when the bus was back. It counts as logind leaving now,
+    /// and the daemon connects again.
+    @Test(.enabled(if: SleepTests.hasDBusMock, "needs python3-dbusmock"))
+    func aSystemBusThatCrashesEndsItsSleepAndIsFollowedAgain() throws {
+        let system = try MockSystemBus(services: [.logind()], restartable: true)
+        defer { system.stop() }
+        let daemon = try DaemonUnderTest(environment: system.environment)
+        #expect(try eventually { try ourLocks(system) == 1 }, "\(daemon.log)")
+        try system.emitPrepareForSleep(true)
+        #expect(try eventually { try daemon.property("Sleeping").contains("true") })
+        try system.crashAndRestart(with: [.logind(), .upower(onBattery: true, percentage: 10)])
+        #expect(try eventually { try daemon.property("Sleeping").contains("false") }, "\(daemon.log)")
+        #expect(try eventually(.seconds(20)) { try ourLocks(system) == 1 }, "following logind again: \(daemon.log)")
+        #expect(daemon.process.waitForStandardError(containing: "the system bus is back: following power sources again", timeout: .seconds(20)),
+                "\(daemon.log)")
+        let status = try RawClient(daemon)
+        #expect(try eventually { try status.call("Manager", "GetBackgroundRefreshStatus").readString() == "restricted" },
+                "the new UPower says the battery is low: \(daemon.log)")
+        // A sleep that logind announces now is followed again.
+        try system.emitPrepareForSleep(true)
+        #expect(try eventually { try daemon.property("Sleeping").contains("true") }, "\(daemon.log)")
+        try system.emitPrepareForSleep(false)
+        #expect(try eventually { try daemon.property("Sleeping").contains("false") }, "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test(.enabled(if: SleepTests.hasDBusMock, "needs python3-dbusmock"))
     func logindComingAndGoingIsFollowed() throws {
         let system = try MockSystemBus(services: [])

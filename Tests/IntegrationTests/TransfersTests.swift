@@ -648,6 +648,24 @@ import Testing
         #expect(ranges.count == 2 && ranges[1]?.hasPrefix("bytes=") == true && ranges[1] != "bytes=0-", "\(ranges)")
     }
 
+    /// A system bus that crashed took NetworkManager with it, but its last
+    /// word (metered) held a download that must avoid metered networks for
+    /// good. What it said is forgotten with the bus now: unknown holds
+    /// nothing back, as without NetworkManager.
+    @Test func aSystemBusThatCrashesTakesItsNetworkConditionsWithIt() throws {
+        let system = try MockSystemBus(services: [.networkManager(connectivity: 4, metered: 1)], restartable: true)
+        defer { system.stop() }
+        let server = try TransferServer()
+        let daemon = try daemon(environment: system.environment)
+        let client = try app(daemon)
+        let id = try start(client, url: server.url("/blob/1M"), path: cache(daemon) + "/later.bin", options: ["allow_metered": .bool(false)])
+        let first = try list(client).first { $0["transfer_id"] == .string(id) }
+        #expect(first?["waiting_for"] == .string("unmetered network"), "\(String(describing: first))")
+        try system.crashAndRestart(with: [])
+        #expect(try waitForFinished(client, id)?.result == "success", "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// An app uninstalled while its download ran: the download went on,
     /// its result waiting for a check-in that cannot come. It pauses now,
     /// and goes on from where it stopped when the app is installed again

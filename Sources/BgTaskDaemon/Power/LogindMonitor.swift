@@ -47,6 +47,8 @@ final class LogindMonitor {
     /// Asks again after a refused or failed request, while logind is there.
     private var retryTimer: SDBus.Timer?
     private static let retryDelay: UInt64 = 2_000_000
+    /// Follows logind again once a system bus that went away is back.
+    private lazy var reconnection = SystemBusReconnection(loop: loop) { [unowned self] in self.connect() }
 
     /// PrepareForSleep(true) (going to sleep) or (false) (resumed).
     var onPrepareForSleep: (Bool) -> Void = { _ in }
@@ -64,10 +66,32 @@ final class LogindMonitor {
     /// Connects to the system bus and follows logind. Call once.
     func start() {
         guard bus == nil else { return }
+        if let error = connectionError() {
+            logger.info("no logind (no system bus): sleep is only what SimulateSleep and SimulateWake say",
+                        metadata: ["error": "\(error.message)"])
+        }
+    }
+
+    /// Connects again after the system bus went away; true when it could.
+    private func connect() -> Bool {
+        guard bus == nil else { return true }
+        guard connectionError() == nil else { return false }
+        logger.notice("the system bus is back: following logind again")
+        return true
+    }
+
+    /// Connects and follows logind; why it could not, or nil.
+    private func connectionError() -> BusError? {
         let bus: Bus
+        var slots: [Slot] = []
         do throws(BusError) {
             bus = try Bus.open(address, description: "bgtaskd-logind")
             try bus.attach(to: loop)
+            // A system bus that goes away takes logind with it (a crashed bus
+            // daemon sends no NameOwnerChanged): that counts as logind leaving.
+            slots.append(try bus.addMatch(
+                "type='signal',path='/org/freedesktop/DBus/Local',interface='org.freedesktop.DBus.Local',member='Disconnected'"
+            ) { [weak self] _ in self?.disconnected() })
             slots.append(try bus.addMatch(
                 "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
                     + "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(Self.service)'"
@@ -79,17 +103,35 @@ final class LogindMonitor {
                 self?.onPrepareForSleep(sleeping)
             })
         } catch {
-            logger.info("no logind (no system bus): sleep is only what SimulateSleep and SimulateWake say",
-                        metadata: ["error": "\(error.message)"])
-            return
+            return error
         }
         self.bus = bus
+        self.slots = slots
         lookUp()
+        return nil
+    }
+
+    /// The system bus went away: logind with it, and bgtaskd connects again once it is back.
+    private func disconnected() {
+        logger.warning("the system bus went away: logind is gone with it; connecting again when it is back")
+        retryTimer?.arm(at: nil)
+        // An Inhibit in flight on the old connection answers nothing now.
+        inhibiting = false
+        presence &+= 1
+        setPresent(false)
+        // Release the connection after this callback, not inside its own dispatch.
+        let slots = self.slots
+        let bus = self.bus
+        self.slots.removeAll()
+        self.bus = nil
+        loop.later { _ = (slots, bus) }
+        reconnection.start()
     }
 
     /// Drops the lock and the bus (at shutdown).
     func stop() {
         retryTimer?.arm(at: nil)
+        reconnection.cancel()
         releaseInhibitor()
         slots.removeAll()
         bus = nil

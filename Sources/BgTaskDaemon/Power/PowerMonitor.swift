@@ -94,6 +94,14 @@ final class PowerMonitor {
     /// Called on the loop's thread whenever ``state`` really changes.
     var onChange: (PowerState) -> Void = { _ in }
 
+    /// Follows the services again once a system bus that went away is back.
+    private lazy var reconnection = SystemBusReconnection(loop: loop) { [unowned self] in
+        guard self.bus == nil else { return true }
+        guard self.follow(quietly: true) else { return false }
+        self.logger.notice("the system bus is back: following power sources again")
+        return true
+    }
+
     /// `systemBus` is normally `.system` (`$DBUS_SYSTEM_BUS_ADDRESS`, else the
     /// standard socket); nothing connects before ``start()``.
     init(systemBus: Bus.Address, loop: EventLoop, logger: Logger) {
@@ -106,15 +114,23 @@ final class PowerMonitor {
     /// starts reading and following the services. Call once.
     func start() {
         guard bus == nil else { return }
+        _ = follow(quietly: false)
+    }
+
+    /// Connects and follows the services; false when there is no system bus
+    /// (said in the log unless `quietly`, as reconnection attempts are).
+    private func follow(quietly: Bool) -> Bool {
         let bus: Bus
         do throws(BusError) {
             bus = try Bus.open(address, description: "bgtaskd-power")
             try bus.attach(to: loop)
         } catch {
-            logger.info(
-                "no system bus: power state unknown, Background App Refresh is not restricted by power",
-                metadata: ["bus": "\(address)", "error": "\(error.message)"])
-            return
+            if !quietly {
+                logger.info(
+                    "no system bus: power state unknown, Background App Refresh is not restricted by power",
+                    metadata: ["bus": "\(address)", "error": "\(error.message)"])
+            }
+            return false
         }
         self.bus = bus
         do throws(BusError) {
@@ -140,10 +156,11 @@ final class PowerMonitor {
                 metadata: ["error": "\(error.message)"])
             slots.removeAll()
             self.bus = nil
-            return
+            return true
         }
         awaitingFirstRead = Set(Self.services)
         for service in Self.services { read(service) }
+        return true
     }
 
     // MARK: Reading
@@ -294,6 +311,7 @@ final class PowerMonitor {
         self.slots.removeAll()
         self.bus = nil
         loop.later { _ = (slots, bus) }
+        reconnection.start()
     }
 
     // MARK: State
