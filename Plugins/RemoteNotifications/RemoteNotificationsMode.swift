@@ -55,6 +55,8 @@ final class RemoteNotificationsMode: ModePlugin {
     private let silentPerHour: Double
     private let maxPayloadBytes: Int
     private var inboxes: [String: PushInbox] = [:]
+    /// Whether the machine sleeps: a push with expiration 0 cannot reach its app now.
+    private var sleeping = false
     /// Tokens of pushes on their way: token → (app, push id).
     private var tokens: [String: (app: String, push: String)] = [:]
     /// Push ids on their way, to tell which due pushes have no wake yet.
@@ -357,7 +359,9 @@ final class RemoteNotificationsMode: ModePlugin {
         let inForeground = isInForeground(app)
         let canWake = info.refreshStatus == "available" || inForeground
         let inFlight = inFlight
-        let (admission, removed) = box.admit(&push, canWake: canWake, inForeground: inForeground, now: now) { inFlight.contains($0.id) }
+        let (admission, removed) = box.admit(&push, canWake: canWake, inForeground: inForeground, isAsleep: sleeping, now: now) {
+            inFlight.contains($0.id)
+        }
         if !canWake && push.hasAlert && push.state == .held { heldForRefresh.insert(app) }
         inboxes[app] = box
         for (old, reason) in removed {
@@ -509,7 +513,9 @@ final class RemoteNotificationsMode: ModePlugin {
         case .appGone(let app):
             appInfos.forget(app)
             connections[app] = nil
-        case .tokenCompleted, .sleepChanged:
+        case .sleepChanged(let asleep, _):
+            sleeping = asleep
+        case .tokenCompleted:
             break
         }
         armTimer()
@@ -579,7 +585,17 @@ final class RemoteNotificationsMode: ModePlugin {
             if !takenUnstored.contains(push.id) { persist("store push \(push.id)") { try store(push) } }
             lowerExpirationBound(push.expiration)
         }
+        dropNowOrNever(app)
         persist("store the state of \(app)") { try saveState(app) }
+    }
+
+    /// Pushes with expiration 0 whose wake did not happen go, as their sender asked.
+    private func dropNowOrNever(_ app: String) {
+        guard let dropped = inboxes[app]?.dropNowOrNever() else { return }
+        for push in dropped {
+            persist("delete push \(push.id)") { try host.delete(collection: "pushes", key: push.id) }
+            host.logWhenCommitted(.info, "dropped push \(push.id) for \(app): it had expiration 0 (now or never) and its wake did not happen")
+        }
     }
 
     /// A push whose wake did not happen waits for the next one.
@@ -590,6 +606,7 @@ final class RemoteNotificationsMode: ModePlugin {
             persist("store push \(push.id)") { try store(push) }
             lowerExpirationBound(push.expiration)
         }
+        dropNowOrNever(app)
         persist("store the state of \(app)") { try saveState(app) }
     }
 

@@ -64,14 +64,20 @@ public struct PushInbox: Sendable, Equatable {
     /// `isOnItsWay` names the pushes a wake carries now: never dropped.
     /// A silent push to an app in the foreground (`inForeground`) wakes
     /// nothing, so it takes nothing of the hourly budget of silent wakes.
+    /// While the machine sleeps (`isAsleep`) nothing reaches the app now: a
+    /// push with expiration 0 (now or never) is dropped.
     public mutating func admit(
-        _ push: inout PushRecord, canWake: Bool, inForeground: Bool = false, now: UInt64,
+        _ push: inout PushRecord, canWake: Bool, inForeground: Bool = false, isAsleep: Bool = false, now: UInt64,
         isOnItsWay: (PushRecord) -> Bool = { _ in false }
     ) -> (admission: Admission, removed: [(push: PushRecord, reason: String)]) {
         counts.received += 1
         if push.isExpired(at: now) {
             counts.expired += 1
             return (.drop("it expired before it arrived"), [])
+        }
+        if push.expiration == 0, isAsleep {
+            counts.expired += 1
+            return (.drop("it had expiration 0 (now or never) and the machine sleeps"), [])
         }
         var admission: Admission
         if push.hasAlert {
@@ -162,6 +168,16 @@ public struct PushInbox: Sendable, Equatable {
             held.append(pushes[index])
         }
         return held
+    }
+
+    /// Held pushes with expiration 0 (now or never): their wake did not
+    /// happen, so they never reach the app. Removed and returned.
+    public mutating func dropNowOrNever() -> [PushRecord] {
+        let dropped = pushes.filter { $0.state == .held && $0.expiration == 0 }
+        guard !dropped.isEmpty else { return [] }
+        pushes.removeAll { $0.state == .held && $0.expiration == 0 }
+        counts.expired += dropped.count
+        return dropped
     }
 
     /// A push whose wake failed or expired goes back to wait for the next wake.

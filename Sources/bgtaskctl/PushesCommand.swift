@@ -15,7 +15,8 @@ struct PushesCommand: ClientCommand {
 
             STATE is 'held' (waiting for the app's next wake: over the silent budget, \
             Background App Refresh off, or a push that asks for no wake), 'due' (to be \
-            delivered now) or 'delivering' (sent to the app, not completed yet; if the \
+            delivered now) or 'delivering' (its wake is under way, after the machine \
+            wakes if it sleeps, or it was sent and is not completed yet; if the \
             app does not complete it in time it is held again). KIND is 'alert' (shown \
             to the user), 'silent' (content-available only; rate-limited by \
             RemoteNotifications.SilentPerHour) or 'deferred' (neither). AGE is the time \

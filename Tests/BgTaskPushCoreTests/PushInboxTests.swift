@@ -153,6 +153,22 @@ import Testing
         #expect(inbox.counts.expired == 3)
     }
 
+    @Test mutating func nowOrNeverGoesWhenItCannotGoNow() {
+        var inbox = PushInbox(bucket: TokenBucket(capacity: 5, now: now))
+        var asleep = push("asleep", expiration: 0)
+        #expect(inbox.admit(&asleep, canWake: true, isAsleep: true, now: now).admission
+                == .drop("it had expiration 0 (now or never) and the machine sleeps"))
+        var awake = push("awake", expiration: 0)
+        #expect(inbox.admit(&awake, canWake: true, now: now).admission == .deliverNow)
+        var kept = push("kept")
+        _ = inbox.admit(&kept, canWake: true, now: now)
+        // Their wake failed: both go back to wait, and the one for now or never goes.
+        inbox.hold("awake")
+        inbox.hold("kept")
+        #expect(inbox.dropNowOrNever().map(\.id) == ["awake"])
+        #expect(inbox.pushes.map(\.id) == ["kept"])
+    }
+
     @Test mutating func overflowDropsTheOldestSilentNeverAnAlert() {
         var inbox = PushInbox(bucket: TokenBucket(capacity: 0, now: now))
         var alert = push("alert", alert: true)

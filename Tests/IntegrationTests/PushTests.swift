@@ -63,6 +63,26 @@ import Testing
         }
     }
 
+    /// A push with expiration 0 ("now or never") was kept when it could not
+    /// reach the app now: sent while the machine slept it came after the
+    /// wake, and after a failed launch it waited for the app's next start.
+    @Test func aPushForNowOrNeverThatCannotGoNowIsDropped() throws {
+        let daemon = try daemon()
+        let sender = try RawClient(daemon)
+        let silent = #"{"aps":{"content-available":1}}"#
+        try sender.call("Manager", "SimulateSleep")
+        #expect(sender.errorName("RemoteNotifications", "DeliverPush", Self.push(silent, options: ["expiration": .uint64(0)])) == nil)
+        #expect(daemon.waitForLog(containing: "it had expiration 0 (now or never) and the machine sleeps"), "\(daemon.log)")
+        #expect(try held(sender).isEmpty)
+        try sender.call("Manager", "SimulateWake")
+        // Awake, the app is launched for it; the launch fails (/bin/false), and the push goes.
+        #expect(sender.errorName("RemoteNotifications", "DeliverPush", Self.push(silent, options: ["expiration": .uint64(0)])) == nil)
+        #expect(daemon.waitForLog(containing: "it had expiration 0 (now or never) and its wake did not happen", timeout: .seconds(20)),
+                "\(daemon.log)")
+        #expect(try held(sender).isEmpty)
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func badInputIsRefusedWithTheReason() throws {
         let daemon = try daemon(["RemoteNotifications.MaxPayloadBytes=4096"])
         let sender = try RawClient(daemon)
