@@ -84,6 +84,24 @@ import Glibc
         #expect(try store.usage(appID: "org.example.Unknown", since: 0).isEmpty)
     }
 
+    /// A row per switch to the foreground let an app in a loop add hundreds
+    /// of kilobytes a second: back within the gap, its last interval goes on.
+    @Test func usageBackWithinTheGapContinuesTheLastInterval() throws {
+        let store = try open()
+        let app = "org.example.News"
+        for index in 0..<1_000 as Range<UInt64> {
+            try store.beginUsage(appID: app, at: 1_000 + index * 10, mergingWithin: 60)
+            try store.endUsage(appID: app, at: 1_005 + index * 10)
+        }
+        #expect(try store.usage(appID: app, since: 0) == [UsageInterval(start: 1_000, end: 10_995)])
+        // Past the gap: a new interval.
+        try store.beginUsage(appID: app, at: 11_100, mergingWithin: 60)
+        #expect(try store.usage(appID: app, since: 0) == [UsageInterval(start: 1_000, end: 10_995), UsageInterval(start: 11_100, end: nil)])
+        // Already open: nothing.
+        try store.beginUsage(appID: app, at: 11_120, mergingWithin: 60)
+        #expect(try store.usage(appID: app, since: 0).count == 2)
+    }
+
     @Test func usageSinceKeepsIntervalsThatReachIt() throws {
         let store = try open()
         let app = "org.example.News"

@@ -160,10 +160,24 @@ public final class StateStore {
     // MARK: Usage history
 
     /// Records that `appID` became active at `at` (realtime µs since the epoch).
-    /// Does nothing if it already has an open interval.
-    public func beginUsage(appID: String, at: UInt64) throws(StoreError) {
+    /// Does nothing if it already has an open interval. Back within `gap` µs
+    /// of the end of its last interval, that interval goes on: one row for a
+    /// burst of switches, not one each.
+    public func beginUsage(appID: String, at: UInt64, mergingWithin gap: UInt64 = 0) throws(StoreError) {
         let start = try storable(at)
+        let gap = try storable(gap)
         try write("record that '\(appID)' became active") { db in
+            if gap > 0 {
+                try Self.execute(
+                    db,
+                    sql: """
+                        UPDATE usage_interval SET end_usec = NULL
+                        WHERE id = (SELECT id FROM usage_interval WHERE app_id = ? ORDER BY start_usec DESC, id DESC LIMIT 1)
+                          AND end_usec IS NOT NULL AND end_usec + ? >= ?
+                        """,
+                    arguments: [appID, gap, start])
+                if db.changesCount > 0 { return }
+            }
             try Self.execute(
                 db,
                 sql: "INSERT INTO usage_interval (app_id, start_usec) VALUES (?, ?) ON CONFLICT DO NOTHING",

@@ -17,7 +17,7 @@ final class UsageLog {
     func record(_ app: AppID, active: Bool, at now: UInt64) {
         do {
             if active {
-                try store.beginUsage(appID: app.rawValue, at: now)
+                try store.beginUsage(appID: app.rawValue, at: now, mergingWithin: Self.mergeGap)
             } else {
                 try store.endUsage(appID: app.rawValue, at: now)
             }
@@ -25,6 +25,11 @@ final class UsageLog {
             logger.warning("cannot record the usage of \(app): \(error)")
         }
     }
+
+    /// An app back in the foreground within this long of leaving it (a
+    /// dialog, a window switch) continues its last interval: a row per switch
+    /// let one app in a loop add hundreds of kilobytes a second, kept 60 days.
+    static let mergeGap: UInt64 = 60_000_000
 
     /// How long an interval is kept after it ended. The history is for
     /// learning habits, which change within weeks; without a limit every

@@ -308,7 +308,9 @@ typedef struct bgt_host_api {
      * a later call replaces an earlier one. */
     int (*schedule_opportunity)(bgt_host *host, uint64_t realtime_usec);
     /* Foreground intervals of app_id since since_usec, oldest first. The
-     * daemon keeps them 60 days, and only for apps with a desktop entry. */
+     * daemon keeps them 60 days, and only for apps with a desktop entry; an
+     * app back in the foreground within a minute of leaving it continues
+     * its last interval. */
     int (*usage_history)(bgt_host *host, const char *app_id, uint64_t since_usec, bgt_usage_fn each,
                          void *userdata);
 
