@@ -72,6 +72,9 @@ final class LocationMode: ModePlugin {
     private var setAside: Set<String> = []
     /// Events not yet completed, by id.
     private var events: [String: LocationEvent] = [:]
+    /// Why each waiting event was last said to wait: said again only when
+    /// that changes, not at every refresh or desktop-entry change of any app.
+    private var loggedWaits: [String: String] = [:]
     /// Tokens of events on their way: token → event id.
     private var tokens: [String: String] = [:]
     /// Event ids on their way.
@@ -613,20 +616,31 @@ final class LocationMode: ModePlugin {
     private func deliver(_ id: String) {
         guard let event = events[id], !inFlight.contains(id) else { return }
         guard let info = appInfo(event.app), info.modes.contains(Self.name) else {
-            host.log(.info, "location event \(id) of \(event.app) waits: the app has no desktop entry declaring the location mode")
-            return
+            return logWait(id, of: event.app, "the app has no desktop entry declaring the location mode")
         }
         // Whether it runs changes without an event: ask the host when the cache says no.
         guard info.refreshStatus == BackgroundRefreshStatus.available.rawValue || host.appInfo(event.app)?.running == true else {
-            host.logWhenCommitted(.info, "location event \(id) of \(event.app) waits: Background App Refresh is \(info.refreshStatus)")
-            return
+            return logWait(id, of: event.app, "Background App Refresh is \(info.refreshStatus)")
         }
         do {
             let token = try host.wake(event.app, reason: Self.name, budget: wakeBudget)
             setToken(token, id)
             setInFlight(id, true)
+            loggedWaits[id] = nil
         } catch {
             host.log(.warning, "cannot wake \(event.app) for location event \(id): \(error.message); it waits for the next wake")
+        }
+    }
+
+    /// Logs once the batch has landed why event `id` waits, unless that is what was said last.
+    private func logWait(_ id: String, of app: String, _ reason: String) {
+        guard loggedWaits[id] != reason else { return }
+        host.whenCommitted { [weak self] in
+            guard let self, self.loggedWaits[id] != reason else { return }
+            // Bounded by the events there are: those gone since are forgotten.
+            if self.loggedWaits.count >= 4096 { self.loggedWaits = self.loggedWaits.filter { self.events[$0.key] != nil } }
+            self.loggedWaits[id] = reason
+            self.host.log(.info, "location event \(id) of \(app) waits: \(reason)")
         }
     }
 

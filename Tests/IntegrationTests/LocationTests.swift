@@ -418,6 +418,12 @@ import Testing
         try simulate(admin, Self.north(0))
         #expect(daemon.waitForLog(containing: "waits: Background App Refresh is denied"))
         #expect(!daemon.log.contains("launching \(Self.app)"), "not launched while refresh is off")
+        // Said once, not again at every refresh change of another app (half the log of a busy desktop).
+        for enabled in [false, true, false, true] {
+            try admin.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append("org.example.Plain"); try $0.append(enabled) }
+        }
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(daemon.log.components(separatedBy: "waits: Background App Refresh is denied").count == 2, "\(daemon.log)")
         let back = try RawClient(daemon)
         try back.listen(for: "RegionEvent")
         let launch = try back.call("Manager", "CheckIn") { try $0.append(Self.app) }
