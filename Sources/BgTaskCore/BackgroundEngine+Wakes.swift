@@ -30,9 +30,11 @@ extension BackgroundEngine {
         }.sorted { $0.rawValue < $1.rawValue }
     }
 
-    /// Whether the daemon is launching the app, or launched it and it still runs.
+    /// Whether the daemon is launching the app: it started it, and the app
+    /// has not checked in yet (once it has, it is running, no longer launching).
     public func isLaunching(_ app: AppID) -> Bool {
-        apps[.app(app)]?.launch != nil
+        guard let record = apps[.app(app)], record.launch != nil else { return false }
+        return record.connections.isEmpty
     }
 
     /// Why launches of the app are held back, while they are.

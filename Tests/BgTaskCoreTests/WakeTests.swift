@@ -40,6 +40,8 @@ import Testing
             .deliverWake(token: "t2", plugin: "remote-notification", app: weather, connection: app.connection),
         ])
         #expect(engine.isRunning(weather))
+        // Checked in, it runs: no longer launching (GetApplications said so for its whole life).
+        #expect(!engine.isLaunching(weather))
     }
 
     /// An app left in the background past its budget is refused a task; a

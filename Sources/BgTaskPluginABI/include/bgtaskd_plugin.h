@@ -102,7 +102,7 @@ typedef struct bgt_app_info {
     uint32_t struct_size;       /* set by the caller: sizeof(bgt_app_info) */
     uint8_t known;              /* has a desktop entry */
     uint8_t running;            /* has a checked-in connection */
-    uint8_t launching;          /* the daemon is launching it */
+    uint8_t launching;          /* the daemon started it; not checked in yet */
     uint8_t _reserved;
     const char *state;          /* "active", "inactive", "background"; NULL when not running */
     const char *refresh_status; /* "available", "denied", "restricted" */
