@@ -62,7 +62,12 @@ final class DaemonClient {
             throw ClientError.notRunning(on: address, activatable: isActivatable())
         } catch where error.name == "org.freedesktop.DBus.Error.Timeout" || error.name == "org.freedesktop.DBus.Error.NoReply" {
             var failure = ClientError(error)
-            failure.hint = "bgtaskd owns its name but did not answer \(member): it may be stopped (SIGSTOP, a debugger) or stuck; its log may say why"
+            if destination == BgTaskNames.busName, !hasOwner() {
+                failure.hint = "no process owns \(BgTaskNames.busName): the bus was starting bgtaskd through D-Bus activation, and it did not"
+                    + " take its name in time; the activation's log (the journal, or the bus's) may say why"
+            } else {
+                failure.hint = "bgtaskd owns its name but did not answer \(member): it may be stopped (SIGSTOP, a debugger) or stuck; its log may say why"
+            }
             throw failure
         } catch {
             throw Self.connectionFailure(error, address: address) ?? ClientError(error)
@@ -111,6 +116,12 @@ final class DaemonClient {
     }
 
     /// Whether the bus could start the daemon by D-Bus activation.
+    /// Whether a process owns the daemon's name now.
+    func hasOwner() -> Bool {
+        guard let reply = try? callBus("NameHasOwner", { (call) throws(BusError) in try call.append(BgTaskNames.busName) }) else { return true }
+        return (try? reply.readBool()) ?? true
+    }
+
     func isActivatable() -> Bool {
         guard let reply = try? callBus("ListActivatableNames"),
               case .array(_, let names)? = try? reply.readValue() else { return false }

@@ -276,6 +276,36 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A call the bus held while it activated a service that never took the
+    /// name was blamed on "bgtaskd owns its name but did not answer".
+    @Test func anActivationThatNeverTakesTheNameIsNamed() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-activation-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory + "/services", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try """
+            [D-BUS Service]
+            Name=org.bgtaskd.BackgroundTasks1
+            Exec=/bin/sleep 11
+            """.write(toFile: directory + "/services/org.bgtaskd.BackgroundTasks1.service", atomically: true, encoding: .utf8)
+        // The session bus's own configuration, with a service directory of the test's.
+        try """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <include>/usr/share/dbus-1/session.conf</include>
+              <servicedir>\(directory)/services</servicedir>
+            </busconfig>
+            """.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
+        let bus = try ChildProcess("/usr/bin/dbus-daemon", [
+            "--config-file=\(directory)/bus.conf", "--nofork", "--address=unix:path=\(directory)/bus", "--print-address=1",
+        ])
+        defer { bus.stop() }
+        #expect(bus.waitForLine { $0.hasPrefix("unix:") } != nil)
+        // sleep: a call that activates (status never does).
+        let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskctl"), ["--bus", "unix:path=\(directory)/bus", "sleep"], timeout: .seconds(60))
+        #expect(result.exit == .status(1) && result.standardError.contains("no process owns org.bgtaskd.BackgroundTasks1"), "\(result)")
+    }
+
     @Test func noDaemonIsAClearError() throws {
         let bus = try PrivateBus()
         let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskctl"), ["--bus", bus.address, "status"])
