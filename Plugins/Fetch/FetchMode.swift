@@ -26,8 +26,8 @@ final class FetchMode: ModePlugin {
     static let wakesNeedRefresh = true
     static let version = "1.0.0"
 
-    static let wakeBudgetKey = ConfigKey.seconds(
-        "Fetch.WakeBudgetSec", default: 30, positive: true, "time to call CompleteFetch after a fetch wake")
+    static let wakeBudgetKey = ConfigKey.wakeBudget(
+        "Fetch.WakeBudgetSec", default: 30, "time to call CompleteFetch after a fetch wake")
     static let minimumIntervalKey = ConfigKey.seconds(
         "Fetch.MinimumIntervalSec", default: 900, positive: false, "floor for every fetch interval")
     static let maximumSpacingKey = ConfigKey.seconds(

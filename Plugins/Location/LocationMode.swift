@@ -32,7 +32,7 @@ final class LocationMode: ModePlugin {
     static let wakesNeedRefresh = true
     static let version = "1.0.0"
 
-    static let wakeBudgetKey = ConfigKey.seconds("Location.WakeBudgetSec", default: 10, positive: true, "time to call CompleteEvent")
+    static let wakeBudgetKey = ConfigKey.wakeBudget("Location.WakeBudgetSec", default: 10, "time to call CompleteEvent")
     static let maxRegionsKey = ConfigKey.integer(
         "Location.MaxRegionsPerApp", default: 20, minimum: 1, maximum: 10_000, "regions an app may monitor at once")
     static let minRadiusKey = ConfigKey(
@@ -293,7 +293,10 @@ final class LocationMode: ModePlugin {
 
     private func setEvent(_ id: String, _ event: LocationEvent?) {
         undo.set(id, to: event, in: &events) { [unowned self] in $0(&self.events) }
-        if event == nil { setWaitingForWake(id, false) }
+        if event == nil {
+            setWaitingForWake(id, false)
+            loggedWaits[id] = nil
+        }
     }
 
     private func setToken(_ token: String, _ id: String?) {
@@ -637,8 +640,10 @@ final class LocationMode: ModePlugin {
         guard loggedWaits[id] != reason else { return }
         host.whenCommitted { [weak self] in
             guard let self, self.loggedWaits[id] != reason else { return }
-            // Bounded by the events there are: those gone since are forgotten.
-            if self.loggedWaits.count >= 4096 { self.loggedWaits = self.loggedWaits.filter { self.events[$0.key] != nil } }
+            // An event's entry goes with it (setEvent); this only bounds what a rollback left.
+            if self.loggedWaits.count > 2 * self.events.count + 1024 {
+                self.loggedWaits = self.loggedWaits.filter { self.events[$0.key] != nil }
+            }
             self.loggedWaits[id] = reason
             self.host.log(.info, "location event \(id) of \(app) waits: \(reason)")
         }

@@ -38,8 +38,8 @@ final class RemoteNotificationsMode: ModePlugin {
     static let wakesNeedRefresh = true
     static let version = "1.0.0"
 
-    static let wakeBudgetKey = ConfigKey.seconds(
-        "RemoteNotifications.WakeBudgetSec", default: 30, positive: true, "time to call CompleteNotification")
+    static let wakeBudgetKey = ConfigKey.wakeBudget(
+        "RemoteNotifications.WakeBudgetSec", default: 30, "time to call CompleteNotification")
     static let silentPerHourKey = ConfigKey.integer(
         "RemoteNotifications.SilentPerHour", default: 3, minimum: 0, maximum: 1_000_000, "silent pushes woken per app per hour")
     // A D-Bus message carries at most 128 MiB; a push is far smaller.
@@ -457,10 +457,12 @@ final class RemoteNotificationsMode: ModePlugin {
             setInFlight(id, false)
             touch(app)
             inboxes[app]?.counts.offences += 1
+            let nowOrNever = inboxes[app]?.pushes.first(where: { $0.id == id })?.expiration == 0
             putBack(app, id)
             // Those waiting their turn behind it wait for the next wake too.
             holdWaiting(app)
-            host.logWhenCommitted(.notice, "\(app) did not complete push \(id) within \(self.wakeBudget) s: offence counted; it waits for the next wake")
+            let fate = nowOrNever ? "it had expiration 0 (now or never) and goes" : "it waits for the next wake"
+            host.logWhenCommitted(.notice, "\(app) did not complete push \(id) within \(self.wakeBudget) s: offence counted; \(fate)")
         case .launchFailed(let app, let token, let reason):
             if let token, let (_, id) = tokens[token] {
                 setToken(token, nil)
@@ -602,7 +604,8 @@ final class RemoteNotificationsMode: ModePlugin {
     private func putBack(_ app: String, _ id: String) {
         touch(app)
         inboxes[app]?.hold(id)
-        if let push = inboxes[app]?.pushes.first(where: { $0.id == id }) {
+        // One with expiration 0 goes below: not stored first.
+        if let push = inboxes[app]?.pushes.first(where: { $0.id == id }), push.expiration != 0 {
             persist("store push \(push.id)") { try store(push) }
             lowerExpirationBound(push.expiration)
         }

@@ -29,7 +29,7 @@ final class TransfersMode: ModePlugin {
     static let name = "transfer"
     static let version = "1.0.0"
 
-    static let wakeBudgetKey = ConfigKey.seconds("Transfers.WakeBudgetSec", default: 30, positive: true, "time to call CompleteEvents")
+    static let wakeBudgetKey = ConfigKey.wakeBudget("Transfers.WakeBudgetSec", default: 30, "time to call CompleteEvents")
     static let maxConcurrentKey = ConfigKey.integer(
         "Transfers.MaxConcurrent", default: 4, minimum: 1, maximum: 64, "transfers that move bytes at once")
     static let maxPerAppKey = ConfigKey.integer(
@@ -83,6 +83,10 @@ final class TransfersMode: ModePlugin {
     private var armedAt: UInt64?
     private var undo = UndoLog()
     private var appInfos = AppInfoCache()
+    /// Whether each app asked about has a desktop entry, until entries change:
+    /// the cache above keeps only apps that have one, and schedule() asks for
+    /// every waiting transfer.
+    private var installed: [String: Bool] = [:]
 
     init(host: PluginHost) throws {
         self.host = host
@@ -451,7 +455,11 @@ final class TransfersMode: ModePlugin {
     /// entry may be back in a moment (a package upgrade), so nothing is
     /// cancelled, and a download continues from where it stopped.
     private func isInstalled(_ app: String) -> Bool {
-        appInfos.info(of: app, from: host) != nil
+        if let known = installed[app] { return known }
+        let known = appInfos.info(of: app, from: host) != nil
+        if installed.count >= AppInfoCache.capacity { installed.removeAll() }
+        installed[app] = known
+        return known
     }
 
     /// Desktop entries changed: running transfers of apps now uninstalled
@@ -811,6 +819,7 @@ final class TransfersMode: ModePlugin {
             conditions?.powerChanged()
         case .appsChanged:
             appInfos.clear()
+            installed.removeAll()
             pauseUninstalledApps()
         case .tokenCompleted, .appStateChanged:
             break

@@ -40,6 +40,12 @@ public struct ConfigKey: Sendable, Equatable {
         ConfigKey(name, kind: .number(minimum: 0, maximum: BgTaskNames.maximumConfigSeconds, positive: positive, unit: "seconds"), default: value, help)
     }
 
+    /// The budget a mode gives its wakes: 1 ms to a day, what the host's
+    /// `wake_app` takes (a value outside would load, then fail every wake).
+    public static func wakeBudget(_ name: String, default value: Double, _ help: String) -> ConfigKey {
+        ConfigKey(name, kind: .number(minimum: 0.001, maximum: 86_400, positive: true, unit: "seconds"), default: value, help)
+    }
+
     /// A whole number in `minimum...maximum`.
     public static func integer(_ name: String, default value: Int, minimum: Int, maximum: Int, _ help: String) -> ConfigKey {
         ConfigKey(name, kind: .integer(minimum: minimum, maximum: maximum), default: Double(value), help)

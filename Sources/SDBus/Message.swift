@@ -46,6 +46,13 @@ public final class Message {
     public var member: String? { sd_bus_message_get_member(handle).map { String(cString: $0) } }
     public var signature: String { sd_bus_message_get_signature(handle, 1).map { String(cString: $0) } ?? "" }
 
+    /// The interface, member and signature as sd-bus holds them (valid while
+    /// the message lives and is not changed): for checks on hot paths that
+    /// must not make strings.
+    public func withHeader<R>(_ body: (_ interface: UnsafePointer<CChar>?, _ member: UnsafePointer<CChar>?, _ signature: UnsafePointer<CChar>?) -> R) -> R {
+        body(sd_bus_message_get_interface(handle), sd_bus_message_get_member(handle), sd_bus_message_get_signature(handle, 1))
+    }
+
     /// The error this message carries, when it is an error reply.
     public var error: BusError? {
         guard let error = sd_bus_message_get_error(handle), error.pointee.name != nil else { return nil }

@@ -17,7 +17,8 @@ struct PushesCommand: ClientCommand {
             Background App Refresh off, or a push that asks for no wake), 'due' (to be \
             delivered now) or 'delivering' (its wake is under way, after the machine \
             wakes if it sleeps, or it was sent and is not completed yet; if the \
-            app does not complete it in time it is held again). KIND is 'alert' (shown \
+            app does not complete it in time it is held again, or dropped if its expiration \
+            is 0). KIND is 'alert' (shown \
             to the user), 'silent' (content-available only; rate-limited by \
             RemoteNotifications.SilentPerHour) or 'deferred' (neither). AGE is the time \
             since the daemon accepted it. EXPIRES is when it is dropped if still \

@@ -27,6 +27,8 @@ final class LoadedPlugin {
     private var context: UnsafeMutableRawPointer?
     /// The interfaces the plugin exported (also for `--bus-introspect`).
     private(set) var interfaces: [BusInterface] = []
+    /// Every signal the plugin's interfaces declare, as C strings (see ``signalProblem(_:)``).
+    private var declaredSignals: [(interface: UnsafeMutablePointer<CChar>, member: UnsafeMutablePointer<CChar>, signature: UnsafeMutablePointer<CChar>)] = []
     private var queued: [QueuedPluginEvent] = []
     private var flushScheduled = false
     /// Events the running batch was handed that it did not set off (they
@@ -70,6 +72,7 @@ final class LoadedPlugin {
 
     deinit {
         for pointer in interned.values { free(pointer) }
+        for declared in declaredSignals { free(declared.interface); free(declared.member); free(declared.signature) }
         free(lastErrorText)
     }
 
@@ -158,6 +161,7 @@ final class LoadedPlugin {
                 })
             case UInt32(BGT_MEMBER_SIGNAL):
                 signals.append(BusSignal(memberName, inputs))
+                declaredSignals.append((strdup(interfaceName)!, strdup(memberName)!, strdup(inputs.map(\.signature).joined())!))
             default:
                 throw PluginError("member \(memberName) of \(interfaceName) is neither a method nor a signal")
             }
@@ -390,18 +394,20 @@ final class LoadedPlugin {
 
     /// Why the plugin may not send `signal`: it must be one its own
     /// interfaces declare, with the declared arguments (sd-bus sends any
-    /// signal, and an app trusts what comes from the daemon's name).
+    /// signal, and an app trusts what comes from the daemon's name). On the
+    /// path of every event's signal: compared as C strings, nothing made.
     func signalProblem(_ signal: Message) -> String? {
-        let interface = signal.interface ?? "", member = signal.member ?? ""
-        guard let declared = interfaces.first(where: { $0.name == interface }) else {
-            return "\(interface) is not an interface of the \(name) plugin"
+        signal.withHeader { interface, member, signature in
+            func text(_ pointer: UnsafePointer<CChar>?) -> String { pointer.map { String(cString: $0) } ?? "" }
+            guard let interface, let member else { return "a signal without an interface or member" }
+            guard let declared = declaredSignals.first(where: { strcmp($0.interface, interface) == 0 && strcmp($0.member, member) == 0 }) else {
+                return "\(text(interface)).\(text(member)) is not a signal of the \(name) plugin's interfaces"
+            }
+            guard signature.map({ strcmp(declared.signature, $0) == 0 }) ?? (declared.signature.pointee == 0) else {
+                return "\(text(interface)).\(text(member)) has the arguments '\(text(declared.signature))', not '\(text(signature))'"
+            }
+            return nil
         }
-        guard let declaredSignal = declared.signals.first(where: { $0.name == member }) else {
-            return "\(interface) declares no signal \(member)"
-        }
-        let expected = declaredSignal.arguments.map(\.signature).joined()
-        let signature = signal.signature
-        return signature == expected ? nil : "\(interface).\(member) has the arguments '\(expected)', not '\(signature)'"
     }
 
     /// Remembers why a host call failed and returns its errno for the plugin.

@@ -315,7 +315,9 @@ enum PluginHostAPI {
         }
         api.record_list = { handle, collection, each, userdata in
             let host = PluginHostAPI.host(handle)
-            guard let collection = PluginHostAPI.string(collection), let each else { return host.fail(EINVAL, "no collection or callback") }
+            guard let collection = PluginHostAPI.validString(collection), let each else {
+                return host.fail(EINVAL, "no collection or callback, or a collection that is not valid UTF-8")
+            }
             guard let records = host.services.records(plugin: host.name, collection: collection) else {
                 return host.fail(EIO, "cannot read the records")
             }

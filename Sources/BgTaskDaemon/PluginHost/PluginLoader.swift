@@ -201,13 +201,13 @@ struct PluginLoader {
         return (keys, errors)
     }
 
-    /// Whether `name` is a valid D-Bus error name (the rules of interface names).
     /// Whether `name` can be a mode: `[a-z][a-z0-9-]*`, at most 64 bytes.
     static func isModeName(_ name: String) -> Bool {
         guard let first = name.utf8.first, (0x61...0x7A).contains(first), name.utf8.count <= 64 else { return false }
         return name.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }
     }
 
+    /// Whether `name` is a valid D-Bus error name (the rules of interface names).
     static func isErrorName(_ name: String) -> Bool {
         let elements = name.split(separator: ".", omittingEmptySubsequences: false)
         guard name.utf8.count <= 255, elements.count >= 2 else { return false }

@@ -156,7 +156,8 @@ final class PowerMonitor {
                 metadata: ["error": "\(error.message)"])
             slots.removeAll()
             self.bus = nil
-            return true
+            // Nothing is followed: a reconnection tries again.
+            return false
         }
         awaitingFirstRead = Set(Self.services)
         for service in Self.services { read(service) }

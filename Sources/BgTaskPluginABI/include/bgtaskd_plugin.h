@@ -66,7 +66,9 @@ enum {
 /* Return codes: 0 or positive on success, a negative errno on failure. The
  * host functions use -ENOENT (no such app, token or record), -EINVAL (bad
  * argument), -EPERM (not allowed), -EALREADY (already done), -EIO (storage),
- * and those named where they are used. A call that fails has no effect. */
+ * and those named where they are used. A call that fails has no effect
+ * beyond what its own description names (a failed reply still answers the
+ * caller; a message passed to a send is consumed either way). */
 
 /* Who is calling a plugin's D-Bus method. */
 typedef struct bgt_caller {
