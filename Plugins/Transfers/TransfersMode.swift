@@ -261,7 +261,7 @@ final class TransfersMode: ModePlugin {
         }
         let count = transfers.values.lazy.filter { $0.app == app }.count
         guard count < maxPerApp else {
-            throw ModeError(.limitExceeded, "\(app) has \(maxPerApp) transfers already (Transfers.MaxPerApp)")
+            throw ModeError(.limitExceeded, "\(app) has \(count) transfers already, the most Transfers.MaxPerApp (\(maxPerApp)) allows")
         }
         let now = host.realtimeMicroseconds
         let id = nextID()

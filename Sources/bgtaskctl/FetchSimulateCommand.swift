@@ -85,6 +85,10 @@ struct FetchSimulateCommand: ClientCommand {
     static func explained(_ error: ClientError, app: String) -> ClientError {
         var error = error
         switch error.name {
+        case BgTaskError.Code.refreshDisabled.rawValue where error.message.contains("restricted"):
+            // The power state, not a switch: low battery or power saver.
+            error.hint = "refresh is restricted by the power state (on battery below 20 %, or power-saver mode); " +
+                "'bgtaskctl refresh status' shows it, and it lifts with the charger or the power profile"
         case BgTaskError.Code.refreshDisabled.rawValue:
             error.hint = "'bgtaskctl refresh status' and 'bgtaskctl apps' show the switches and the power state; " +
                 "'bgtaskctl refresh enable \(app)' turns the app's switch back on, 'bgtaskctl refresh enable' the one for all apps"

@@ -162,6 +162,10 @@ import Testing
         #expect(try waitFor { try app.call("Manager", "GetBackgroundRefreshStatus").readString() == "restricted" })
         let admin = try RawClient(daemon)
         #expect(admin.errorName("Fetch", "SimulateFetch") { try $0.append(Self.app) } == "org.bgtaskd.BackgroundTasks1.Error.RefreshDisabled")
+        // bgtaskctl's hint names the power state, not a switch to turn on.
+        let simulate = try daemon.bgtaskctl(["fetch", "simulate", Self.app])
+        #expect(!simulate.succeeded && simulate.standardError.contains("restricted by the power state")
+                && !simulate.standardError.contains("refresh enable"), "\(simulate)")
         try system.setOnBattery(false, percentage: 15)
         #expect(try waitFor { try app.call("Manager", "GetBackgroundRefreshStatus").readString() == "available" })
         #expect(daemon.stop() == .status(0))

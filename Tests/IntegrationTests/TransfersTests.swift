@@ -666,6 +666,30 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// The refusal past Transfers.MaxPerApp said the app had as many
+    /// transfers as the limit, whatever it had.
+    @Test func theRefusalPastTheLimitSaysHowManyTheAppHas() throws {
+        let server = try TransferServer()
+        let daemon = try daemon(settings: ["Transfers.MaxPerApp=1"])
+        let client = try app(daemon)
+        _ = try start(client, url: server.url("/blob/10M?rate=100000"), path: cache(daemon) + "/one.bin")
+        let message = try client.bus.newMethodCall(
+            destination: "org.bgtaskd.BackgroundTasks1", path: "/org/bgtaskd/BackgroundTasks1", interface: "org.bgtaskd.BackgroundTasks1.Transfers",
+            member: "StartDownload")
+        try message.append("s")
+        try message.append(server.url("/blob/1K"))
+        try message.append(cache(daemon) + "/two.bin")
+        try message.append(value: options([:]))
+        do {
+            _ = try client.bus.call(message, timeout: 10_000_000)
+            Issue.record("a second transfer past MaxPerApp=1 was taken")
+        } catch let error as BusError {
+            #expect(error.name.hasSuffix("LimitExceeded") && error.message.contains("has 1 transfers already, the most Transfers.MaxPerApp (1) allows"),
+                    "\(error)")
+        }
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// An app uninstalled while its download ran: the download went on,
     /// its result waiting for a check-in that cannot come. It pauses now,
     /// and goes on from where it stopped when the app is installed again
