@@ -87,6 +87,29 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A logind that keeps refusing the delay lock was asked every 2 s for
+    /// good, a warning each time (1,800 lines an hour): the wait doubles now.
+    @Test(.enabled(if: SleepTests.hasDBusMock, "needs python3-dbusmock"))
+    func aLogindThatRefusesTheLockIsAskedLessAndLessOften() throws {
+        let system = try MockSystemBus(services: [.logind()])
+        defer { system.stop() }
+        let daemon = try DaemonUnderTest(environment: system.environment)
+        #expect(try eventually { try ourLocks(system) == 1 }, "\(daemon.log)")
+        let refusing = try system.busctl([
+            "call", "org.freedesktop.login1", "/org/freedesktop/login1", "org.freedesktop.DBus.Mock", "AddMethod", "sssss",
+            "org.freedesktop.login1.Manager", "Inhibit", "ssss", "h",
+            "raise dbus.exceptions.DBusException('no locks today', name='org.freedesktop.DBus.Error.AccessDenied')",
+        ])
+        #expect(refusing.succeeded, "\(refusing)")
+        // After a sleep the daemon asks for a new lock: refused, asked again in 2 s, then in 4 s.
+        try system.emitPrepareForSleep(true)
+        #expect(try eventually { try daemon.property("Sleeping").contains("true") })
+        try system.emitPrepareForSleep(false)
+        #expect(daemon.process.waitForStandardError(containing: "no locks today; asking again in 2 s"), "\(daemon.log)")
+        #expect(daemon.process.waitForStandardError(containing: "no locks today; asking again in 4 s", timeout: .seconds(15)), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test(.enabled(if: SleepTests.hasDBusMock, "needs python3-dbusmock"))
     func logindComingAndGoingIsFollowed() throws {
         let system = try MockSystemBus(services: [])

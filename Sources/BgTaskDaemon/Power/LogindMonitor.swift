@@ -47,6 +47,10 @@ final class LogindMonitor {
     /// Asks again after a refused or failed request, while logind is there.
     private var retryTimer: SDBus.Timer?
     private static let retryDelay: UInt64 = 2_000_000
+    private static let longestRetryDelay: UInt64 = 60_000_000
+    /// The next wait before asking again: 2 s, doubling to a minute while
+    /// logind keeps refusing (a warning every 2 s was 1,800 lines an hour).
+    private var nextRetryDelay = LogindMonitor.retryDelay
     /// Follows logind again once a system bus that went away is back.
     private lazy var reconnection = SystemBusReconnection(loop: loop) { [unowned self] in self.connect() }
 
@@ -182,20 +186,22 @@ final class LogindMonitor {
                 let fd = try reply.readUnixFD()
                 if inhibitor >= 0 { close(inhibitor) }
                 inhibitor = fd
+                nextRetryDelay = Self.retryDelay
                 logger.info("took logind's sleep delay lock")
             } catch {
                 logger.warning("logind's Inhibit answered without a lock: \(error.message)")
                 retryLater()
             }
         case .failure(let error):
-            logger.warning("logind refused a sleep delay lock: \(error.message); asking again in \(Self.retryDelay / 1_000_000) s")
+            logger.warning("logind refused a sleep delay lock: \(error.message); asking again in \(nextRetryDelay / 1_000_000) s")
             retryLater()
         }
     }
 
     private func retryLater() {
         if retryTimer == nil { retryTimer = try? loop.makeTimer { [weak self] in self?.takeInhibitor() } }
-        retryTimer?.arm(at: bgt_monotonic_usec() + Self.retryDelay)
+        retryTimer?.arm(at: bgt_monotonic_usec() + nextRetryDelay)
+        nextRetryDelay = min(nextRetryDelay * 2, Self.longestRetryDelay)
     }
 
     private func nameOwnerChanged(_ message: Message) {
@@ -224,6 +230,8 @@ final class LogindMonitor {
 
     private func setPresent(_ present: Bool) {
         let was = isPresent
+        // A logind that comes or goes is asked afresh.
+        nextRetryDelay = Self.retryDelay
         isPresent = present
         if present || was { presence &+= 1 }
         if present {
