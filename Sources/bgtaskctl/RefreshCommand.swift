@@ -8,9 +8,10 @@ struct RefreshCommand: ParsableCommand {
         commandName: "refresh",
         abstract: "Show or change Background App Refresh, for all apps or for one.",
         discussion: """
-            Background App Refresh is the user's switch for background fetch, as in \
-            iOS's Settings: one switch for all apps and one per app. An app is woken for \
-            fetch only while both are on and the system is not saving power. The \
+            Background App Refresh is the user's switch for background work, as in \
+            iOS's Settings: one switch for all apps and one per app. An app is woken in \
+            the background (for a fetch, a silent push or a location event) only while \
+            both are on and the system is not saving power. The \
             settings are stored by the daemon and survive restarts.
             """,
         subcommands: [RefreshEnableCommand.self, RefreshDisableCommand.self, RefreshStatusCommand.self]

@@ -360,6 +360,19 @@ import Testing
         #expect(again.exit == .status(69), "\(again)")
     }
 
+    /// A state directory that could not be made said only "The operation
+    /// could not be completed. (NSCocoaErrorDomain error 512.)".
+    @Test func aStateDirectoryThatCannotBeMadeSaysWhy() throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-afile-\(UUID())").path
+        try "not a directory".write(toFile: scratch, atomically: true, encoding: .utf8)
+        defer { unlink(scratch) }
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskd"), ["--bus", bus.address, "--state-dir", scratch + "/state"])
+        #expect(result.exit == .status(73) && result.standardError.contains("cannot create the state directory")
+                && result.standardError.contains("Not a directory"), "\(result)")
+    }
+
     /// A state directory on a read-only mount stopped start-up with 65, the
     /// status of a database that must not be touched (and one systemd
     /// restarted into five times): nothing is wrong with it; it cannot be

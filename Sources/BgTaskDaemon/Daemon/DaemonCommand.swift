@@ -64,10 +64,24 @@ public struct DaemonCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Write the D-Bus introspection XML of the daemon's interfaces to FILE ('-' for stdout) and exit.", valueName: "FILE"))
     var busIntrospect: String?
 
-    @Option(name: .long, help: ArgumentHelp("Least severe log level: trace, debug, info, notice, warning, error, critical.", valueName: "LEVEL"))
+    @Option(name: .long, help: ArgumentHelp(
+        "Least severe log level: trace, debug, info, notice, warning, error, critical (default: $BGTASKD_LOG_LEVEL, else info).",
+        valueName: "LEVEL"))
     var logLevel: String = ProcessInfo.processInfo.environment["BGTASKD_LOG_LEVEL"] ?? "info"
 
     public init() {}
+
+    /// What the system said of a failed file operation ("Not a directory"),
+    /// rather than Foundation's "The operation could not be completed".
+    static func why(_ error: any Error) -> String {
+        let nsError = error as NSError
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? any Error {
+            let posix = underlying as NSError
+            if posix.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(posix.code))) }
+        }
+        if nsError.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(nsError.code))) }
+        return error.localizedDescription
+    }
 
     public func validate() throws {
         // An empty value would be read as an address, or a directory, named "".
@@ -105,7 +119,7 @@ public struct DaemonCommand: ParsableCommand {
             try FileManager.default.createDirectory(
                 atPath: stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            logger.critical("cannot create the state directory \(stateDirectory): \(error.localizedDescription)")
+            logger.critical("cannot create the state directory \(stateDirectory): \(Self.why(error))")
             throw ExitCode(73)  // EX_CANTCREAT
         }
         // One name for one directory: the cgroups of launched apps are named
