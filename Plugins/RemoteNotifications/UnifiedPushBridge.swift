@@ -252,16 +252,16 @@ final class UnifiedPushBridge {
                         self.host.log(.info, "registered \(app) with UnifiedPush distributor \(distributor.name)")
                     } else {
                         let reason: String = if case .string(let text)? = answer["reason"] { text } else { "no reason given" }
-                        self.registrationFailed(app, reason)
+                        self.registrationFailed(app, reason, refused: true)
                     }
                 case .failure(let error) where error.code.rawValue.hasSuffix(".UnknownMethod") || error.code.rawValue.hasSuffix(".UnknownInterface"):
                     self.registerVersion1(app, token: token, description: description, with: distributor)
                 case .failure(let error):
-                    self.registrationFailed(app, error.description)
+                    self.registrationFailed(app, error.description, refused: false)
                 }
             }
         } catch {
-            registrationFailed(app, error.description)
+            registrationFailed(app, error.description, refused: false)
         }
     }
 
@@ -279,20 +279,26 @@ final class UnifiedPushBridge {
                     if outcome == "REGISTRATION_SUCCEEDED" {
                         self.host.log(.info, "registered \(app) with UnifiedPush distributor \(distributor.name) (version 1)")
                     } else {
-                        self.registrationFailed(app, (try? reply.readString()).map { "\(outcome): \($0)" } ?? outcome)
+                        self.registrationFailed(app, (try? reply.readString()).map { "\(outcome): \($0)" } ?? outcome, refused: true)
                     }
                 case .failure(let error):
-                    self.registrationFailed(app, error.description)
+                    self.registrationFailed(app, error.description, refused: false)
                 }
             }
         } catch {
-            registrationFailed(app, error.description)
+            registrationFailed(app, error.description, refused: false)
         }
     }
 
-    private func registrationFailed(_ app: String, _ reason: String) {
+    /// `refused`: the distributor answered no; otherwise the call failed (a
+    /// timeout, a distributor that went away), which says nothing of its answer.
+    private func registrationFailed(_ app: String, _ reason: String, refused: Bool) {
         registered.remove(app)
-        host.log(.warning, "UnifiedPush distributor refused \(app): \(reason)")
+        if refused {
+            host.log(.warning, "UnifiedPush distributor refused \(app): \(reason)")
+        } else {
+            host.log(.warning, "could not register \(app) with the UnifiedPush distributor (it is tried again when apps or the distributor change): \(reason)")
+        }
     }
 
     /// 32 random hex digits.

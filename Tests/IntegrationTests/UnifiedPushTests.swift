@@ -13,9 +13,10 @@ import Testing
     static let distributorName = "org.unifiedpush.Distributor.mock"
 
     /// The mock distributor on `bus` (`--v1-only`: no Distributor2).
-    func distributor(on bus: PrivateBus, v1Only: Bool = false) throws -> ChildProcess {
+    func distributor(on bus: PrivateBus, v1Only: Bool = false, brokenRegister: Bool = false) throws -> ChildProcess {
         let script = BinaryLocator.packageRoot() + "/Tests/IntegrationTests/Fixtures/mock-unifiedpush-distributor.py"
-        let process = try ChildProcess("/usr/bin/python3", [script, "--address", bus.address] + (v1Only ? ["--v1-only"] : []))
+        let process = try ChildProcess("/usr/bin/python3", [script, "--address", bus.address]
+            + (v1Only ? ["--v1-only"] : []) + (brokenRegister ? ["--broken-register"] : []))
         #expect(process.waitForLine { $0 == "ready" } != nil, "the mock distributor did not start: \(process.standardError)")
         return process
     }
@@ -49,6 +50,19 @@ import Testing
             DesktopEntrySpec(id: Self.app, name: "Chat", modes: ["remote-notification"], exec: "/bin/false"),
             DesktopEntrySpec(id: "org.example.Plain", modes: ["fetch"], exec: "/bin/false"),
         ])
+    }
+
+    /// A Register call that failed (an error, a timeout, a distributor that
+    /// went away) was logged as the distributor refusing the app.
+    @Test func aRegistrationThatFailsIsNotCalledARefusal() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let mock = try distributor(on: bus, v1Only: true, brokenRegister: true)
+        defer { mock.stop() }
+        let daemon = try daemon(bus: bus)
+        #expect(daemon.waitForLog(containing: "could not register \(Self.app) with the UnifiedPush distributor"), "\(daemon.log)")
+        #expect(!daemon.log.contains("refused \(Self.app)"), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
     }
 
     /// The mock's control interface.

@@ -25,6 +25,9 @@ CONTROL = 'org.bgtaskd.test.MockDistributor'
 
 
 class Distributor(dbus.service.Object):
+    # --broken-register: Register fails as a call (an error, not an answer).
+    broken = False
+
     def __init__(self, bus, v1_only):
         super().__init__(bus, PATH)
         self.bus = bus
@@ -58,6 +61,8 @@ class Distributor(dbus.service.Object):
     @dbus.service.method('org.unifiedpush.Distributor1', in_signature='sss', out_signature='ss',
                          sender_keyword='sender')
     def Register(self, service, token, description, sender=None):
+        if self.broken:
+            raise dbus.exceptions.DBusException('the mock is broken', name='org.freedesktop.DBus.Error.Failed')
         self.registered(str(service), str(token), str(description), 1)
         return ('REGISTRATION_SUCCEEDED', '')
 
@@ -104,7 +109,9 @@ def main():
     parser.add_argument('--address', required=True)
     parser.add_argument('--name', default='org.unifiedpush.Distributor.mock')
     parser.add_argument('--v1-only', action='store_true')
+    parser.add_argument('--broken-register', action='store_true')
     args = parser.parse_args()
+    Distributor.broken = args.broken_register
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
     bus = dbus.bus.BusConnection(args.address)
     distributor = (Distributor if args.v1_only else Distributor2)(bus, args.v1_only)
