@@ -123,13 +123,9 @@ final class LogindMonitor {
         inhibiting = false
         presence &+= 1
         setPresent(false)
-        // Release the connection after this callback, not inside its own dispatch.
-        let slots = self.slots
-        let bus = self.bus
-        self.slots.removeAll()
-        self.bus = nil
-        loop.later { _ = (slots, bus) }
-        reconnection.start()
+        reconnection.lost(bus, slots)
+        slots.removeAll()
+        bus = nil
     }
 
     /// Drops the lock and the bus (at shutdown).

@@ -306,13 +306,9 @@ final class PowerMonitor {
         present.removeAll()
         reads.removeAll()
         update()
-        // Release the connection after this callback, not inside its own dispatch.
-        let slots = self.slots
-        let bus = self.bus
-        self.slots.removeAll()
-        self.bus = nil
-        loop.later { _ = (slots, bus) }
-        reconnection.start()
+        reconnection.lost(bus, slots)
+        slots.removeAll()
+        bus = nil
     }
 
     // MARK: State

@@ -24,8 +24,14 @@ final class SystemBusReconnection {
         self.attempt = attempt
     }
 
-    /// The bus went away: start trying.
-    func start() {
+    /// The connection `bus` (with its match `slots`) went away: releases it
+    /// after the current callback, not inside its own dispatch, and starts trying.
+    func lost(_ bus: Bus?, _ slots: [Slot]) {
+        loop.later { _ = (slots, bus) }
+        start()
+    }
+
+    private func start() {
         let now = bgt_monotonic_usec()
         delay = now &- connectedAt >= Self.steadyAfter ? Self.firstDelay : min(delay * 2, Self.longestDelay)
         arm()
