@@ -439,6 +439,10 @@ final class LocationMode: ModePlugin {
         guard call.caller.isTrusted else {
             throw ModeError(.notPermitted, "only trusted callers may list the regions of apps")
         }
+        // A mistyped id listed nothing, as if the app had no regions.
+        if !app.isEmpty, let problem = DesktopFileID.problem(with: app) {
+            throw ModeError.invalidArgs("'\(app.prefix(300))' is not a valid desktop-file id: \(problem)")
+        }
         let all = monitor.all.filter { app.isEmpty || $0.key.app == app }
         try call.reply { (reply) throws(ModeError) in
             try reply.container("a", "a{sv}") { () throws(ModeError) in

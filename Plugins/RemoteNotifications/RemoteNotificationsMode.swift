@@ -416,6 +416,8 @@ final class RemoteNotificationsMode: ModePlugin {
         guard call.caller.isTrusted else {
             throw ModeError(.notPermitted, "only trusted callers may list pushes")
         }
+        // A mistyped id listed nothing, as if the app had no pushes.
+        if !app.isEmpty { try checkAppID(app) }
         let pushes = inboxes.filter { app.isEmpty || $0.key == app }.sorted { $0.key < $1.key }.flatMap(\.value.pushes)
         try call.reply { (reply) throws(ModeError) in
             try reply.container("a", "a{sv}") { () throws(ModeError) in

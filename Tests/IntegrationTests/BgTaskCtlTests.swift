@@ -306,6 +306,20 @@ import Testing
         #expect(result.exit == .status(1) && result.standardError.contains("no process owns org.bgtaskd.BackgroundTasks1"), "\(result)")
     }
 
+    /// `pushes` and `location regions` with an id that cannot be one listed
+    /// nothing and exited 0, as if the app had nothing waiting.
+    @Test func listingTheWaitingOfAnInvalidIDIsRefused() throws {
+        let daemon = try DaemonUnderTest()
+        for arguments in [["pushes", "not an id!"], ["location", "regions", "not an id!"]] {
+            let result = try daemon.bgtaskctl(arguments)
+            #expect(result.exit == .status(1) && result.standardError.contains("not a valid desktop-file id"), "\(arguments): \(result)")
+        }
+        for arguments in [["pushes", "org.example.Nothing"], ["location", "regions", "org.example.Nothing"]] {
+            #expect(try daemon.bgtaskctl(arguments).succeeded, "\(arguments)")
+        }
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func noDaemonIsAClearError() throws {
         let bus = try PrivateBus()
         let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskctl"), ["--bus", bus.address, "status"])
