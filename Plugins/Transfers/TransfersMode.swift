@@ -83,10 +83,6 @@ final class TransfersMode: ModePlugin {
     private var armedAt: UInt64?
     private var undo = UndoLog()
     private var appInfos = AppInfoCache()
-    /// Whether each app asked about has a desktop entry, until entries change:
-    /// the cache above keeps only apps that have one, and schedule() asks for
-    /// every waiting transfer.
-    private var installed: [String: Bool] = [:]
 
     init(host: PluginHost) throws {
         self.host = host
@@ -455,11 +451,7 @@ final class TransfersMode: ModePlugin {
     /// entry may be back in a moment (a package upgrade), so nothing is
     /// cancelled, and a download continues from where it stopped.
     private func isInstalled(_ app: String) -> Bool {
-        if let known = installed[app] { return known }
-        let known = appInfos.info(of: app, from: host) != nil
-        if installed.count >= AppInfoCache.capacity { installed.removeAll() }
-        installed[app] = known
-        return known
+        appInfos.info(of: app, from: host) != nil
     }
 
     /// Desktop entries changed: running transfers of apps now uninstalled
@@ -819,7 +811,6 @@ final class TransfersMode: ModePlugin {
             conditions?.powerChanged()
         case .appsChanged:
             appInfos.clear()
-            installed.removeAll()
             pauseUninstalledApps()
         case .tokenCompleted, .appStateChanged:
             break

@@ -8,16 +8,17 @@ public struct AppInfoCache {
     /// More apps than this and the cache starts over (a bound, not a policy).
     public static let capacity = 4096
 
-    private var infos: [String: AppInfo] = [:]
+    /// nil for an app without a desktop entry: that too holds until entries change.
+    private var infos: [String: AppInfo?] = [:]
 
     public init() {}
 
     /// The app's facts, from the cache or the host; nil for an app without a desktop entry.
     public mutating func info(of app: String, from host: PluginHost) -> AppInfo? {
-        if let info = infos[app] { return info }
-        guard let info = host.appInfo(app) else { return nil }
+        if let known = infos[app] { return known }
+        let info = host.appInfo(app)
         if infos.count >= Self.capacity { infos.removeAll() }
-        infos[app] = info
+        infos[app] = .some(info)
         return info
     }
 
