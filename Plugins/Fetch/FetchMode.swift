@@ -332,7 +332,7 @@ final class FetchMode: ModePlugin {
                 planner.wokeAnyway(at: now)
             }
             if planner.nextWake().map({ $0 <= now }) == true { wakeDueApps() }
-        case .appCheckedIn, .tokenCompleted:
+        case .appCheckedIn, .tokenCompleted, .systemBusBack:
             break
         }
         // A wake's delivery writes nothing: its answer to SimulateFetch and

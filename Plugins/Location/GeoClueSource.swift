@@ -63,6 +63,14 @@ final class GeoClueSource {
         reconcile()
     }
 
+    /// The system bus is back after it was lost: GeoClue is followed again
+    /// if positions are wanted.
+    func systemBusBack() {
+        guard wanted != nil, nameSubscription == nil else { return }
+        host.log(.info, "the system bus is back: following GeoClue again")
+        follow()
+    }
+
     /// Stops the client; the daemon is stopping.
     func stop() {
         wanted = nil
@@ -110,7 +118,7 @@ final class GeoClueSource {
     private func nameOwnerChanged(_ message: PluginMessage?) {
         guard let message else {
             // The system bus connection is gone, and our subscriptions with it.
-            host.log(.warning, "lost the system bus: no positions from GeoClue until the next change of what is monitored")
+            host.log(.warning, "lost the system bus: no positions from GeoClue until it is back")
             nameSubscription = nil
             updateSubscription = nil
             vanished()

@@ -708,6 +708,8 @@ final class LocationMode: ModePlugin {
             }
             // Apps allowed again get what waited for them.
             for app in Set(events.values.map(\.app)).sorted() { deliverWaiting(app) }
+        case .systemBusBack:
+            source.systemBusBack()
         case .tokenCompleted, .appStateChanged, .appGone, .sleepChanged:
             break
         }

@@ -519,7 +519,7 @@ final class RemoteNotificationsMode: ModePlugin {
             connections[app] = nil
         case .sleepChanged(let asleep, _):
             sleeping = asleep
-        case .tokenCompleted:
+        case .tokenCompleted, .systemBusBack:
             break
         }
         armTimer()

@@ -9,6 +9,9 @@ import BgTaskTransferCore
 final class SystemConditions {
     private let host: PluginHost
     private(set) var current = TransferConditions()
+    /// Whether the sources are followed on the system bus now (not before
+    /// ``start()``, nor after the bus was lost until it is back).
+    private var following = false
     /// Called on the loop when ``current`` changed, with what it was before.
     var changed: ((_ before: TransferConditions) -> Void)?
 
@@ -47,7 +50,10 @@ final class SystemConditions {
                     [weak self] message in
                     guard let self else { return }
                     // No message: the system bus went away, and the service with it.
-                    guard let message else { return self.forget(source) }
+                    guard let message else {
+                        self.following = false
+                        return self.forget(source)
+                    }
                     _ = try? message.readString()
                     _ = try? message.readString()
                     if let owner = try? message.readString(), !owner.isEmpty { self.read(source) } else { self.forget(source) }
@@ -59,6 +65,15 @@ final class SystemConditions {
             }
             read(source)
         }
+        following = true
+    }
+
+    /// The system bus is back after it was lost: the sources are followed
+    /// and read again.
+    func systemBusBack() {
+        guard !following else { return }
+        host.log(.info, "the system bus is back: following the network again")
+        start()
     }
 
     /// Takes the daemon's power state again (it may have changed: the host

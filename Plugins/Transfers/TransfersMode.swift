@@ -805,6 +805,8 @@ final class TransfersMode: ModePlugin {
         case .wakeOpportunity:
             armedAt = nil
             requestSchedule()
+        case .systemBusBack:
+            conditions?.systemBusBack()
         case .refreshChanged:
             appInfos.clear()
             // Or the power state changed.

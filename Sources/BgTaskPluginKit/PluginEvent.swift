@@ -25,4 +25,8 @@ public enum PluginEvent: Equatable, Sendable {
     case appWoken(app: String, connection: String, reason: String)
     /// The machine goes to sleep (`true`) or woke (`false`) at that moment.
     case sleepChanged(sleeping: Bool, realtimeMicroseconds: UInt64)
+    /// The system bus is back after it was lost (every subscription there
+    /// was called with nil then): subscribe again and read again what the
+    /// services there say.
+    case systemBusBack
 }

@@ -142,6 +142,7 @@ public enum PluginExport {
             return .appWoken(app: text(event.app_id), connection: text(event.connection), reason: text(event.reason))
         case BGT_EVENT_SLEEP_CHANGED:
             return .sleepChanged(sleeping: text(event.state) == "sleeping", realtimeMicroseconds: event.realtime_usec)
+        case BGT_EVENT_SYSTEM_BUS_BACK: return .systemBusBack
         default: return nil  // newer hosts may send events this plugin does not know
         }
     }

@@ -615,4 +615,33 @@ import Testing
         #expect(daemon.waitForLog(containing: "nothing monitored: GeoClue stopped"))
         #expect(daemon.stop() == .status(0))
     }
+
+    /// A system bus that restarts takes GeoClue's client with it. GeoClue on
+    /// the new bus is followed again once the daemon is back on it; before,
+    /// only once what was monitored changed, so a device that moved met no
+    /// region.
+    @Test func geoclueIsFollowedAgainAfterTheSystemBusRestarts() throws {
+        let far = Self.north(3000)
+        let geoclue = MockService.geoclue(latitude: far.0, longitude: far.1, accuracy: 20)
+        let system = try MockSystemBus(services: [geoclue], restartable: true)
+        defer { system.stop() }
+        let daemon = try daemon(environment: system.environment)
+        let client = try app(daemon)
+        try monitor(client, "home")
+        #expect(daemon.waitForLog(containing: "GeoClue follows the device: every 20 m"))
+        pass(client, 1.3)
+        try system.crashAndRestart(with: [geoclue])
+        #expect(daemon.waitForLog(containing: "lost the system bus: no positions from GeoClue until it is back"), "\(daemon.log.suffix(2000))")
+        #expect(daemon.waitForLog(containing: "the system bus is back: following GeoClue again"), "\(daemon.log.suffix(2000))")
+        let deadline = ContinuousClock.now + .seconds(10)
+        while daemon.log.components(separatedBy: "GeoClue follows the device").count < 3, ContinuousClock.now < deadline {
+            pass(client, 0.1)
+        }
+        #expect(daemon.log.components(separatedBy: "GeoClue follows the device").count == 3, "\(daemon.log.suffix(2000))")
+        let inside = Self.north(0)
+        try system.moveDevice(latitude: inside.0, longitude: inside.1, accuracy: 15)
+        #expect(client.waitForSignals(1), "\(daemon.log.suffix(2000))")
+        #expect(try regionEvents(client).map(\.event) == ["enter"])
+        #expect(daemon.stop() == .status(0))
+    }
 }

@@ -666,6 +666,36 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A system bus that restarts with NetworkManager on it: the network is
+    /// followed again once the daemon is back on the bus, and a metered one
+    /// holds a download that must avoid it again. Before, NetworkManager's
+    /// subscriptions ended with the old bus until the daemon restarted, and
+    /// the download ran on the metered network.
+    @Test func theNetworkIsFollowedAgainAfterTheSystemBusRestarts() throws {
+        let metered = MockService.networkManager(connectivity: 4, metered: 1)
+        let system = try MockSystemBus(services: [metered], restartable: true)
+        defer { system.stop() }
+        let server = try TransferServer()
+        let daemon = try daemon(environment: system.environment)
+        let client = try app(daemon)
+        let id = try start(client, url: server.url("/blob/8M?rate=1000000"), path: cache(daemon) + "/metered.bin",
+                           options: ["allow_metered": .bool(false)])
+        func waitingFor() throws -> BusValue? { try list(client).first { $0["transfer_id"] == .string(id) }?["waiting_for"] }
+        #expect(try waitingFor() == .string("unmetered network"))
+        try system.crashAndRestart(with: [metered])
+        #expect(daemon.waitForLog(containing: "the system bus is back: following the network again"), "\(daemon.log.suffix(2000))")
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline, try waitingFor() != .string("unmetered network") {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(try waitingFor() == .string("unmetered network"), "\(daemon.log.suffix(2000))")
+        try system.setNetwork(connectivity: 4, metered: 2)
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "success", "\(done.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/metered.bin", size: 8 << 20))
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// The refusal past Transfers.MaxPerApp said the app had as many
     /// transfers as the limit, whatever it had.
     @Test func theRefusalPastTheLimitSaysHowManyTheAppHas() throws {

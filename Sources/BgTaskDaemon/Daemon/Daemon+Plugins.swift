@@ -97,6 +97,7 @@ extension Daemon {
 
     /// Loads and starts every acceptable plugin; a refused one is logged and skipped.
     func startPlugins() {
+        pluginServices.systemBusBack = { [weak self] in self?.systemBusBack() }
         let candidates = settings.pluginCandidates
             ?? PluginLoader(logger: logger).candidates(in: PluginLoader.directories(settings.pluginDirectories))
         for candidate in candidates {
@@ -122,6 +123,13 @@ extension Daemon {
 
     func broadcast(_ event: QueuedPluginEvent) {
         for plugin in plugins { plugin.post(event) }
+    }
+
+    /// The system bus, lost before, is connected again: plugins that know
+    /// the event (ABI 1.10) subscribe there again.
+    private func systemBusBack() {
+        let event = QueuedPluginEvent(type: BGT_EVENT_SYSTEM_BUS_BACK, realtimeMicroseconds: realtimeMicroseconds)
+        for plugin in plugins where plugin.abiMinor >= 10 { plugin.post(event) }
     }
 
     private func plugin(named name: String) -> LoadedPlugin? {

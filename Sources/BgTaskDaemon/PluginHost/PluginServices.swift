@@ -19,6 +19,13 @@ final class PluginServices {
     /// until then, and again after the connection was lost.
     private var systemBus: Bus?
     private var systemBusSlot: Slot?
+    /// After the system bus was lost: tries to connect again, so that
+    /// plugins can follow their services there again without waiting for a
+    /// request of theirs.
+    private var systemBusReconnection: SystemBusReconnection?
+    /// Called on the loop once the system bus, lost before, is connected
+    /// again: the daemon tells plugins (`BGT_EVENT_SYSTEM_BUS_BACK`).
+    var systemBusBack: (() -> Void)?
     /// Signal subscriptions of plugins, by id (`signal_subscribe`).
     private var subscriptions: [UInt64: PluginSubscription] = [:]
     private var lastSubscription: UInt64 = 0
@@ -62,6 +69,7 @@ final class PluginServices {
 
     /// The exported objects go (the daemon is stopping).
     func unexportAll() {
+        systemBusReconnection?.cancel()
         objects.removeAll()
         exportsBy.removeAll()
         subscriptions.removeAll()
@@ -152,6 +160,7 @@ final class PluginServices {
 
     private func systemBusLost() {
         logger.warning("plugins lost the system bus; their subscriptions there have ended")
+        let (bus, slot) = (systemBus, systemBusSlot)
         systemBusSlot = nil
         systemBus = nil
         let lost = subscriptions.filter { $0.value.bus == UInt32(BGT_BUS_SYSTEM) }
@@ -159,6 +168,28 @@ final class PluginServices {
             guard let subscription = subscriptions.removeValue(forKey: id) else { continue }
             subscription.lost()
         }
+        guard let loop else { return }
+        if systemBusReconnection == nil {
+            systemBusReconnection = SystemBusReconnection(loop: loop) { [weak self] in self?.reconnectSystemBus() ?? true }
+        }
+        // The connection is released after this callback, not inside its own dispatch.
+        systemBusReconnection?.lost(bus, slot.map { [$0] } ?? [])
+    }
+
+    /// One attempt to get the system bus back; true once it is (or a
+    /// plugin's request already connected it).
+    private func reconnectSystemBus() -> Bool {
+        if systemBus == nil {
+            do {
+                _ = try connectSystemBus()
+            } catch {
+                logger.debug("the system bus is not back yet: \(error)")
+                return false
+            }
+        }
+        logger.notice("plugins have the system bus again")
+        systemBusBack?()
+        return true
     }
 
     /// A new call to another service on the daemon's bus or the system bus,

@@ -1,5 +1,5 @@
 /*
- * bgtaskd mode plugin ABI, version 1.9 (1.1 adds method calls to other
+ * bgtaskd mode plugin ABI, version 1.10 (1.1 adds method calls to other
  * services, the icon in bgt_app_info and BGT_EVENT_APP_WOKEN; 1.2 adds
  * batch_begin and batch_rollback to the descriptor, version 2; 1.3 adds the
  * plugin's configuration keys and error names to the descriptor, version 3;
@@ -7,7 +7,8 @@
  * 1.5 adds waiting_events to the descriptor, version 4; 1.6 adds
  * export_interface_at; 1.7 adds post, the one host function other threads
  * may call; 1.8 adds power_state, the machine's power as the daemon follows it;
- * 1.9 adds flags to the descriptor, version 5).
+ * 1.9 adds flags to the descriptor, version 5; 1.10 adds
+ * BGT_EVENT_SYSTEM_BUS_BACK).
  *
  * A mode plugin (fetch, remote-notification, location, transfer) is a shared library
  * named libbgtaskd-mode-<name>.so that exports one symbol:
@@ -44,7 +45,7 @@ extern "C" {
 #endif
 
 #define BGTASKD_PLUGIN_ABI_MAJOR 1
-#define BGTASKD_PLUGIN_ABI_MINOR 9
+#define BGTASKD_PLUGIN_ABI_MINOR 10
 #define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 5
 /* The symbol every plugin exports. */
 #define BGTASKD_PLUGIN_ENTRY_SYMBOL "bgtaskd_plugin_entry"
@@ -145,6 +146,13 @@ enum {
      * "awake"). Nothing runs in the background while it sleeps; after a wake
      * the backlog is drained in turns, and a WAKE_OPPORTUNITY follows. */
     BGT_EVENT_SLEEP_CHANGED = 12,
+    /* 1.10: the system bus is back after the connection to it was lost (its
+     * bus daemon crashed or restarted; every subscription there was called
+     * once with NULL then). Subscribe again, and read again what the
+     * services there said: it may have changed meanwhile. The host tries to
+     * reconnect after 1 s, then at doubling intervals up to a minute. Sent
+     * only to plugins built for 1.10 or later. */
+    BGT_EVENT_SYSTEM_BUS_BACK = 13,
 };
 
 /* 1.8: the machine's power as the daemon follows it on the system bus (UPower,
@@ -374,8 +382,9 @@ typedef struct bgt_host_api {
      * for signal_unsubscribe to id_out. The subscription lasts until
      * unsubscribed or the plugin stops. If the system bus connection is
      * lost, fn is called once with the message NULL: subscriptions on that
-     * bus are gone, and the plugin may subscribe again later (the daemon
-     * reconnects when asked). */
+     * bus are gone. The plugin may subscribe again later: the daemon
+     * reconnects when asked, and since 1.10 by itself, and then sends
+     * BGT_EVENT_SYSTEM_BUS_BACK. */
     int (*signal_subscribe)(bgt_host *host, uint32_t bus, const char *sender, const char *path,
                             const char *interface, const char *member, const char *arg0, bgt_signal_fn fn,
                             void *userdata, uint64_t *id_out);
