@@ -505,13 +505,14 @@ final class TransfersMode: ModePlugin {
         }
         // One wake per app for all that timed out together.
         for app in expiredApps.sorted() { deliver(app) }
-        if running.count < maxConcurrent, canPost {
+        if canPost {
             let current = conditions?.current ?? TransferConditions()
             let ready = Self.oldestFirst(transfers.values.lazy
                 .filter {
                     $0.state == .waiting && $0.notBefore <= now && self.draining[$0.id] == nil
                         && current.blocker(for: $0.options) == nil && self.isInstalled($0.app)
                 })
+            if running.count >= maxConcurrent { makeRoom(for: ready) }
             for record in fairTurns(ready, slots: maxConcurrent - running.count) {
                 // A transfer stored by a build that let a bad URL through fails instead of reaching the HTTP client.
                 if let problem = TransferURL.problem(with: record.url) {
@@ -522,6 +523,35 @@ final class TransfersMode: ModePlugin {
             }
         }
         armTimer()
+    }
+
+    /// With every slot taken, an app whose transfers are ready while it has
+    /// none running gets one: the app running the most (two at least)
+    /// pauses one, which waits for a free slot again. Its download that can
+    /// continue where it stopped (the server named a validator) goes first,
+    /// then any download, then an upload (which starts again from its first
+    /// byte); among those, the one started last. So one app's slow transfers
+    /// do not hold every slot until they finish or time out.
+    private func makeRoom(for ready: [TransferRecord]) {
+        var runningOf: [String: [String]] = [:]
+        for id in running.keys.sorted() { if let app = transfers[id]?.app { runningOf[app, default: []].append(id) } }
+        var starved: [String] = []
+        for record in ready where runningOf[record.app] == nil && !starved.contains(record.app) { starved.append(record.app) }
+        for app in starved {
+            let busiest = runningOf.filter { $0.value.count >= 2 }
+                .max { a, b in a.value.count != b.value.count ? a.value.count < b.value.count : a.key > b.key }
+            guard let (holder, ids) = busiest else { break }
+            func rank(_ id: String) -> (Int, UInt64) {
+                let record = transfers[id]
+                let kind = record?.kind == .download ? (record?.validator != nil ? 2 : 1) : 0
+                return (kind, running[id] ?? 0)
+            }
+            guard let victim = ids.max(by: { rank($0) < rank($1) }), stopAttempt(victim) else { break }
+            runningOf[holder] = ids.filter { $0 != victim }
+            // The slot is the starved app's now: it takes no second one this way.
+            runningOf[app] = [victim]
+            host.log(.info, "transfer \(victim) of \(holder) pauses: \(app) has transfers waiting and none running, \(holder) had \(ids.count)")
+        }
     }
 
     /// Which of `ready` (oldest first) take the `slots` free: a free slot goes

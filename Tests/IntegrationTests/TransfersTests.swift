@@ -922,6 +922,36 @@ import Testing
         #expect(queue.count == 3 && queue.filter { $0["state"] == .string("finished") }.count <= 1, "\(queue)")
     }
 
+    /// With every slot taken by one app's slow downloads, another app's
+    /// download waited until one of them finished. Now the busy app pauses
+    /// one (it continues where it stopped, by a range request) and the
+    /// other app's download runs at once.
+    @Test func anAppWithNothingRunningGetsASlotFromAnAppThatHoldsThemAll() throws {
+        let server = try TransferServer()
+        let daemon = try daemon(settings: ["Transfers.MaxConcurrent=2"])
+        let busy = try app(daemon)
+        let other = try app(daemon, id: Self.otherApp)
+        // Each takes 8 s.
+        let slow = (1...2).map { "/blob/4M?rate=500000&n=\($0)" }
+        let ids = try slow.enumerated().map { try start(busy, url: server.url($0.element), path: cache(daemon) + "/slow\($0.offset).bin") }
+        func bytesDone(_ id: String) throws -> UInt64 {
+            if case .uint64(let done)? = try list(busy).first(where: { $0["transfer_id"] == .string(id) })?["bytes_done"] { return done }
+            return 0
+        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline, try ids.contains(where: { try bytesDone($0) == 0 }) { Thread.sleep(forTimeInterval: 0.05) }
+        let mine = try start(other, url: server.url("/blob/64K"), path: cache(daemon, of: Self.otherApp) + "/mine.bin")
+        let done = try #require(try waitForFinished(other, mine, timeout: .seconds(30)), "\(daemon.log)")
+        #expect(done.result == "success", "\(done.info)")
+        #expect(try list(busy).filter { $0["state"] == .string("finished") }.isEmpty, "it did not wait for a slow one to end")
+        #expect(daemon.log.contains("pauses: \(Self.otherApp) has transfers waiting and none running"), "\(daemon.log.suffix(2000))")
+        let results = try ids.map { try #require(try waitForFinished(busy, $0), "\(daemon.log)") }
+        #expect(results.allSatisfy { $0.result == "success" }, "\(results.map(\.info))")
+        #expect(results.filter { $0.info["resumed"] == .bool(true) }.count == 1, "\(results.map(\.info))")
+        for n in 0..<2 { #expect(TransferServer.isBlob(cache(daemon) + "/slow\(n).bin", size: 4 << 20)) }
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// Results that waited for the app come together on its check-in, under
     /// one token that says how many it carries.
     @Test func resultsThatWaitedComeUnderOneTokenThatCountsThem() throws {
