@@ -296,6 +296,16 @@ final class UnifiedPushBridge {
         registered.remove(app)
         if refused {
             host.log(.warning, "UnifiedPush distributor refused \(app): \(reason)")
+            // An endpoint of an earlier registration is dead now: nobody
+            // delivers from it (only the current distributor's messages are
+            // taken). The app hears it has none; the token is kept.
+            guard registrations[app]?.endpoint != nil else { return }
+            do {
+                try setEndpoint(nil, of: app)
+                host.logWhenCommitted(.notice, "\(app) has no UnifiedPush endpoint any more: the distributor refused it")
+            } catch {
+                host.log(.warning, "cannot forget the UnifiedPush endpoint of \(app): \(error)")
+            }
         } else {
             host.log(.warning, "could not register \(app) with the UnifiedPush distributor (it is tried again when apps or the distributor change): \(reason)")
         }

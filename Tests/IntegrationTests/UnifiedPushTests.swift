@@ -13,10 +13,11 @@ import Testing
     static let distributorName = "org.unifiedpush.Distributor.mock"
 
     /// The mock distributor on `bus` (`--v1-only`: no Distributor2).
-    func distributor(on bus: PrivateBus, v1Only: Bool = false, brokenRegister: Bool = false) throws -> ChildProcess {
+    func distributor(on bus: PrivateBus, v1Only: Bool = false, brokenRegister: Bool = false, refuseRegister: Bool = false) throws -> ChildProcess {
         let script = BinaryLocator.packageRoot() + "/Tests/IntegrationTests/Fixtures/mock-unifiedpush-distributor.py"
         let process = try ChildProcess("/usr/bin/python3", [script, "--address", bus.address]
-            + (v1Only ? ["--v1-only"] : []) + (brokenRegister ? ["--broken-register"] : []))
+            + (v1Only ? ["--v1-only"] : []) + (brokenRegister ? ["--broken-register"] : [])
+            + (refuseRegister ? ["--refuse-register"] : []))
         #expect(process.waitForLine { $0 == "ready" } != nil, "the mock distributor did not start: \(process.standardError)")
         return process
     }
@@ -290,6 +291,35 @@ import Testing
         #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
         #expect(try endpoint(daemon) != nil, "the endpoint is kept across a crash")
         #expect(try eventually { try registrations(bus)[token] != nil }, "registered again at start, with the same token")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// A distributor that took over and refused the app left its old
+    /// endpoint listed, and the app was not told: its server went on
+    /// pushing to an endpoint nobody delivers from (the old distributor's
+    /// messages are not taken any more). Now the endpoint goes, the app
+    /// hears `EndpointChanged` with none, and the registration's token is
+    /// kept for the next distributor.
+    @Test func aDistributorThatRefusesTheAppTakesItsOldEndpointAway() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        var mock = try distributor(on: bus)
+        let daemon = try daemon(bus: bus)
+        #expect(try eventually { try endpoint(daemon) != nil }, "\(daemon.log)")
+        let chat = try app(daemon)
+        try chat.listen(for: "EndpointChanged")
+        _ = mock.stop()
+        #expect(daemon.process.waitForStandardError(containing: "left the bus"), "\(daemon.log)")
+        mock = try distributor(on: bus, refuseRegister: true)
+        defer { _ = mock.stop() }
+        #expect(daemon.waitForLog(containing: "UnifiedPush distributor refused \(Self.app): the mock refuses"), "\(daemon.log)")
+        #expect(try eventually { try endpoint(daemon) == nil }, "\(daemon.log)")
+        #expect(try chat.call("RemoteNotifications", "GetEndpoint") { try $0.append("") }.readString() == "")
+        #expect(chat.waitForSignals(1), "\(daemon.log)")
+        #expect(chat.received.first?.member == "EndpointChanged")
+        #expect(try chat.received.first?.readString() == "")
+        #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
+        #expect(try endpoint(daemon) == nil, "gone for good, not only from memory")
         #expect(daemon.stop() == .status(0))
     }
 

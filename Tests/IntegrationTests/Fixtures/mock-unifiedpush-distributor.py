@@ -27,6 +27,8 @@ CONTROL = 'org.bgtaskd.test.MockDistributor'
 class Distributor(dbus.service.Object):
     # --broken-register: Register fails as a call (an error, not an answer).
     broken = False
+    # --refuse-register: Register answers no.
+    refuse = False
 
     def __init__(self, bus, v1_only):
         super().__init__(bus, PATH)
@@ -63,6 +65,8 @@ class Distributor(dbus.service.Object):
     def Register(self, service, token, description, sender=None):
         if self.broken:
             raise dbus.exceptions.DBusException('the mock is broken', name='org.freedesktop.DBus.Error.Failed')
+        if self.refuse:
+            return ('REGISTRATION_FAILED', 'the mock refuses')
         self.registered(str(service), str(token), str(description), 1)
         return ('REGISTRATION_SUCCEEDED', '')
 
@@ -95,6 +99,8 @@ class Distributor(dbus.service.Object):
 class Distributor2(Distributor):
     @dbus.service.method('org.unifiedpush.Distributor2', in_signature='a{sv}', out_signature='a{sv}')
     def Register(self, args):
+        if self.refuse:
+            return dbus.Dictionary({'success': False, 'reason': 'the mock refuses'}, signature='sv')
         self.registered(str(args['service']), str(args['token']), str(args.get('description', '')), 2)
         return dbus.Dictionary({'success': True}, signature='sv')
 
@@ -110,8 +116,10 @@ def main():
     parser.add_argument('--name', default='org.unifiedpush.Distributor.mock')
     parser.add_argument('--v1-only', action='store_true')
     parser.add_argument('--broken-register', action='store_true')
+    parser.add_argument('--refuse-register', action='store_true')
     args = parser.parse_args()
     Distributor.broken = args.broken_register
+    Distributor.refuse = args.refuse_register
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
     bus = dbus.bus.BusConnection(args.address)
     distributor = (Distributor if args.v1_only else Distributor2)(bus, args.v1_only)
