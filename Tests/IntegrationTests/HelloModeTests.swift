@@ -67,4 +67,17 @@ import Testing
         #expect(help.standardOutput.contains("Tasks.BudgetSec=600"), "\(help)")
         #expect(!help.standardOutput.contains("Hello.Repeat"), "the example is not installed as a mode")
     }
+
+    /// `bgtaskd --plugin-dir DIR --help` listed the default directory's
+    /// keys, not those of the plugins that start would load.
+    @Test func helpListsTheKeysOfThePluginDirectoryGiven() throws {
+        let directory = try Self.install()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for arguments in [["--plugin-dir", directory, "--help"], ["--help", "--plugin-dir=\(directory)"]] {
+            let help = try CommandResult.run(BinaryLocator.path(of: "bgtaskd"), arguments, timeout: .seconds(20))
+            #expect(help.standardOutput.contains("Hello.Repeat="), "\(arguments): \(help)")
+            #expect(!help.standardOutput.contains("Fetch.WakeBudgetSec"), "\(arguments): \(help)")
+            #expect(help.standardOutput.contains("Tasks.BudgetSec=600"), "\(arguments): \(help)")
+        }
+    }
 }

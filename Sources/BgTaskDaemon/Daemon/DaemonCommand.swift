@@ -17,8 +17,8 @@ public struct DaemonCommand: ParsableCommand {
 
             Configuration is read from /etc/bgtaskd/bgtaskd.conf, then \
             $XDG_CONFIG_HOME/bgtaskd/bgtaskd.conf, then --config, then --set (later wins). \
-            The daemon's keys and those the plugins in the default plugin directory \
-            declare (defaults in seconds unless named otherwise):
+            The daemon's keys and those the plugins in the plugin directories \
+            (--plugin-dir, else the default) declare (defaults in seconds unless named otherwise):
             \(helpKeys())
 
             The daemon is ready once it owns the bus name; under systemd it also sends READY=1. \
@@ -31,19 +31,36 @@ public struct DaemonCommand: ParsableCommand {
             64, a command line it does not understand.
             """)
 
-    /// The keys for `--help`: the engine's, then each default plugin's under
-    /// its name. The plugins are looked at only when help is asked for: a
-    /// start looks for them once, in ``run()``, with its refusals logged.
+    /// The keys for `--help`: the engine's, then each plugin's under its
+    /// name, from the `--plugin-dir` on the command line (ArgumentParser
+    /// builds help before it parses), else the default directories. The
+    /// plugins are looked at only when help is asked for: a start looks
+    /// for them once, in ``run()``, with its refusals logged.
     private static func helpKeys() -> String {
-        let asksForHelp = CommandLine.arguments.dropFirst().contains { ["-h", "--help", "help"].contains($0) }
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        let asksForHelp = arguments.contains { ["-h", "--help", "help"].contains($0) }
         // Quiet: refusals are the business of a real start, not of --help.
         let quiet = Logger(label: "bgtaskd-help") { _ in SwiftLogNoOpLogHandler() }
-        let candidates = asksForHelp ? PluginLoader(logger: quiet).candidates(in: PluginLoader.defaultDirectories()) : []
+        let directories = helpPluginDirectories(arguments).map { PluginLoader.directories($0) } ?? PluginLoader.defaultDirectories()
+        let candidates = asksForHelp ? PluginLoader(logger: quiet).candidates(in: directories) : []
         let configuration = Configuration(pluginKeys: candidates.flatMap(\.configKeys))
         return configuration.keys.map { key in
             let owner = key.plugin.map { "  (\($0) plugin)" } ?? ""
             return "  \(key.name)=\(configuration.value(of: key.name) ?? "")  \(key.summary)\(owner)"
         }.joined(separator: "\n")
+    }
+
+    /// The last `--plugin-dir DIRS` or `--plugin-dir=DIRS` of `arguments`, split at colons; nil without one.
+    static func helpPluginDirectories(_ arguments: [String]) -> [String]? {
+        var found: String?
+        for (index, argument) in arguments.enumerated() {
+            if argument == "--plugin-dir", index + 1 < arguments.count {
+                found = arguments[index + 1]
+            } else if argument.hasPrefix("--plugin-dir=") {
+                found = String(argument.dropFirst("--plugin-dir=".count))
+            }
+        }
+        return found.map { $0.split(separator: ":").map(String.init) }
     }
 
     @Option(name: .long, help: ArgumentHelp("Bus to serve on: session, system or a D-Bus address such as unix:path=/tmp/bus.", valueName: "session|system|ADDRESS"))
