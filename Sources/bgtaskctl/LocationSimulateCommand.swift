@@ -41,9 +41,14 @@ struct LocationSimulateCommand: ClientCommand {
     /// The words of the position, without a "--" that ends the options (`simulate -- -33.8 151.2`).
     private var words: [String] { position.first == "--" ? Array(position.dropFirst()) : position }
 
-    // .unconditional, so that "--accuracy -1" reaches validate() and is refused there in words.
-    @Option(parsing: .unconditional, help: ArgumentHelp("The radius of uncertainty in metres, 0 or more.", valueName: "M"))
-    var accuracy: Double = 10
+    // .unconditional, so that "--accuracy -1" reaches validate() and is
+    // refused there in words. Text, not a Double, so that validate() can
+    // refuse hexadecimal as it does for LAT and LON.
+    @Option(name: .customLong("accuracy"), parsing: .unconditional, help: ArgumentHelp("The radius of uncertainty in metres, 0 or more.", valueName: "M"))
+    var accuracyText = "10"
+
+    /// --accuracy, once validate() has checked it.
+    var accuracy: Double { Double(accuracyText) ?? .nan }
 
     /// LAT, once validate() has checked it.
     var latitude: Double { Double(words[0]) ?? .nan }
@@ -71,7 +76,7 @@ struct LocationSimulateCommand: ClientCommand {
             throw ValidationError("give the position as LAT LON (degrees), e.g. 48.8584 2.2945 or -33.8568 151.2153")
         }
         // Decimal only: Double("0x10") is 16, and a hex latitude is a typo, not a place.
-        for (name, word) in zip(["LAT", "LON"], words) where Double(word) == nil || !word.allSatisfy({ "0123456789+-.eE".contains($0) }) {
+        for (name, word) in zip(["LAT", "LON"], words) where !Self.isDecimal(word) {
             throw ValidationError("\(name) must be a decimal number of degrees, not '\(word)'")
         }
         guard latitude.isFinite, (-90...90).contains(latitude) else {
@@ -80,9 +85,14 @@ struct LocationSimulateCommand: ClientCommand {
         guard longitude.isFinite, (-180...180).contains(longitude) else {
             throw ValidationError("LON must be a number of degrees from -180 to 180, not '\(words[1])'")
         }
-        guard accuracy.isFinite, accuracy >= 0 else {
-            throw ValidationError("--accuracy must be a number of metres, 0 or more, not \(accuracy)")
+        guard Self.isDecimal(accuracyText), accuracy.isFinite, accuracy >= 0 else {
+            throw ValidationError("--accuracy must be a decimal number of metres, 0 or more, not '\(accuracyText)'")
         }
+    }
+
+    /// Whether `word` is a number written in decimals (Double(_:) also reads "0x10" as 16).
+    static func isDecimal(_ word: String) -> Bool {
+        Double(word) != nil && word.allSatisfy { "0123456789+-.eE".contains($0) }
     }
 
     func run(with client: DaemonClient) throws {

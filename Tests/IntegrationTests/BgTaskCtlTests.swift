@@ -173,7 +173,8 @@ import Testing
         for arguments in [["nan", "0"], ["91", "0"], ["0", "-181"], ["inf", "0"], ["-33.8568", "151.2153", "--accuracy", "-1"],
                           ["-33.8568", "151.2153", "--accuracy", "nan"], ["1"], ["x", "1"], ["1", "2", "3"],
                           // Hexadecimal was read as a number (0x10: 16°).
-                          ["0x10", "5"], ["5", "0x1p4"]] {
+                          ["0x10", "5"], ["5", "0x1p4"], ["-33.8568", "151.2153", "--accuracy", "0x10"],
+                          ["-33.8568", "151.2153", "--accuracy=inf"]] {
             let refused = try daemon.bgtaskctl(["location", "simulate"] + arguments)
             #expect(refused.exit == .status(64), "\(arguments): \(refused)")
             #expect(refused.standardError.contains("Error: "), "\(arguments): \(refused)")
