@@ -683,7 +683,11 @@ final class RemoteNotificationsMode: ModePlugin {
                 switch result {
                 case .success: host.log(.debug, "alert of \(app) shown: \(summary)")
                 case .failure(let error):
-                    host.log(.info, "alert of \(app) (no notification service: \(error.message)): \(summary) — \(body)")
+                    // Absent, or there and failing (it crashed mid-call, it refused): the log says which.
+                    let name = error.code.rawValue
+                    let absent = name.hasSuffix(".ServiceUnknown") || name.hasSuffix(".NameHasNoOwner")
+                    let why = absent ? "no notification service" : "the notification service did not show it"
+                    host.log(.info, "alert of \(app) (\(why): \(error.message)): \(summary) — \(body)")
                 }
             }
         } catch {

@@ -485,6 +485,26 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A notification service that is there but fails the call (here one
+    /// that has no Notify method; one that crashes mid-call is alike) was
+    /// logged as no notification service at all.
+    @Test func anAlertTheServiceFailsIsNotLoggedAsNoService() throws {
+        let daemon = try daemon()
+        let sender = try RawClient(daemon)
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":{"title":"First"}}}"#))
+        #expect(daemon.waitForLog(containing: "(no notification service: "), "\(daemon.log)")
+        let bare = try ChildProcess("/usr/bin/python3", ["-m", "dbusmock", "--session", "org.freedesktop.Notifications",
+                                                         "/org/freedesktop/Notifications", "org.freedesktop.Notifications"],
+                                    environment: daemon.environment)
+        defer { bare.stop() }
+        #expect(try waitUntil { try daemon.busctl(["status", "org.freedesktop.Notifications"]).succeeded })
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":{"title":"Second"}}}"#))
+        #expect(daemon.waitForLog(containing: "(the notification service did not show it: "), "\(daemon.log)")
+        let second = daemon.log.split(separator: "\n").filter { $0.contains("Second") }
+        #expect(!second.isEmpty && !second.contains { $0.contains("no notification service") }, "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// SIGKILL in the middle of a stream of 500 pushes, then a restart: every
     /// acknowledged push is completed exactly once, none is lost.
     @Test func everyAcknowledgedPushSurvivesACrashAndIsCompletedOnce() throws {
