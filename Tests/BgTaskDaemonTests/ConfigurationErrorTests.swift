@@ -199,6 +199,30 @@ import Testing
         #expect(error?.reason == "no such file")
     }
 
+    /// A configuration file that is a link to nothing read as "no such
+    /// file" (for --config) or as no file at all (the standard ones: the
+    /// user's settings silently not applied). It says what it is now.
+    @Test func aConfigFileLinkedToNothingSaysSo() throws {
+        let directory = try TemporaryDirectory()
+        let link = directory.path("linked.conf")
+        #expect(symlink(directory.path("gone/bgtaskd.conf"), link) == 0)
+        let explicit = #expect(throws: Configuration.ParseError.self) {
+            try Configuration.load(
+                configFile: link, overrides: [],
+                environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
+        }
+        #expect(explicit?.reason == "a symbolic link to \(directory.path("gone/bgtaskd.conf")), which does not exist")
+        try FileManager.default.createDirectory(atPath: directory.path("xdg/bgtaskd"), withIntermediateDirectories: true)
+        #expect(symlink(directory.path("gone/bgtaskd.conf"), directory.path("xdg/bgtaskd/bgtaskd.conf")) == 0)
+        let standard = #expect(throws: Configuration.ParseError.self) {
+            try Configuration.load(
+                configFile: nil, overrides: [],
+                environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
+        }
+        #expect(standard?.origin.file == directory.path("xdg/bgtaskd/bgtaskd.conf"))
+        #expect(standard?.reason.hasPrefix("a symbolic link to ") == true)
+    }
+
     @Test func errorInConfigFileStopsLoadingWithItsLine() throws {
         let directory = try TemporaryDirectory()
         try directory.write("bad.conf", "[Tasks]\nBudgetSec=30\n\n[Scheduler]\nChunkSec=-5\n")

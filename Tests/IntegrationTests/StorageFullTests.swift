@@ -373,6 +373,18 @@ import Testing
                 && result.standardError.contains("Not a directory"), "\(result)")
     }
 
+    /// A state directory that is a link to nothing said "File exists".
+    @Test func aStateDirectoryLinkedToNothingSaysSo() throws {
+        let link = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-dangling-\(UUID())").path
+        #expect(symlink("/nonexistent/bgtaskd-state", link) == 0)
+        defer { unlink(link) }
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskd"), ["--bus", bus.address, "--state-dir", link])
+        #expect(result.exit == .status(73) && result.standardError.contains(
+            "cannot use the state directory \(link): it is a symbolic link to /nonexistent/bgtaskd-state, which does not exist"), "\(result)")
+    }
+
     /// A state directory on a read-only mount stopped start-up with 65, the
     /// status of a database that must not be touched (and one systemd
     /// restarted into five times): nothing is wrong with it; it cannot be

@@ -196,6 +196,8 @@ public struct Configuration: Sendable {
         if let configFile { files.append((configFile, true)) }
         for (path, required) in files {
             guard FileManager.default.fileExists(atPath: path) else {
+                // A link to nothing is a configuration meant and not found, even where none is needed.
+                if let problem = DanglingLink.problem(with: path) { throw ParseError(origin: Origin(file: path), key: nil, reason: problem) }
                 if required { throw ParseError(origin: Origin(file: path), key: nil, reason: "no such file") }
                 continue
             }

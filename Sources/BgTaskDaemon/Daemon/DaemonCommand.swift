@@ -132,6 +132,10 @@ public struct DaemonCommand: ParsableCommand {
         }
         let environment = ProcessInfo.processInfo.environment
         var stateDirectory = stateDir ?? Self.defaultStateDirectory(environment)
+        if let problem = DanglingLink.problem(with: stateDirectory) {
+            logger.critical("cannot use the state directory \(stateDirectory): it is \(problem)")
+            throw ExitCode(73)  // EX_CANTCREAT
+        }
         do {
             try FileManager.default.createDirectory(
                 atPath: stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
