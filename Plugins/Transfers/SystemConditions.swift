@@ -14,6 +14,14 @@ final class SystemConditions {
     private var following = false
     /// Called on the loop when ``current`` changed, with what it was before.
     var changed: ((_ before: TransferConditions) -> Void)?
+    /// Reads of the services' properties under way: until they are
+    /// answered, what ``current`` says may be older than the services
+    /// (nothing yet at start-up, what was said before the bus restarted).
+    private var reading = 0
+    /// Whether every read has been answered (``current`` is what the services say).
+    var isSettled: Bool { reading == 0 }
+    /// Called on the loop when the last read under way is answered.
+    var settled: (() -> Void)?
 
     private struct Source {
         var service: String
@@ -49,10 +57,13 @@ final class SystemConditions {
                                        interface: "org.freedesktop.DBus", member: "NameOwnerChanged", arg0: source.service) {
                     [weak self] message in
                     guard let self else { return }
-                    // No message: the system bus went away, and the service with it.
+                    // No message: the system bus went away. What the service said last
+                    // holds until the bus is back and it is read again: forgetting it
+                    // would let a download that must avoid a metered network run on one.
                     guard let message else {
+                        if self.following { self.host.log(.notice, "lost the system bus: the network's last known state holds until it is back") }
                         self.following = false
-                        return self.forget(source)
+                        return
                     }
                     _ = try? message.readString()
                     _ = try? message.readString()
@@ -94,9 +105,17 @@ final class SystemConditions {
                     try call.append(source.interface)
                     try call.append(property)
                 } reply: { [weak self] result in
-                    guard let self, case .success(let reply) = result, let value = try? reply.readVariant() else { return }
-                    self.set(property, value)
+                    guard let self else { return }
+                    if case .success(let reply) = result, let value = try? reply.readVariant() {
+                        self.set(property, value)
+                    } else {
+                        // Not there (it left, or the bus came back without it): unknown.
+                        self.set(property, nil)
+                    }
+                    self.reading -= 1
+                    if self.reading == 0 { self.settled?() }
                 }
+                reading += 1
             } catch {
                 host.log(.debug, "cannot read \(source.service) \(property): \(error.message)")
             }
@@ -115,11 +134,13 @@ final class SystemConditions {
         update(next)
     }
 
-    private func set(_ property: String, _ value: PluginValue) {
+    /// Sets a property from its value; nil (or a value of another type) makes it unknown.
+    private func set(_ property: String, _ value: PluginValue?) {
         var next = current
-        switch (property, value) {
-        case ("Connectivity", .uint(let number)): next.connectivity = UInt32(truncatingIfNeeded: number)
-        case ("Metered", .uint(let number)): next.metered = UInt32(truncatingIfNeeded: number)
+        let number: UInt32? = if case .uint(let number)? = value { UInt32(truncatingIfNeeded: number) } else { nil }
+        switch property {
+        case "Connectivity": next.connectivity = number
+        case "Metered": next.metered = number
         default: return
         }
         update(next)

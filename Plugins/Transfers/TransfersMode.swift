@@ -66,6 +66,14 @@ final class TransfersMode: ModePlugin {
     private var lastAttempt: UInt64 = 0
     /// Per app, the attempt that last started one of its transfers: who was served longest ago (``fairTurns(_:slots:)``).
     private var lastServed: [String: UInt64] = [:]
+    /// Transfers paused to make room for another app's (``makeRoom(for:)``),
+    /// and when (realtime µs): such a one is not paused again for a while,
+    /// nor picked before one never paused.
+    private var pausedForRoom: [String: UInt64] = [:]
+    /// How long a transfer paused for another app's runs undisturbed once it
+    /// has its slot back: without it, the same one was picked at every turn,
+    /// and one that cannot continue where it stopped never finished.
+    static let roomRespite: UInt64 = 60_000_000
     /// Downloads cancelled while their attempt ran: their partial files go once it has stopped writing.
     private var discarded: [String: TransferRecord] = [:]
     /// Whether the host runs work posted from other threads (ABI 1.7): without it no report would come back.
@@ -125,6 +133,8 @@ final class TransfersMode: ModePlugin {
         if !canPost { host.log(.error, "this bgtaskd cannot run work posted from other threads (plugin ABI 1.7): transfers cannot run") }
         let conditions = SystemConditions(host: host)
         conditions.changed = { [unowned self] before in self.conditionsChanged(from: before) }
+        // What waited for the network's state to be read may start now.
+        conditions.settled = { [unowned self] in self.requestSchedule() }
         conditions.start()
         self.conditions = conditions
         requestSchedule()
@@ -505,7 +515,9 @@ final class TransfersMode: ModePlugin {
         }
         // One wake per app for all that timed out together.
         for app in expiredApps.sorted() { deliver(app) }
-        if canPost {
+        // Nothing starts while the network's state is being read (at start-up,
+        // after the system bus came back): it may hold a transfer back.
+        if canPost, conditions?.isSettled ?? true {
             let current = conditions?.current ?? TransferConditions()
             let ready = Self.oldestFirst(transfers.values.lazy
                 .filter {
@@ -527,19 +539,30 @@ final class TransfersMode: ModePlugin {
 
     /// With every slot taken, an app whose transfers are ready while it has
     /// none running gets one: the app running the most (two at least)
-    /// pauses one, which waits for a free slot again. Its download that can
-    /// continue where it stopped (the server named a validator) goes first,
-    /// then any download, then an upload (which starts again from its first
-    /// byte); among those, the one started last. So one app's slow transfers
-    /// do not hold every slot until they finish or time out.
+    /// pauses one, which waits for a free slot again. A download whose
+    /// server named a validator (it may continue where it stopped) goes
+    /// first, then any download, then an upload (which starts again from its
+    /// first byte); between those, the one started last. One paused this way
+    /// is not paused again within ``roomRespite`` of that. So one app's slow
+    /// transfers do not hold every slot until they finish or time out.
     private func makeRoom(for ready: [TransferRecord]) {
+        let now = host.realtimeMicroseconds
+        pausedForRoom = pausedForRoom.filter { now &- $0.value < Self.roomRespite && transfers[$0.key]?.state != .finished }
         var runningOf: [String: [String]] = [:]
-        for id in running.keys.sorted() { if let app = transfers[id]?.app { runningOf[app, default: []].append(id) } }
+        for id in running.keys.sorted() where pausedForRoom[id] == nil {
+            if let app = transfers[id]?.app { runningOf[app, default: []].append(id) }
+        }
+        var holding: [String: Int] = [:]
+        for id in running.keys { if let app = transfers[id]?.app { holding[app, default: 0] += 1 } }
         var starved: [String] = []
-        for record in ready where runningOf[record.app] == nil && !starved.contains(record.app) { starved.append(record.app) }
+        for record in ready where holding[record.app] == nil && !starved.contains(record.app) { starved.append(record.app) }
         for app in starved {
-            let busiest = runningOf.filter { $0.value.count >= 2 }
-                .max { a, b in a.value.count != b.value.count ? a.value.count < b.value.count : a.key > b.key }
+            // Apps running two or more, with one that may be paused.
+            let busiest = runningOf.filter { (holding[$0.key] ?? 0) >= 2 && !$0.value.isEmpty }
+                .max { a, b in
+                    let (ha, hb) = (holding[a.key] ?? 0, holding[b.key] ?? 0)
+                    return ha != hb ? ha < hb : a.key > b.key
+                }
             guard let (holder, ids) = busiest else { break }
             func rank(_ id: String) -> (Int, UInt64) {
                 let record = transfers[id]
@@ -547,10 +570,13 @@ final class TransfersMode: ModePlugin {
                 return (kind, running[id] ?? 0)
             }
             guard let victim = ids.max(by: { rank($0) < rank($1) }), stopAttempt(victim) else { break }
+            let held = holding[holder] ?? 0
+            pausedForRoom[victim] = now
             runningOf[holder] = ids.filter { $0 != victim }
+            holding[holder] = held - 1
             // The slot is the starved app's now: it takes no second one this way.
-            runningOf[app] = [victim]
-            host.log(.info, "transfer \(victim) of \(holder) pauses: \(app) has transfers waiting and none running, \(holder) had \(ids.count)")
+            holding[app] = 1
+            host.log(.info, "transfer \(victim) of \(holder) pauses: \(app) has transfers waiting and none running, \(holder) had \(held)")
         }
     }
 

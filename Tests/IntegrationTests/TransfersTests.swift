@@ -650,8 +650,8 @@ import Testing
 
     /// A system bus that crashed took NetworkManager with it, but its last
     /// word (metered) held a download that must avoid metered networks for
-    /// good. What it said is forgotten with the bus now: unknown holds
-    /// nothing back, as without NetworkManager.
+    /// good. That word holds until the bus is back; then NetworkManager,
+    /// absent, is unknown, which holds nothing back, as without it.
     @Test func aSystemBusThatCrashesTakesItsNetworkConditionsWithIt() throws {
         let system = try MockSystemBus(services: [.networkManager(connectivity: 4, metered: 1)], restartable: true)
         defer { system.stop() }
@@ -682,13 +682,18 @@ import Testing
                            options: ["allow_metered": .bool(false)])
         func waitingFor() throws -> BusValue? { try list(client).first { $0["transfer_id"] == .string(id) }?["waiting_for"] }
         #expect(try waitingFor() == .string("unmetered network"))
-        try system.crashAndRestart(with: [metered])
-        #expect(daemon.waitForLog(containing: "the system bus is back: following the network again"), "\(daemon.log.suffix(2000))")
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline, try waitingFor() != .string("unmetered network") {
-            Thread.sleep(forTimeInterval: 0.05)
+        let back = "the system bus is back: following the network again"
+        for round in 1...2 {
+            try system.crashAndRestart(with: [metered])
+            let deadline = ContinuousClock.now + .seconds(15)
+            while ContinuousClock.now < deadline, daemon.log.components(separatedBy: back).count < round + 1 {
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            #expect(daemon.log.components(separatedBy: back).count == round + 1, "round \(round): \(daemon.log.suffix(2000))")
+            #expect(try waitingFor() == .string("unmetered network"), "round \(round): \(daemon.log.suffix(2000))")
         }
-        #expect(try waitingFor() == .string("unmetered network"), "\(daemon.log.suffix(2000))")
+        // Neither at start-up (before NetworkManager was read) nor while the bus was away.
+        #expect(!daemon.log.contains("transfer \(id) attempt 1 starts"), "it ran on the metered network: \(daemon.log.suffix(2000))")
         try system.setNetwork(connectivity: 4, metered: 2)
         let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
         #expect(done.result == "success", "\(done.info)")
@@ -949,6 +954,41 @@ import Testing
         #expect(results.allSatisfy { $0.result == "success" }, "\(results.map(\.info))")
         #expect(results.filter { $0.info["resumed"] == .bool(true) }.count == 1, "\(results.map(\.info))")
         for n in 0..<2 { #expect(TransferServer.isBlob(cache(daemon) + "/slow\(n).bin", size: 4 << 20)) }
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// The transfer paused to make room was the one started last, and the
+    /// one paused before had just started again: another app starting
+    /// small downloads one after the other paused the same transfer every
+    /// time, and one that cannot continue where it stopped began from its
+    /// first byte each time. A transfer paused so is not paused again
+    /// within a minute.
+    @Test func aTransferPausedForAnotherAppIsNotPausedAgainAtOnce() throws {
+        let server = try TransferServer()
+        let daemon = try daemon(settings: ["Transfers.MaxConcurrent=2"])
+        let busy = try app(daemon)
+        let other = try app(daemon, id: Self.otherApp)
+        // Servers that take no ranges: a paused one starts again from zero.
+        let ids = try (1...2).map {
+            try start(busy, url: server.url("/blob/4M?rate=400000&norange=1&n=\($0)"), path: cache(daemon) + "/slow\($0).bin")
+        }
+        func bytesDone(_ id: String) throws -> UInt64 {
+            if case .uint64(let done)? = try list(busy).first(where: { $0["transfer_id"] == .string(id) })?["bytes_done"] { return done }
+            return 0
+        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline, try ids.contains(where: { try bytesDone($0) == 0 }) { Thread.sleep(forTimeInterval: 0.05) }
+        for n in 0..<3 {
+            let mine = try start(other, url: server.url("/blob/64K?k=\(n)"), path: cache(daemon, of: Self.otherApp) + "/mine\(n).bin")
+            let done = try #require(try waitForFinished(other, mine, timeout: .seconds(30)), "\(daemon.log)")
+            #expect(done.result == "success")
+            try complete(other, done.token)
+            // Time for the paused one to get its slot back.
+            Thread.sleep(forTimeInterval: 0.7)
+        }
+        let victims = daemon.log.split(separator: "\n").filter { $0.contains(" pauses: \(Self.otherApp) has transfers waiting") }
+            .compactMap { line in line.range(of: "transfer ").flatMap { line[$0.upperBound...].split(separator: " ").first.map(String.init) } }
+        #expect(!victims.isEmpty && Set(victims).count == victims.count, "paused again and again: \(victims)")
         #expect(daemon.stop() == .status(0))
     }
 

@@ -150,8 +150,9 @@ enum {
      * bus daemon crashed or restarted; every subscription there was called
      * once with NULL then). Subscribe again, and read again what the
      * services there said: it may have changed meanwhile. The host tries to
-     * reconnect after 1 s, then at doubling intervals up to a minute. Sent
-     * only to plugins built for 1.10 or later. */
+     * reconnect after 1 s, then at doubling intervals up to a minute (from
+     * the last interval, if the bus was lost again within 30 s of coming
+     * back). Sent only to plugins built for 1.10 or later. */
     BGT_EVENT_SYSTEM_BUS_BACK = 13,
 };
 
