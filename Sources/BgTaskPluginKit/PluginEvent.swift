@@ -1,4 +1,6 @@
-/// Something the daemon tells a plugin.
+/// Something the daemon tells a plugin. Newer versions of the ABI add
+/// cases (``systemBusBack`` came with 1.10): switch over it with a
+/// `default`, or a rebuild against a newer PluginKit stops compiling.
 public enum PluginEvent: Equatable, Sendable {
     /// A connection checked in as `app`; `reason` is why it runs (`user`, `fetch` …).
     case appCheckedIn(app: String, connection: String, reason: String)
