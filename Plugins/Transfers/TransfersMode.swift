@@ -66,14 +66,9 @@ final class TransfersMode: ModePlugin {
     private var lastAttempt: UInt64 = 0
     /// Per app, the attempt that last started one of its transfers: who was served longest ago (``fairTurns(_:slots:)``).
     private var lastServed: [String: UInt64] = [:]
-    /// Transfers paused to make room for another app's (``makeRoom(for:)``),
-    /// and when (realtime µs): such a one is not paused again for a while,
-    /// nor picked before one never paused.
-    private var pausedForRoom: [String: UInt64] = [:]
-    /// How long a transfer paused for another app's runs undisturbed once it
-    /// has its slot back: without it, the same one was picked at every turn,
-    /// and one that cannot continue where it stopped never finished.
-    static let roomRespite: UInt64 = 60_000_000
+    /// Transfers paused to make room for another app's (``makeRoom(for:)``):
+    /// such a one runs a while undisturbed once it has its slot back.
+    private var respite = RoomRespite()
     /// Downloads cancelled while their attempt ran: their partial files go once it has stopped writing.
     private var discarded: [String: TransferRecord] = [:]
     /// Whether the host runs work posted from other threads (ABI 1.7): without it no report would come back.
@@ -543,13 +538,14 @@ final class TransfersMode: ModePlugin {
     /// server named a validator (it may continue where it stopped) goes
     /// first, then any download, then an upload (which starts again from its
     /// first byte); between those, the one started last. One paused this way
-    /// is not paused again within ``roomRespite`` of that. So one app's slow
-    /// transfers do not hold every slot until they finish or time out.
+    /// is not paused again until it has run a minute after getting its slot
+    /// back (``RoomRespite``). So one app's slow transfers do not hold every
+    /// slot until they finish or time out.
     private func makeRoom(for ready: [TransferRecord]) {
         let now = host.realtimeMicroseconds
-        pausedForRoom = pausedForRoom.filter { now &- $0.value < Self.roomRespite && transfers[$0.key]?.state != .finished }
+        respite.prune(at: now)
         var runningOf: [String: [String]] = [:]
-        for id in running.keys.sorted() where pausedForRoom[id] == nil {
+        for id in running.keys.sorted() where respite.mayPause(id, at: now) {
             if let app = transfers[id]?.app { runningOf[app, default: []].append(id) }
         }
         var holding: [String: Int] = [:]
@@ -571,7 +567,7 @@ final class TransfersMode: ModePlugin {
             }
             guard let victim = ids.max(by: { rank($0) < rank($1) }), stopAttempt(victim) else { break }
             let held = holding[holder] ?? 0
-            pausedForRoom[victim] = now
+            respite.paused(victim)
             runningOf[holder] = ids.filter { $0 != victim }
             holding[holder] = held - 1
             // The slot is the starved app's now: it takes no second one this way.
@@ -636,6 +632,7 @@ final class TransfersMode: ModePlugin {
         let attempt = lastAttempt
         lastServed[record.app] = attempt
         running[record.id] = attempt
+        respite.started(record.id, at: host.realtimeMicroseconds)
         let gate = self.gate
         let poster = host.poster
         let mode = WeakMode(self)
@@ -782,6 +779,7 @@ final class TransfersMode: ModePlugin {
     }
 
     private func finish(_ record: TransferRecord, result: TransfersInterface.Result, error: String?, deliver wake: Bool = true) {
+        respite.forget(record.id)
         var record = record
         record.state = .finished
         record.result = result.rawValue
