@@ -244,10 +244,13 @@ final class UnifiedPushBridge {
                     "service": .string(BgTaskNames.busName), "token": .string(token), "description": .string(description),
                 ])
             }) { [weak self] result in
-                guard let self else { return }
+                // An answer of a distributor that has been replaced since says nothing of the current one's.
+                guard let self, self.isCurrent(distributor) else { return }
                 switch result {
                 case .success(let reply):
-                    let answer = (try? reply.readOptions()) ?? [:]
+                    guard let answer = try? reply.readOptions() else {
+                        return self.registrationFailed(app, "an answer that cannot be read", refused: false)
+                    }
                     if case .bool(true)? = answer["success"] {
                         self.host.log(.info, "registered \(app) with UnifiedPush distributor \(distributor.name)")
                     } else {
@@ -272,10 +275,12 @@ final class UnifiedPushBridge {
                 try call.append(token)
                 try call.append(description)
             }) { [weak self] result in
-                guard let self else { return }
+                guard let self, self.isCurrent(distributor) else { return }
                 switch result {
                 case .success(let reply):
-                    let outcome = (try? reply.readString()) ?? ""
+                    guard let outcome = try? reply.readString() else {
+                        return self.registrationFailed(app, "an answer that cannot be read", refused: false)
+                    }
                     if outcome == "REGISTRATION_SUCCEEDED" {
                         self.host.log(.info, "registered \(app) with UnifiedPush distributor \(distributor.name) (version 1)")
                     } else {
@@ -288,6 +293,11 @@ final class UnifiedPushBridge {
         } catch {
             registrationFailed(app, error.description, refused: false)
         }
+    }
+
+    /// Whether `distributor` is still the one apps are registered with (the same name and owner).
+    private func isCurrent(_ distributor: (name: String, owner: String)) -> Bool {
+        self.distributor.map { $0.name == distributor.name && $0.owner == distributor.owner } ?? false
     }
 
     /// `refused`: the distributor answered no; otherwise the call failed (a

@@ -13,11 +13,13 @@ import Testing
     static let distributorName = "org.unifiedpush.Distributor.mock"
 
     /// The mock distributor on `bus` (`--v1-only`: no Distributor2).
-    func distributor(on bus: PrivateBus, v1Only: Bool = false, brokenRegister: Bool = false, refuseRegister: Bool = false) throws -> ChildProcess {
+    func distributor(
+        on bus: PrivateBus, v1Only: Bool = false, brokenRegister: Bool = false, refuseRegister: Bool = false, more: [String] = []
+    ) throws -> ChildProcess {
         let script = BinaryLocator.packageRoot() + "/Tests/IntegrationTests/Fixtures/mock-unifiedpush-distributor.py"
         let process = try ChildProcess("/usr/bin/python3", [script, "--address", bus.address]
             + (v1Only ? ["--v1-only"] : []) + (brokenRegister ? ["--broken-register"] : [])
-            + (refuseRegister ? ["--refuse-register"] : []))
+            + (refuseRegister ? ["--refuse-register"] : []) + more)
         #expect(process.waitForLine { $0 == "ready" } != nil, "the mock distributor did not start: \(process.standardError)")
         return process
     }
@@ -320,6 +322,27 @@ import Testing
         #expect(try chat.received.first?.readString() == "")
         #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
         #expect(try endpoint(daemon) == nil, "gone for good, not only from memory")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// A distributor replaced while its answer to Register was on its way
+    /// refused the app after the new one had given it an endpoint: the late
+    /// refusal, of a distributor no longer in charge, took the new endpoint
+    /// away. Answers of a replaced distributor count for nothing now.
+    @Test func aReplacedDistributorsLateRefusalLeavesTheNewEndpoint() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let slow = try distributor(on: bus, refuseRegister: true, more: ["--answer-after", "3", "--replaceable"])
+        defer { _ = slow.stop() }
+        let daemon = try daemon(bus: bus)
+        #expect(daemon.waitForLog(containing: "registering apps"), "\(daemon.log)")
+        let current = try distributor(on: bus, more: ["--replace"])
+        defer { _ = current.stop() }
+        #expect(try eventually { try endpoint(daemon) != nil }, "\(daemon.log)")
+        // Past the replaced one's answer, 3 s after the Register it got.
+        Thread.sleep(forTimeInterval: 4)
+        #expect(try endpoint(daemon) != nil, "\(daemon.log)")
+        #expect(!daemon.log.contains("refused \(Self.app)"), "\(daemon.log)")
         #expect(daemon.stop() == .status(0))
     }
 

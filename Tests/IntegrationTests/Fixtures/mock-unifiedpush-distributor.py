@@ -29,6 +29,8 @@ class Distributor(dbus.service.Object):
     broken = False
     # --refuse-register: Register answers no.
     refuse = False
+    # --answer-after SECONDS: Register answers that late.
+    answer_after = 0.0
 
     def __init__(self, bus, v1_only):
         super().__init__(bus, PATH)
@@ -97,12 +99,20 @@ class Distributor(dbus.service.Object):
 
 
 class Distributor2(Distributor):
-    @dbus.service.method('org.unifiedpush.Distributor2', in_signature='a{sv}', out_signature='a{sv}')
-    def Register(self, args):
-        if self.refuse:
-            return dbus.Dictionary({'success': False, 'reason': 'the mock refuses'}, signature='sv')
-        self.registered(str(args['service']), str(args['token']), str(args.get('description', '')), 2)
-        return dbus.Dictionary({'success': True}, signature='sv')
+    @dbus.service.method('org.unifiedpush.Distributor2', in_signature='a{sv}', out_signature='a{sv}',
+                         async_callbacks=('ok', 'err'))
+    def Register(self, args, ok, err):
+        def answer():
+            if self.refuse:
+                ok(dbus.Dictionary({'success': False, 'reason': 'the mock refuses'}, signature='sv'))
+            else:
+                self.registered(str(args['service']), str(args['token']), str(args.get('description', '')), 2)
+                ok(dbus.Dictionary({'success': True}, signature='sv'))
+            return False
+        if self.answer_after > 0:
+            GLib.timeout_add(int(self.answer_after * 1000), answer)
+        else:
+            answer()
 
     @dbus.service.method('org.unifiedpush.Distributor2', in_signature='a{sv}', out_signature='a{sv}')
     def Unregister(self, args):
@@ -117,13 +127,18 @@ def main():
     parser.add_argument('--v1-only', action='store_true')
     parser.add_argument('--broken-register', action='store_true')
     parser.add_argument('--refuse-register', action='store_true')
+    parser.add_argument('--answer-after', type=float, default=0.0)
+    # --replaceable: another instance may take the name (--replace does).
+    parser.add_argument('--replaceable', action='store_true')
+    parser.add_argument('--replace', action='store_true')
     args = parser.parse_args()
     Distributor.broken = args.broken_register
     Distributor.refuse = args.refuse_register
+    Distributor.answer_after = args.answer_after
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
     bus = dbus.bus.BusConnection(args.address)
     distributor = (Distributor if args.v1_only else Distributor2)(bus, args.v1_only)
-    name = dbus.service.BusName(args.name, bus)
+    name = dbus.service.BusName(args.name, bus, allow_replacement=args.replaceable, replace_existing=args.replace)
     print('ready', flush=True)
     GLib.MainLoop().run()
 
