@@ -211,16 +211,22 @@ import Testing
                 configFile: link, overrides: [],
                 environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
         }
-        #expect(explicit?.reason == "a symbolic link to \(directory.path("gone/bgtaskd.conf")), which does not exist")
-        try FileManager.default.createDirectory(atPath: directory.path("xdg/bgtaskd"), withIntermediateDirectories: true)
-        #expect(symlink(directory.path("gone/bgtaskd.conf"), directory.path("xdg/bgtaskd/bgtaskd.conf")) == 0)
+        #expect(explicit?.reason == "a symbolic link to \(directory.path("gone/bgtaskd.conf")), which leads nowhere")
+        // The folder a dotfiles manager links to, moved away: the standard file behind it was silently not read.
+        try FileManager.default.createDirectory(atPath: directory.path("xdg"), withIntermediateDirectories: true)
+        #expect(symlink(directory.path("gone/bgtaskd"), directory.path("xdg/bgtaskd")) == 0)
         let standard = #expect(throws: Configuration.ParseError.self) {
             try Configuration.load(
                 configFile: nil, overrides: [],
                 environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
         }
         #expect(standard?.origin.file == directory.path("xdg/bgtaskd/bgtaskd.conf"))
-        #expect(standard?.reason.hasPrefix("a symbolic link to ") == true)
+        #expect(standard?.reason == "\(directory.path("xdg/bgtaskd").replacingOccurrences(of: "//", with: "/")) is a symbolic link to \(directory.path("gone/bgtaskd")), which leads nowhere")
+        // A loop leads nowhere either; a link that leads somewhere is no problem.
+        #expect(symlink("loop2", directory.path("loop1")) == 0 && symlink("loop1", directory.path("loop2")) == 0)
+        #expect(DanglingLink.problem(with: directory.path("loop1")) == "a symbolic link to loop2, which leads nowhere")
+        #expect(symlink(directory.path("xdg"), directory.path("fine")) == 0)
+        #expect(DanglingLink.problem(with: directory.path("fine")) == nil)
     }
 
     @Test func errorInConfigFileStopsLoadingWithItsLine() throws {

@@ -1,18 +1,41 @@
 import Foundation
 
-/// A symbolic link whose target does not exist. Creating a directory there
-/// fails with "File exists", and a file there reads as missing: neither says
-/// that a link points nowhere, which is what the user has to mend.
+/// A symbolic link that leads nowhere, on the way to a path or at its end.
+/// Creating a directory through one fails with "File exists", and a file
+/// behind one reads as missing: neither says that a link points nowhere,
+/// which is what the user has to mend (a dotfiles link to a moved folder).
 enum DanglingLink {
-    /// Where `path` points, if it is a symbolic link to nothing; nil otherwise.
-    static func target(of path: String) -> String? {
-        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: path) else { return nil }
-        // fileExists follows the link (the chain, too).
-        return FileManager.default.fileExists(atPath: path) ? nil : target
+    /// The first path from the root down to `path` (itself included) that
+    /// is a symbolic link leading nowhere (to nothing, or round in a loop),
+    /// and where it points; nil if there is none.
+    static func find(on path: String) -> (link: String, target: String)? {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in components(of: path) {
+            prefix += "/" + component
+            var link = stat()
+            guard lstat(prefix, &link) == 0 else { return nil }  // nothing here: no link to blame
+            guard link.st_mode & S_IFMT == S_IFLNK else { continue }
+            var followed = stat()
+            if stat(prefix, &followed) == 0 { continue }
+            // Only a link to nothing or a loop: a link one may not follow is another matter.
+            guard errno == ENOENT || errno == ELOOP || errno == ENOTDIR else { return nil }
+            let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: prefix)) ?? "?"
+            return (prefix, target)
+        }
+        return nil
     }
 
-    /// "a symbolic link to TARGET, which does not exist", for `path` if it is one.
+    /// Why `path` cannot be used, if a link on the way leads nowhere:
+    /// "a symbolic link to TARGET, which leads nowhere" for the path itself,
+    /// "LINK is a symbolic link to TARGET, which leads nowhere" for one on the way.
     static func problem(with path: String) -> String? {
-        target(of: path).map { "a symbolic link to \($0), which does not exist" }
+        guard let found = find(on: path) else { return nil }
+        let what = "a symbolic link to \(found.target), which leads nowhere"
+        let whole = (path.hasPrefix("/") ? "" : ".") + "/" + components(of: path).joined(separator: "/")
+        return found.link == whole ? what : "\(found.link) is \(what)"
+    }
+
+    private static func components(of path: String) -> [Substring] {
+        path.split(separator: "/", omittingEmptySubsequences: true)
     }
 }

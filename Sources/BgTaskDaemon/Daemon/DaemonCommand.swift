@@ -133,7 +133,8 @@ public struct DaemonCommand: ParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         var stateDirectory = stateDir ?? Self.defaultStateDirectory(environment)
         if let problem = DanglingLink.problem(with: stateDirectory) {
-            logger.critical("cannot use the state directory \(stateDirectory): it is \(problem)")
+            let said = problem.hasPrefix("a symbolic link") ? "it is \(problem)" : problem
+            logger.critical("cannot use the state directory \(stateDirectory): \(said)")
             throw ExitCode(73)  // EX_CANTCREAT
         }
         do {
