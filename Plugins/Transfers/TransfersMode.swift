@@ -545,34 +545,26 @@ final class TransfersMode: ModePlugin {
         let now = host.realtimeMicroseconds
         respite.prune(at: now)
         var runningOf: [String: [String]] = [:]
-        for id in running.keys.sorted() where respite.mayPause(id, at: now) {
-            if let app = transfers[id]?.app { runningOf[app, default: []].append(id) }
-        }
-        var holding: [String: Int] = [:]
-        for id in running.keys { if let app = transfers[id]?.app { holding[app, default: 0] += 1 } }
+        for id in running.keys.sorted() { if let app = transfers[id]?.app { runningOf[app, default: []].append(id) } }
         var starved: [String] = []
-        for record in ready where holding[record.app] == nil && !starved.contains(record.app) { starved.append(record.app) }
+        for record in ready where runningOf[record.app] == nil && !starved.contains(record.app) { starved.append(record.app) }
+        func rank(_ id: String) -> (Int, UInt64) {
+            let record = transfers[id]
+            let kind = record?.kind == .download ? (record?.validator != nil ? 2 : 1) : 0
+            return (kind, running[id] ?? 0)
+        }
         for app in starved {
-            // Apps running two or more, with one that may be paused.
-            let busiest = runningOf.filter { (holding[$0.key] ?? 0) >= 2 && !$0.value.isEmpty }
-                .max { a, b in
-                    let (ha, hb) = (holding[a.key] ?? 0, holding[b.key] ?? 0)
-                    return ha != hb ? ha < hb : a.key > b.key
-                }
-            guard let (holder, ids) = busiest else { break }
-            func rank(_ id: String) -> (Int, UInt64) {
-                let record = transfers[id]
-                let kind = record?.kind == .download ? (record?.validator != nil ? 2 : 1) : 0
-                return (kind, running[id] ?? 0)
-            }
-            guard let victim = ids.max(by: { rank($0) < rank($1) }), stopAttempt(victim) else { break }
-            let held = holding[holder] ?? 0
+            // The app running the most (two at least) that runs one it may pause.
+            let busiest = runningOf.filter { $0.value.count >= 2 && $0.value.contains { respite.mayPause($0, at: now) } }
+                .max { a, b in a.value.count != b.value.count ? a.value.count < b.value.count : a.key > b.key }
+            guard let (holder, ids) = busiest,
+                  let victim = ids.filter({ respite.mayPause($0, at: now) }).max(by: { rank($0) < rank($1) }),
+                  stopAttempt(victim) else { break }
             respite.paused(victim)
             runningOf[holder] = ids.filter { $0 != victim }
-            holding[holder] = held - 1
             // The slot is the starved app's now: it takes no second one this way.
-            holding[app] = 1
-            host.log(.info, "transfer \(victim) of \(holder) pauses: \(app) has transfers waiting and none running, \(holder) had \(held)")
+            runningOf[app] = [victim]
+            host.log(.info, "transfer \(victim) of \(holder) pauses: \(app) has transfers waiting and none running, \(holder) had \(ids.count)")
         }
     }
 

@@ -579,34 +579,46 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// GeoClue's mock 3 km from "home", where the tests' devices start.
+    static let farGeoClue = MockService.geoclue(latitude: north(3000).0, longitude: north(3000).1, accuracy: 20)
+
+    /// A daemon on `system`'s GeoClue, and an app monitoring "home" (outside it, settled).
+    func monitoringHome(on system: MockSystemBus) throws -> (DaemonUnderTest, RawClient) {
+        let daemon = try daemon(environment: system.environment)
+        let client = try app(daemon)
+        try monitor(client, "home")
+        #expect(daemon.waitForLog(containing: "GeoClue follows the device: every 20 m"))
+        pass(client, 1.3)
+        return (daemon, client)
+    }
+
+    /// Whether the daemon started GeoClue's client `times` times in all (within 10 s).
+    func waitForGeoClueStarts(_ times: Int, _ daemon: DaemonUnderTest, _ client: RawClient) -> Bool {
+        func starts() -> Int { daemon.log.components(separatedBy: "GeoClue follows the device").count - 1 }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while starts() < times, ContinuousClock.now < deadline { pass(client, 0.1) }
+        return starts() == times
+    }
+
     /// GeoClue2 on the system bus drives the regions: the daemon asks for
     /// positions once a region is monitored, gets `enter` when GeoClue moves
     /// the device in, follows GeoClue going away and coming back, and stops
     /// asking when nothing is monitored.
     @Test func geoclueDrivesRegionsAndComesBack() throws {
         let far = Self.north(3000)
-        let system = try MockSystemBus(services: [.geoclue(latitude: far.0, longitude: far.1, accuracy: 20)])
+        let system = try MockSystemBus(services: [Self.farGeoClue])
         defer { system.stop() }
-        let daemon = try daemon(environment: system.environment)
-        let client = try app(daemon)
-        try monitor(client, "home")
-        #expect(daemon.waitForLog(containing: "GeoClue follows the device: every 20 m"))
-        pass(client, 1.3)
+        let (daemon, client) = try monitoringHome(on: system)
         let inside = Self.north(0)
         try system.moveDevice(latitude: inside.0, longitude: inside.1, accuracy: 15)
         #expect(client.waitForSignals(1))
         #expect(try regionEvents(client).map(\.event) == ["enter"])
 
-        let gone = MockService.geoclue(latitude: far.0, longitude: far.1, accuracy: 20)
-        system.stopService(gone)
+        system.stopService(Self.farGeoClue)
         #expect(daemon.waitForLog(containing: "GeoClue left the system bus"))
         try system.startService(.geoclue(latitude: inside.0, longitude: inside.1, accuracy: 15))
         #expect(daemon.waitForLog(containing: "GeoClue is on the system bus"))
-        let deadline = ContinuousClock.now + .seconds(10)
-        while daemon.log.components(separatedBy: "GeoClue follows the device").count < 3, ContinuousClock.now < deadline {
-            pass(client, 0.1)
-        }
-        #expect(daemon.log.components(separatedBy: "GeoClue follows the device").count == 3, "started again after GeoClue came back")
+        #expect(waitForGeoClueStarts(2, daemon, client), "started again after GeoClue came back")
         try system.moveDevice(latitude: far.0, longitude: far.1, accuracy: 15)
         #expect(client.waitForSignals(2))
         #expect(try regionEvents(client).map(\.event) == ["enter", "exit"])
@@ -621,23 +633,13 @@ import Testing
     /// only once what was monitored changed, so a device that moved met no
     /// region.
     @Test func geoclueIsFollowedAgainAfterTheSystemBusRestarts() throws {
-        let far = Self.north(3000)
-        let geoclue = MockService.geoclue(latitude: far.0, longitude: far.1, accuracy: 20)
-        let system = try MockSystemBus(services: [geoclue], restartable: true)
+        let system = try MockSystemBus(services: [Self.farGeoClue], restartable: true)
         defer { system.stop() }
-        let daemon = try daemon(environment: system.environment)
-        let client = try app(daemon)
-        try monitor(client, "home")
-        #expect(daemon.waitForLog(containing: "GeoClue follows the device: every 20 m"))
-        pass(client, 1.3)
-        try system.crashAndRestart(with: [geoclue])
+        let (daemon, client) = try monitoringHome(on: system)
+        try system.crashAndRestart(with: [Self.farGeoClue])
         #expect(daemon.waitForLog(containing: "lost the system bus: no positions from GeoClue until it is back"), "\(daemon.log.suffix(2000))")
         #expect(daemon.waitForLog(containing: "the system bus is back: following GeoClue again"), "\(daemon.log.suffix(2000))")
-        let deadline = ContinuousClock.now + .seconds(10)
-        while daemon.log.components(separatedBy: "GeoClue follows the device").count < 3, ContinuousClock.now < deadline {
-            pass(client, 0.1)
-        }
-        #expect(daemon.log.components(separatedBy: "GeoClue follows the device").count == 3, "\(daemon.log.suffix(2000))")
+        #expect(waitForGeoClueStarts(2, daemon, client), "\(daemon.log.suffix(2000))")
         let inside = Self.north(0)
         try system.moveDevice(latitude: inside.0, longitude: inside.1, accuracy: 15)
         #expect(client.waitForSignals(1), "\(daemon.log.suffix(2000))")

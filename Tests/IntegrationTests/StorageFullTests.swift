@@ -382,7 +382,7 @@ import Testing
         defer { bus.stop() }
         let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskd"), ["--bus", bus.address, "--state-dir", link])
         #expect(result.exit == .status(73) && result.standardError.contains(
-            "cannot use the state directory \(link): it is a symbolic link to /nonexistent/bgtaskd-state, which leads nowhere"), "\(result)")
+            "cannot use the state directory \(link): \(link) is a symbolic link to /nonexistent/bgtaskd-state, which leads nowhere"), "\(result)")
         // A link on the way (a dotfiles link to a folder since moved) said "File exists" too.
         let below = try CommandResult.run(BinaryLocator.path(of: "bgtaskd"), ["--bus", bus.address, "--state-dir", link + "/bgtaskd"])
         #expect(below.exit == .status(73) && below.standardError.contains(

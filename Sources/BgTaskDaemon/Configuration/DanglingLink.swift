@@ -10,7 +10,7 @@ enum DanglingLink {
     /// and where it points; nil if there is none.
     static func find(on path: String) -> (link: String, target: String)? {
         var prefix = path.hasPrefix("/") ? "" : "."
-        for component in components(of: path) {
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
             prefix += "/" + component
             var link = stat()
             guard lstat(prefix, &link) == 0 else { return nil }  // nothing here: no link to blame
@@ -25,17 +25,9 @@ enum DanglingLink {
         return nil
     }
 
-    /// Why `path` cannot be used, if a link on the way leads nowhere:
-    /// "a symbolic link to TARGET, which leads nowhere" for the path itself,
-    /// "LINK is a symbolic link to TARGET, which leads nowhere" for one on the way.
+    /// "LINK is a symbolic link to TARGET, which leads nowhere", if a link
+    /// on the way to `path` (or `path` itself) does.
     static func problem(with path: String) -> String? {
-        guard let found = find(on: path) else { return nil }
-        let what = "a symbolic link to \(found.target), which leads nowhere"
-        let whole = (path.hasPrefix("/") ? "" : ".") + "/" + components(of: path).joined(separator: "/")
-        return found.link == whole ? what : "\(found.link) is \(what)"
-    }
-
-    private static func components(of path: String) -> [Substring] {
-        path.split(separator: "/", omittingEmptySubsequences: true)
+        find(on: path).map { "\($0.link) is a symbolic link to \($0.target), which leads nowhere" }
     }
 }

@@ -133,8 +133,7 @@ public struct DaemonCommand: ParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         var stateDirectory = stateDir ?? Self.defaultStateDirectory(environment)
         if let problem = DanglingLink.problem(with: stateDirectory) {
-            let said = problem.hasPrefix("a symbolic link") ? "it is \(problem)" : problem
-            logger.critical("cannot use the state directory \(stateDirectory): \(said)")
+            logger.critical("cannot use the state directory \(stateDirectory): \(problem)")
             throw ExitCode(73)  // EX_CANTCREAT
         }
         do {
