@@ -336,6 +336,57 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
         #expect(table.count == 0)
     }
 
+    /// Marks read back as written, those of the first form (a cgroup's,
+    /// without placement) too; a placement not known is no mark.
+    @Test func launchMarksReadBackAsWritten() {
+        for mark in [
+            LaunchMark(pid: 4242, startTime: 987_654, reason: "fetch"),
+            LaunchMark(pid: 4242, startTime: 987_654, reason: "location", placement: .systemdScope, bootID: "5e1f-boot"),
+            LaunchMark(pid: 4242, startTime: 987_654, reason: "transfer", placement: .process, bootID: nil),
+        ] {
+            #expect(LaunchMark(text: mark.text) == mark, "\(mark.text)")
+        }
+        #expect(LaunchMark(text: "4242 987654 fetch") == LaunchMark(pid: 4242, startTime: 987_654, reason: "fetch", placement: .cgroup))
+        #expect(LaunchMark(text: "4242 987654 fetch elsewhere 5e1f") == nil)
+        #expect(LaunchMark(text: "4242 987654 fetch process") == nil)
+    }
+
+    /// A plain child of an earlier run (no cgroup could be made for it) is
+    /// taken over by a later run from its mark, if the mark is of this boot
+    /// and names the same start; marks of another boot or start are not.
+    @Test func aPlainChildOfAnEarlierRunIsTakenOverFromItsMark() throws {
+        let loop = try EventLoop()
+        let earlier = AppLauncher(loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: nil)
+        var earlierExit: LaunchExit?
+        earlier.onExit = { _, status in earlierExit = status }
+        let process = try launchSleep(earlier, loop)
+        defer { if earlierExit == nil { earlier.killAll(process); _ = drive(loop) { earlierExit != nil } } }
+        #expect(process.placement == .process)
+        let start = try #require(AppLauncher.startTime(of: process.pid))
+        let mark = LaunchMark(pid: process.pid, startTime: start, reason: "fetch", placement: .process, bootID: LaunchMark.currentBootID)
+        var otherBoot = mark, otherStart = mark, noBoot = mark
+        otherBoot.bootID = "00000000-0000-0000-0000-000000000000"
+        otherStart.startTime += 1
+        noBoot.bootID = nil
+
+        let later = AppLauncher(loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: nil)
+        var exit: LaunchExit?
+        later.onExit = { _, status in exit = status }
+        for stale in [otherBoot, otherStart, noBoot] {
+            #expect(later.takeOverProcessesOfEarlierRuns(launched: [process.unit: stale]).isEmpty, "\(stale.text)")
+        }
+        #expect(later.takeOverProcessesOfEarlierRuns(launched: [process.unit: LaunchMark(pid: process.pid, startTime: start, reason: "fetch")]).isEmpty,
+                "a cgroup's mark is for reclaimCgroupsOfEarlierRuns")
+        let taken = later.takeOverProcessesOfEarlierRuns(launched: [process.unit: mark])
+        #expect(taken.map(\.pid) == [process.pid])
+        #expect(taken.first?.placement == .process && taken.first?.appID == appID && taken.first?.reason == "fetch")
+        #expect(later.processes.map(\.pid) == [process.pid])
+        #expect(later.killAll(try #require(taken.first)))
+        // Here both runs are this process, so whichever reaps first sees the status.
+        #expect(drive(loop) { exit != nil && earlierExit != nil })
+        #expect(later.processes.isEmpty)
+    }
+
     @Test func freezeFallsBackToSIGSTOPWithoutACgroup() throws {
         let loop = try EventLoop()
         let launcher = AppLauncher(loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: nil)

@@ -144,6 +144,58 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An app launched into a systemd scope still runs when the daemon is
+    /// killed. Only apps in cgroups of the daemon's own were taken over, so it
+    /// checked in again as the user's app: never suspended, held to no
+    /// budget. Now it is taken over too. The mock user manager moves nothing
+    /// into the scope, so the new run holds it by its pidfd and suspends it
+    /// with SIGSTOP; its end is seen.
+    @Test func anAppLaunchedIntoASystemdScopeIsTakenOverAfterACrash() throws {
+        let bus = try PrivateBus()
+        let manager = try ChildProcess("/usr/bin/python3", ["-m", "dbusmock", "--session", "--template", "systemd"], environment: bus.environment)
+        defer { manager.stop() }
+        let ready = ContinuousClock.now + .seconds(20)
+        while try !CommandResult.run("/usr/bin/gdbus", [
+            "call", "--address", bus.address, "--dest", "org.freedesktop.systemd1", "--object-path", "/org/freedesktop/systemd1",
+            "--method", "org.freedesktop.DBus.Peer.Ping",
+        ]).succeeded, ContinuousClock.now < ready { Thread.sleep(forTimeInterval: 0.05) }
+        let app = "org.example.Scoped"
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], bus: bus, desktopEntries: [
+            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(testapp) --fetch-result newData --tasks 0 --hold 120"),
+        ])
+        var admin = try RawClient(daemon)
+        try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
+        #expect(daemon.waitForLog(containing: "for fetch in systemd scope app-bgtaskd-"), "\(daemon.log)")
+        let line = try #require(daemon.log.split(separator: "\n").first { $0.contains("launched \(app) (pid ") }, "\(daemon.log)")
+        let pid = try #require(Int32(line.split(separator: "(pid ").last?.prefix { $0.isNumber } ?? ""), "\(line)")
+        defer { kill(pid, SIGKILL) }
+        #expect(try admin.waitForAppState(app, in: ["background, suspended"]) == "background, suspended", "done with its fetch: \(daemon.log.suffix(1500))")
+
+        try daemon.crashAndRestart()
+        admin = try RawClient(daemon)
+        #expect(daemon.waitForLog(containing: "took over \(app) (pid \(pid), "), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "launched for fetch by an earlier run and still running, held by its pidfd only"), "\(daemon.log)")
+        // Thawed at the start (SIGCONT), it checks in again, in the background, and is stopped again when idle.
+        let after = try admin.waitForAppState(app, in: ["background, suspended"])
+        #expect(after == "background, suspended", "\(String(describing: after)) \(daemon.log.suffix(2000))")
+        #expect(Self.waitForProcessState(pid, "T"), "stopped when idle: \(daemon.log.suffix(1500))")
+        kill(pid, SIGKILL)
+        #expect(daemon.waitForLog(containing: "\(app) exited: exited (its status is unknown"), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// Waits up to 10 s for `/proc/PID/stat` to show `state` (`T`: stopped).
+    static func waitForProcessState(_ pid: Int32, _ state: String) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")"),
+               stat[stat.index(after: close)...].split(separator: " ").first.map(String.init) == state { return true }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return false
+    }
+
     /// An app that exited and left a helper running in its cgroup: after a
     /// crash the helper was taken over as the app (it inherited the launch
     /// reason), so the app was never launched again and each wake ended in

@@ -444,7 +444,7 @@ final class AppLauncher {
             if cgroup.isPopulated == false, (try? cgroup.remove()) != nil {
                 removed += 1
             } else if let appID = SandboxInspector.appID(fromUnit: unit) {
-                if let mark = launched[unit], let process = adopt(cgroup, unit: unit, appID: appID, mark: mark) {
+                if let mark = launched[unit], mark.placement == .cgroup, let process = adopt(cgroup, unit: unit, appID: appID, mark: mark) {
                     adopted.append(process)
                 } else {
                     removeWhenEmpty(cgroup, unit: unit, appID: appID)
@@ -462,32 +462,81 @@ final class AppLauncher {
     /// so how it ends is not known (``ExitStatus/unknown``). nil, and logged,
     /// when it is gone or cannot be held.
     private func adopt(_ cgroup: Cgroup, unit: String, appID: AppID, mark: LaunchMark) -> LaunchedProcess? {
+        guard let (ref, pidfd) = hold(mark, of: appID, in: "\(cgroup)") else { return nil }
+        // Still in the cgroup: what it runs there is the app's, not another's.
+        guard Self.isInUnit(mark.pid, unit) else {
+            processTable.release(ref)
+            return nil
+        }
+        let process = LaunchedProcess(
+            appID: appID, pid: mark.pid, ref: ref, unit: unit, cgroupPath: cgroup.path, reason: mark.reason, placement: .cgroup)
+        return track(process, pidfd: pidfd, cgroup: cgroup)
+    }
+
+    /// Apps an earlier run launched outside a cgroup of its own (into a
+    /// systemd scope, or as a plain child where no cgroup could be made) and
+    /// that still run: each is taken over as one in a cgroup is (see
+    /// ``reclaimCgroupsOfEarlierRuns(launched:)``), if its mark is of this
+    /// boot and the process it names still runs, with the same start. One in
+    /// a scope that no longer holds it is held by its pidfd only. Call once
+    /// at start, before launching anything.
+    func takeOverProcessesOfEarlierRuns(launched: [String: LaunchMark]) -> [LaunchedProcess] {
+        var adopted: [LaunchedProcess] = []
+        for (unit, mark) in launched.sorted(by: { $0.key < $1.key }) where mark.placement != .cgroup {
+            guard let appID = SandboxInspector.appID(fromUnit: unit) else { continue }
+            // Pids and start times repeat from one boot to the next.
+            guard mark.bootID != nil, mark.bootID == LaunchMark.currentBootID else { continue }
+            guard let (ref, pidfd) = hold(mark, of: appID, in: mark.placement == .systemdScope ? "scope \(unit)" : "no cgroup") else { continue }
+            let placement: LaunchedProcess.Placement = mark.placement == .systemdScope && systemd != nil && Self.isInUnit(mark.pid, unit)
+                ? .systemdScope : .process
+            let process = LaunchedProcess(
+                appID: appID, pid: mark.pid, ref: ref, unit: unit, cgroupPath: nil, reason: mark.reason, placement: placement)
+            adopted.append(track(process, pidfd: pidfd, cgroup: nil))
+        }
+        return adopted
+    }
+
+    /// Opens the process `mark` names in the process table, if it is still
+    /// the one launched (the same start time, checked again once its pidfd
+    /// holds it); nil, and logged, when it is gone or cannot be held. From
+    /// there on it is tracked as if launched by this run, but it is not this
+    /// daemon's child, so how it ends is not known (``ExitStatus/unknown``).
+    private func hold(_ mark: LaunchMark, of appID: AppID, in place: String) -> (ProcessRef, Int32)? {
         let pid = mark.pid
         guard Self.startTime(of: pid) == mark.startTime else {
-            logger.info("the process \(appID) was launched as (pid \(pid)) is gone; what it left in \(cgroup) runs on untracked")
+            logger.info("the process \(appID) was launched as (pid \(pid)) is gone\(mark.placement == .cgroup ? "; what it left in \(place) runs on untracked" : "")")
             return nil
         }
         let ref: ProcessRef
         do {
             ref = try processTable.open(pid: pid)
         } catch {
-            logger.info("cannot take over pid \(pid) of \(appID) in \(cgroup): \(error)")
+            logger.info("cannot take over pid \(pid) of \(appID) in \(place): \(error)")
             return nil
         }
-        // Held by its pidfd from here: with the same start time and still in
-        // the cgroup, it is the process launched, not one that reused its pid.
-        guard let pidfd = processTable.pidfd(of: ref), bgt_pidfd_exited(pidfd) == 0, Self.startTime(of: pid) == mark.startTime,
-              let procCgroup = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
-              CgroupHierarchy.unifiedPath(fromProcCgroup: procCgroup)?.hasSuffix("/" + unit) == true
-        else {
+        // Held by its pidfd from here: with the same start time, it is the process launched, not one that reused its pid.
+        guard let pidfd = processTable.pidfd(of: ref), bgt_pidfd_exited(pidfd) == 0, Self.startTime(of: pid) == mark.startTime else {
             processTable.release(ref)
             return nil
         }
-        let process = LaunchedProcess(
-            appID: appID, pid: pid, ref: ref, unit: unit, cgroupPath: cgroup.path, reason: mark.reason, placement: .cgroup)
-        running[pid] = Tracked(process: process, pidfd: pidfd, cgroup: cgroup)
-        watchExit(of: pid)
-        logger.notice("took over \(process), launched for \(mark.reason) by an earlier run and still running")
+        return (ref, pidfd)
+    }
+
+    /// Whether `pid` lives in the cgroup named `unit` (a scope or a launcher cgroup: the last component of its path).
+    private static func isInUnit(_ pid: Int32, _ unit: String) -> Bool {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8) else { return false }
+        return CgroupHierarchy.unifiedPath(fromProcCgroup: text)?.hasSuffix("/" + unit) == true
+    }
+
+    private func track(_ process: LaunchedProcess, pidfd: Int32, cgroup: Cgroup?) -> LaunchedProcess {
+        running[process.pid] = Tracked(process: process, pidfd: pidfd, cgroup: cgroup)
+        watchExit(of: process.pid)
+        let place = switch process.placement {
+        case .cgroup: ""
+        case .systemdScope: " in its systemd scope"
+        case .process: ", held by its pidfd only"
+        }
+        logger.notice("took over \(process), launched for \(process.reason) by an earlier run and still running\(place)")
         return process
     }
 

@@ -1,6 +1,8 @@
-/// Which process the daemon launched into an app's cgroup, and for what,
-/// kept in the state database while it runs: a later run, started after this
-/// one was killed, takes over that very process, not one the app left behind
+import Foundation
+
+/// Which process the daemon launched for an app, where, and for what, kept
+/// in the state database while it runs: a later run, started after this one
+/// was killed, takes over that very process, not one the app left behind
 /// when it exited (the pid alone could name a process that reused it).
 struct LaunchMark: Sendable, Equatable {
     var pid: Int32
@@ -8,20 +10,53 @@ struct LaunchMark: Sendable, Equatable {
     var startTime: UInt64
     /// The launch reason (`fetch`, `remote-notification`, …).
     var reason: String
+    /// Where it was placed. A cgroup of the daemon's own is gone after a
+    /// reboot; a process outside one is not, so its mark also names the boot.
+    var placement: LaunchedProcess.Placement
+    /// The kernel's boot id when it was launched; nil in marks of a
+    /// cgroup, and in those written before placements other than a cgroup were marked.
+    var bootID: String?
 
-    /// "PID START REASON", as stored.
-    var text: String { "\(pid) \(startTime) \(reason)" }
+    /// "PID START REASON", for a cgroup of the daemon's own (as marks were
+    /// first written); "PID START REASON scope|process BOOT" otherwise.
+    var text: String {
+        switch placement {
+        case .cgroup: "\(pid) \(startTime) \(reason)"
+        case .systemdScope: "\(pid) \(startTime) \(reason) scope \(bootID ?? "-")"
+        case .process: "\(pid) \(startTime) \(reason) process \(bootID ?? "-")"
+        }
+    }
 
-    init(pid: Int32, startTime: UInt64, reason: String) {
+    init(pid: Int32, startTime: UInt64, reason: String, placement: LaunchedProcess.Placement = .cgroup, bootID: String? = nil) {
         self.pid = pid
         self.startTime = startTime
         self.reason = reason
+        self.placement = placement
+        self.bootID = placement == .cgroup ? nil : bootID
     }
 
     /// Reads ``text``; nil for anything else.
     init?(text: String) {
         let parts = text.split(separator: " ")
-        guard parts.count == 3, let pid = Int32(parts[0]), pid > 1, let start = UInt64(parts[1]) else { return nil }
-        self.init(pid: pid, startTime: start, reason: String(parts[2]))
+        guard parts.count == 3 || parts.count == 5, let pid = Int32(parts[0]), pid > 1, let start = UInt64(parts[1]) else { return nil }
+        guard parts.count == 5 else {
+            self.init(pid: pid, startTime: start, reason: String(parts[2]))
+            return
+        }
+        let placement: LaunchedProcess.Placement
+        switch parts[3] {
+        case "scope": placement = .systemdScope
+        case "process": placement = .process
+        default: return nil
+        }
+        self.init(pid: pid, startTime: start, reason: String(parts[2]), placement: placement,
+                  bootID: parts[4] == "-" ? nil : String(parts[4]))
     }
+
+    /// This boot's id (`/proc/sys/kernel/random/boot_id`); nil where it cannot be read.
+    static let currentBootID: String? = {
+        guard let text = try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8) else { return nil }
+        let id = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        return id.isEmpty || id.contains(" ") ? nil : id
+    }()
 }

@@ -51,6 +51,7 @@ extension Daemon {
         // to what it was held to: suspended when idle, not left as the user's.
         let marks = launchMarks()
         let adopted = launcher.reclaimCgroupsOfEarlierRuns(launched: marks)
+            + launcher.takeOverProcessesOfEarlierRuns(launched: marks)
         for process in adopted {
             perform(engine.adoptLaunched(process.appID, process: process.ref, reason: process.reason))
         }
@@ -61,15 +62,16 @@ extension Daemon {
 
     private static let marksPlugin = "/daemon", marksCollection = "launched"
 
-    /// Which process runs in each launched app's cgroup (see ``LaunchMark``),
-    /// for a later run to take over. Only for cgroups of the daemon's own:
-    /// nothing else is taken over. A mark that cannot be stored is logged;
+    /// Which process each launched app runs as, and where (see ``LaunchMark``),
+    /// for a later run to take over. A mark that cannot be stored is logged;
     /// that app is then not taken over after a crash.
     private func markLaunched(_ process: LaunchedProcess) {
-        guard process.placement == .cgroup, let start = AppLauncher.startTime(of: process.pid) else { return }
+        guard let start = AppLauncher.startTime(of: process.pid) else { return }
+        let mark = LaunchMark(pid: process.pid, startTime: start, reason: process.reason, placement: process.placement,
+                              bootID: LaunchMark.currentBootID)
         do {
             try store.putRecord(plugin: Self.marksPlugin, collection: Self.marksCollection, key: process.unit,
-                                data: Array(LaunchMark(pid: process.pid, startTime: start, reason: process.reason).text.utf8))
+                                data: Array(mark.text.utf8))
         } catch {
             logger.warning("cannot note which process \(process.appID) runs as (\(error)); after a crash of bgtaskd it runs on untracked")
         }
