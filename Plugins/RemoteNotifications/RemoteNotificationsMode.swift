@@ -683,10 +683,15 @@ final class RemoteNotificationsMode: ModePlugin {
                 switch result {
                 case .success: host.log(.debug, "alert of \(app) shown: \(summary)")
                 case .failure(let error):
-                    // Absent, or there and failing (it crashed mid-call, it refused): the log says which.
+                    // Absent, slow, or there and failing (it crashed mid-call, it refused): the log says which.
                     let name = error.code.rawValue
-                    let absent = name.hasSuffix(".ServiceUnknown") || name.hasSuffix(".NameHasNoOwner")
-                    let why = absent ? "no notification service" : "the notification service did not show it"
+                    let why = if name.hasSuffix(".ServiceUnknown") || name.hasSuffix(".NameHasNoOwner") {
+                        "no notification service"
+                    } else if name.hasSuffix(".NoReply") || name.hasSuffix(".Timeout") {
+                        "the notification service did not answer within 10 s; it may still show it"
+                    } else {
+                        "the notification service did not show it"
+                    }
                     host.log(.info, "alert of \(app) (\(why): \(error.message)): \(summary) — \(body)")
                 }
             }

@@ -505,6 +505,28 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A notification service that takes longer than the 10 s the daemon
+    /// waits was logged as one that did not show the alert, though it may
+    /// show it late.
+    @Test func anAlertTheServiceIsSlowToAnswerIsNotLoggedAsNotShown() throws {
+        let daemon = try daemon()
+        let slow = try ChildProcess("/usr/bin/python3", ["-m", "dbusmock", "--session", "org.freedesktop.Notifications",
+                                                         "/org/freedesktop/Notifications", "org.freedesktop.Notifications"],
+                                    environment: daemon.environment)
+        defer { slow.stop() }
+        #expect(try waitUntil { try daemon.busctl(["status", "org.freedesktop.Notifications"]).succeeded })
+        let added = try daemon.busctl(["call", "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
+                                       "org.freedesktop.DBus.Mock", "AddMethod", "sssss", "", "Notify", "susssasa{sv}i", "u",
+                                       "import time; time.sleep(12); ret = 1"])
+        #expect(added.succeeded, "\(added)")
+        let sender = try RawClient(daemon)
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":{"title":"Late"}}}"#))
+        #expect(daemon.waitForLog(containing: "(the notification service did not answer within 10 s; it may still show it: ", timeout: .seconds(30)),
+                "\(daemon.log)")
+        #expect(!daemon.log.contains("did not show it"), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// SIGKILL in the middle of a stream of 500 pushes, then a restart: every
     /// acknowledged push is completed exactly once, none is lost.
     @Test func everyAcknowledgedPushSurvivesACrashAndIsCompletedOnce() throws {
