@@ -34,7 +34,10 @@ final class TransfersMode: ModePlugin {
         "Transfers.MaxConcurrent", default: 4, minimum: 1, maximum: 64, "transfers that move bytes at once")
     static let maxPerAppKey = ConfigKey.integer(
         "Transfers.MaxPerApp", default: 5000, minimum: 1, maximum: 100_000, "transfers one app may have at once")
-    static let configKeys = [wakeBudgetKey, maxConcurrentKey, maxPerAppKey]
+    static let turnKey = ConfigKey.seconds(
+        "Transfers.TurnSec", default: 300, positive: true,
+        "time a download that can resume holds its slot before it yields it to an app that has none")
+    static let configKeys = [wakeBudgetKey, maxConcurrentKey, maxPerAppKey, turnKey]
     static let errorNames: [ModeError.Code] = [.notPermitted, .unknownApplication, .modeNotDeclared, .limitExceeded, .noSuchToken]
 
     static let collection = "transfers"
@@ -69,6 +72,11 @@ final class TransfersMode: ModePlugin {
     /// Transfers paused to make room for another app's (``makeRoom(for:)``):
     /// such a one runs a while undisturbed once it has its slot back.
     private var respite = RoomRespite()
+    /// How long each running transfer has held its slot (``makeRoom(for:)``).
+    private var turns: TransferTurns
+    /// When a running transfer may next yield its slot to an app that waits
+    /// with none running (its turn over, its respite too); nil when none waits.
+    private var nextTurnEnd: UInt64?
     /// Downloads cancelled while their attempt ran: their partial files go once it has stopped writing.
     private var discarded: [String: TransferRecord] = [:]
     /// Whether the host runs work posted from other threads (ABI 1.7): without it no report would come back.
@@ -92,6 +100,8 @@ final class TransfersMode: ModePlugin {
         wakeBudget = host.value(of: Self.wakeBudgetKey)
         maxConcurrent = host.integer(of: Self.maxConcurrentKey)
         maxPerApp = host.integer(of: Self.maxPerAppKey)
+        // At most 1e9 s (ConfigKey.seconds): in µs well inside UInt64.
+        turns = TransferTurns(turn: UInt64((host.value(of: Self.turnKey) * 1_000_000).rounded()))
     }
 
     func start() throws {
@@ -177,6 +187,7 @@ final class TransfersMode: ModePlugin {
     @discardableResult
     private func stopAttempt(_ id: String) -> Bool {
         guard let attempt = running.removeValue(forKey: id) else { return false }
+        turns.stopped(id)
         draining[id] = attempt
         runner?.cancel(id)
         return true
@@ -528,19 +539,42 @@ final class TransfersMode: ModePlugin {
                 }
                 begin(record)
             }
+            nextTurnEnd = nextYield(of: ready, at: now)
         }
         armTimer()
     }
 
+    /// When a transfer that runs may next yield its slot (``makeRoom(for:)``),
+    /// if an app in `ready` still has none running; nil otherwise.
+    private func nextYield(of ready: [TransferRecord], at now: UInt64) -> UInt64? {
+        guard running.count >= maxConcurrent else { return nil }
+        let holders = Set(running.keys.compactMap { transfers[$0]?.app })
+        guard ready.contains(where: { !holders.contains($0.app) }) else { return nil }
+        return running.keys.filter(isResumable).compactMap { id in
+            turns.turnEnds(id).map { max($0, respite.respiteEnds(id) ?? 0) }
+        }.filter { $0 > now }.min()
+    }
+
+    /// A download whose server named a validator and has not had to start
+    /// again from zero: paused, it should continue where it stopped. (One
+    /// that did start again, its server taking no ranges, never yields its
+    /// slot for a turn: two such would take turns starting over for ever.)
+    private func isResumable(_ id: String) -> Bool {
+        transfers[id].map { $0.kind == .download && $0.validator != nil && !$0.restarted } ?? false
+    }
+
     /// With every slot taken, an app whose transfers are ready while it has
     /// none running gets one: the app running the most (two at least)
-    /// pauses one, which waits for a free slot again. A download whose
-    /// server named a validator (it may continue where it stopped) goes
-    /// first, then any download, then an upload (which starts again from its
-    /// first byte); between those, the one started last. One paused this way
-    /// is not paused again until it has run a minute after getting its slot
-    /// back (``RoomRespite``). So one app's slow transfers do not hold every
-    /// slot until they finish or time out.
+    /// pauses one, which waits for a free slot again. A download that may
+    /// continue where it stopped (``isResumable(_:)``) goes first, then any
+    /// download, then an upload (which starts again from its first byte);
+    /// between those, the one started last. When no app runs two (every slot
+    /// held by a different app), the resumable download that has held its
+    /// slot longest yields it, once it has held it for `Transfers.TurnSec`
+    /// (``TransferTurns``); nothing else does. One paused either way is not
+    /// paused again until it has run a minute after getting its slot back
+    /// (``RoomRespite``). So one app's slow transfers do not hold every slot
+    /// until they finish or time out.
     private func makeRoom(for ready: [TransferRecord]) {
         let now = host.realtimeMicroseconds
         respite.prune(at: now)
@@ -550,21 +584,30 @@ final class TransfersMode: ModePlugin {
         for record in ready where runningOf[record.app] == nil && !starved.contains(record.app) { starved.append(record.app) }
         func rank(_ id: String) -> (Int, UInt64) {
             let record = transfers[id]
-            let kind = record?.kind == .download ? (record?.validator != nil ? 2 : 1) : 0
+            let kind = record?.kind == .download ? (isResumable(id) ? 2 : 1) : 0
             return (kind, running[id] ?? 0)
         }
         for app in starved {
             // The app running the most (two at least) that runs one it may pause.
             let busiest = runningOf.filter { $0.value.count >= 2 && $0.value.contains { respite.mayPause($0, at: now) } }
                 .max { a, b in a.value.count != b.value.count ? a.value.count < b.value.count : a.key > b.key }
-            guard let (holder, ids) = busiest,
-                  let victim = ids.filter({ respite.mayPause($0, at: now) }).max(by: { rank($0) < rank($1) }),
-                  stopAttempt(victim) else { break }
+            let holder: String, victim: String, why: String
+            if let (busy, ids) = busiest, let id = ids.filter({ respite.mayPause($0, at: now) }).max(by: { rank($0) < rank($1) }) {
+                (holder, victim, why) = (busy, id, "\(busy) had \(ids.count)")
+            } else if let (busy, id) = runningOf.filter({ $0.key != app && $0.value.count == 1 }).map({ ($0.key, $0.value[0]) })
+                .filter({ isResumable($0.1) && respite.mayPause($0.1, at: now) && turns.hasHadTurn($0.1, at: now) })
+                .min(by: { (turns.startedAt($0.1) ?? 0, $0.1) < (turns.startedAt($1.1) ?? 0, $1.1) }) {
+                let held = (now - (turns.startedAt(id) ?? now)) / 1_000_000
+                (holder, victim, why) = (busy, id, "\(busy) has had its turn (\(held) s)")
+            } else {
+                break
+            }
+            guard stopAttempt(victim) else { break }
             respite.paused(victim)
-            runningOf[holder] = ids.filter { $0 != victim }
+            runningOf[holder] = runningOf[holder]?.filter { $0 != victim }
             // The slot is the starved app's now: it takes no second one this way.
             runningOf[app] = [victim]
-            host.log(.info, "transfer \(victim) of \(holder) pauses: \(app) has transfers waiting and none running, \(holder) had \(ids.count)")
+            host.log(.info, "transfer \(victim) of \(holder) pauses: \(app) has transfers waiting and none running, \(why)")
         }
     }
 
@@ -607,6 +650,7 @@ final class TransfersMode: ModePlugin {
             // a condition, which an attempt's end or a change brings, not a timer.
             if record.state == .waiting, record.notBefore > now { next = min(next, record.notBefore) }
         }
+        if let turnEnd = nextTurnEnd, turnEnd > now { next = min(next, turnEnd) }
         let wanted: UInt64? = next == .max ? nil : next
         guard wanted != armedAt else { return }
         armedAt = wanted
@@ -625,6 +669,7 @@ final class TransfersMode: ModePlugin {
         lastServed[record.app] = attempt
         running[record.id] = attempt
         respite.started(record.id, at: host.realtimeMicroseconds)
+        turns.started(record.id, at: host.realtimeMicroseconds)
         let gate = self.gate
         let poster = host.poster
         let mode = WeakMode(self)
@@ -671,6 +716,7 @@ final class TransfersMode: ModePlugin {
             }
             guard running[id] == attempt else { return }
             running[id] = nil
+            turns.stopped(id)
             guard let record = transfers[id], record.state != .finished else { return requestSchedule() }
             ended(record, outcome)
             requestSchedule()

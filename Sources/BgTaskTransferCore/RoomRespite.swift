@@ -40,6 +40,12 @@ public struct RoomRespite: Sendable, Equatable {
         return now >= since && now - since >= Self.respite
     }
 
+    /// When the respite of `id` ends, if it has one (nil: it may be paused
+    /// whenever ``mayPause(_:at:)`` says so).
+    public func respiteEnds(_ id: String) -> UInt64? {
+        restartedAt[id].map { $0 > UInt64.max - Self.respite ? UInt64.max : $0 + Self.respite }
+    }
+
     /// Drops respites that have run out (they change nothing any more).
     public mutating func prune(at now: UInt64) {
         restartedAt = restartedAt.filter { now < $0.value || now - $0.value < Self.respite }

@@ -26,6 +26,7 @@ import Testing
         ("Transfers.WakeBudgetSec", "30"),
         ("Transfers.MaxConcurrent", "4"),
         ("Transfers.MaxPerApp", "5000"),
+        ("Transfers.TurnSec", "300"),
         ("Scheduler.MaxConcurrentWakes", "2"),
         ("Scheduler.ChunkSec", "10"),
     ]
@@ -37,7 +38,7 @@ import Testing
         #expect(Set(BundledPluginKeys.configuration().keys.map(\.name)) == Set(Self.designDefaults.map(\.key)))
         #expect(Configuration.engineKeys.allSatisfy { $0.plugin == nil })
         #expect(BundledPluginKeys.keys.map(\.plugin) == ["fetch", "fetch", "fetch"] + Array(repeating: "location", count: 6)
-            + ["remote-notification", "remote-notification", "remote-notification", "transfer", "transfer", "transfer"])
+            + ["remote-notification", "remote-notification", "remote-notification"] + Array(repeating: "transfer", count: 4))
     }
 
     @Test(arguments: designDefaults)

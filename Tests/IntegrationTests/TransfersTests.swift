@@ -957,6 +957,36 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// With one slot (`Transfers.MaxConcurrent=1`), another app's small
+    /// download waited until a slow one of the first app finished: the rule
+    /// that makes room only took from an app running two. Now a download
+    /// that can continue where it stopped yields its slot once it has held
+    /// it for `Transfers.TurnSec`, and continues by a range request after.
+    @Test func anAppWaitsOnlyATurnForTheOneSlotAnotherAppHolds() throws {
+        let server = try TransferServer()
+        let daemon = try daemon(settings: ["Transfers.MaxConcurrent=1", "Transfers.TurnSec=1.5"])
+        let busy = try app(daemon)
+        let other = try app(daemon, id: Self.otherApp)
+        // Takes 8 s.
+        let slow = try start(busy, url: server.url("/blob/4M?rate=500000"), path: cache(daemon) + "/slow.bin")
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline,
+              try list(busy).first(where: { $0["transfer_id"] == .string(slow) })?["bytes_done"] ?? .uint64(0) == .uint64(0) {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        let mine = try start(other, url: server.url("/blob/64K"), path: cache(daemon, of: Self.otherApp) + "/mine.bin")
+        let done = try #require(try waitForFinished(other, mine, timeout: .seconds(30)), "\(daemon.log)")
+        #expect(done.result == "success", "\(done.info)")
+        #expect(try list(busy).filter { $0["state"] == .string("finished") }.isEmpty, "it did not wait for the slow one to end")
+        #expect(daemon.log.contains("transfer \(slow) of \(Self.app) pauses: \(Self.otherApp) has transfers waiting and none running, \(Self.app) has had its turn"),
+                "\(daemon.log.suffix(2000))")
+        let result = try #require(try waitForFinished(busy, slow), "\(daemon.log)")
+        #expect(result.result == "success", "\(result.info)")
+        #expect(result.info["resumed"] == .bool(true), "\(result.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/slow.bin", size: 4 << 20))
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// The transfer paused to make room was the one started last, and the
     /// one paused before had just started again: another app starting
     /// small downloads one after the other paused the same transfer every
