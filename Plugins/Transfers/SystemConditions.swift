@@ -6,6 +6,10 @@ import BgTaskTransferCore
 /// power saver) as the daemon follows it (``PluginHost/power``), read again
 /// at each ``powerChanged()``. A service that is absent leaves its part
 /// unknown, which holds nothing back; one that appears later is read then.
+/// NetworkManager there but failing a read (not answering within 10 s,
+/// refusing) is not absent: what it said before holds, with nothing said
+/// before the network counts as metered (``TransferConditions/networkUnreadable``),
+/// and it is read again after 5 s, doubling to 5 minutes (``retryAt``).
 final class SystemConditions {
     private let host: PluginHost
     private(set) var current = TransferConditions()
@@ -22,6 +26,13 @@ final class SystemConditions {
     var isSettled: Bool { reading == 0 }
     /// Called on the loop when the last read under way is answered.
     var settled: (() -> Void)?
+    /// Properties whose last read failed while their service was there.
+    private var failedReads: Set<String> = []
+    /// When to read a service that failed its read again (realtime µs); the
+    /// owner's timer calls ``retryIfDue(at:)``.
+    private(set) var retryAt: UInt64?
+    private var retryDelay = SystemConditions.firstRetryDelay
+    private static let firstRetryDelay: UInt64 = 5_000_000, longestRetryDelay: UInt64 = 300_000_000
 
     private struct Source {
         var service: String
@@ -79,6 +90,15 @@ final class SystemConditions {
         following = true
     }
 
+    /// Reads the services that failed their last read again, if it is time.
+    func retryIfDue(at now: UInt64) {
+        guard let due = retryAt, now >= due else { return }
+        retryAt = nil
+        guard following else { return }
+        host.log(.info, "reading NetworkManager again: its last read failed")
+        for source in Self.sources { read(source) }
+    }
+
     /// The system bus is back after it was lost: the sources are followed
     /// and read again.
     func systemBusBack() {
@@ -106,11 +126,14 @@ final class SystemConditions {
                     try call.append(property)
                 } reply: { [weak self] result in
                     guard let self else { return }
-                    if case .success(let reply) = result, let value = try? reply.readVariant() {
-                        self.set(property, value)
-                    } else {
+                    switch result {
+                    case .success(let reply):
+                        self.readSucceeded(property, try? reply.readVariant())
+                    case .failure(let error) where error.code.rawValue.hasSuffix(".ServiceUnknown") || error.code.rawValue.hasSuffix(".NameHasNoOwner"):
                         // Not there (it left, or the bus came back without it): unknown.
-                        self.set(property, nil)
+                        self.readSucceeded(property, nil)
+                    case .failure(let error):
+                        self.readFailed(property, source, error.message)
                     }
                     self.reading -= 1
                     if self.reading == 0 { self.settled?() }
@@ -122,8 +145,37 @@ final class SystemConditions {
         }
     }
 
-    private func forget(_ source: Source) {
+    /// A read answered (nil: not there, or a value of another type: unknown).
+    private func readSucceeded(_ property: String, _ value: PluginValue?) {
+        failedReads.remove(property)
+        if failedReads.isEmpty {
+            retryAt = nil
+            retryDelay = Self.firstRetryDelay
+        }
+        set(property, value)
+    }
+
+    /// A read failed while the service is there: what it said before
+    /// holds, and it is read again later.
+    private func readFailed(_ property: String, _ source: Source, _ why: String) {
+        // Said once until it answers again; retries are logged at info.
+        let first = failedReads.insert(property).inserted
+        host.log(first ? .warning : .info, "cannot read \(source.service) \(property) (\(why)): \(current.metered == nil ? "transfers that must avoid metered networks wait" : "what it said before holds") until it answers")
+        if retryAt == nil {
+            retryAt = host.realtimeMicroseconds &+ retryDelay
+            retryDelay = min(retryDelay * 2, Self.longestRetryDelay)
+        }
         var next = current
+        next.networkUnreadable = true
+        update(next)
+    }
+
+    private func forget(_ source: Source) {
+        failedReads.removeAll()
+        retryAt = nil
+        retryDelay = Self.firstRetryDelay
+        var next = current
+        next.networkUnreadable = false
         for property in source.properties {
             switch property {
             case "Connectivity": next.connectivity = nil
@@ -137,6 +189,7 @@ final class SystemConditions {
     /// Sets a property from its value; nil (or a value of another type) makes it unknown.
     private func set(_ property: String, _ value: PluginValue?) {
         var next = current
+        next.networkUnreadable = !failedReads.isEmpty
         let number: UInt32? = if case .uint(let number)? = value { UInt32(truncatingIfNeeded: number) } else { nil }
         switch property {
         case "Connectivity": next.connectivity = number
@@ -150,7 +203,7 @@ final class SystemConditions {
         guard next != current else { return }
         let before = current
         current = next
-        host.log(.info, "conditions for transfers: connectivity \(next.connectivity.map(String.init) ?? "unknown"), metered \(next.metered.map(String.init) ?? "unknown"), on battery \(next.onBattery.map(String.init) ?? "unknown"), power saver \(next.powerSaver)")
+        host.log(.info, "conditions for transfers: connectivity \(next.connectivity.map(String.init) ?? "unknown"), metered \(next.metered.map(String.init) ?? "unknown"), on battery \(next.onBattery.map(String.init) ?? "unknown"), power saver \(next.powerSaver)\(next.networkUnreadable ? ", NetworkManager not answering" : "")")
         changed?(before)
     }
 }

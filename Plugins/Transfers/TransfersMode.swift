@@ -651,6 +651,7 @@ final class TransfersMode: ModePlugin {
             if record.state == .waiting, record.notBefore > now { next = min(next, record.notBefore) }
         }
         if let turnEnd = nextTurnEnd, turnEnd > now { next = min(next, turnEnd) }
+        if let retry = conditions?.retryAt { next = min(next, retry) }
         let wanted: UInt64? = next == .max ? nil : next
         guard wanted != armedAt else { return }
         armedAt = wanted
@@ -896,6 +897,7 @@ final class TransfersMode: ModePlugin {
             requestSchedule()
         case .wakeOpportunity:
             armedAt = nil
+            conditions?.retryIfDue(at: host.realtimeMicroseconds)
             requestSchedule()
         case .systemBusBack:
             conditions?.systemBusBack()

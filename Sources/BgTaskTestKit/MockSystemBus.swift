@@ -109,6 +109,15 @@ public final class MockSystemBus: @unchecked Sendable {
         }
     }
 
+    /// Stops (SIGSTOP) or continues (SIGCONT) the mock that owns `service`'s
+    /// bus name: stopped, it keeps its name and answers no call, as a
+    /// service that hangs.
+    public func setHung(_ service: MockService, _ hung: Bool) throws {
+        let mocks = running.withLock { $0.filter { $0.service.busName == service.busName } }
+        guard !mocks.isEmpty else { throw TestKitError("\(service.busName) is not mocked on this bus") }
+        for mock in mocks { mock.process.send(hung ? SIGSTOP : SIGCONT) }
+    }
+
     /// Whether `name` has an owner on this bus now.
     public func isOwned(_ name: String) throws -> Bool {
         let result = try busctlChecked([

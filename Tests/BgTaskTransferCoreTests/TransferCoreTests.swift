@@ -75,6 +75,25 @@ import Testing
         #expect(TransferConditions(connectivity: 0).blocker(for: plain) == nil)
     }
 
+    /// A NetworkManager that is there but cannot be read: what it said
+    /// before holds; having said nothing, the network may be metered, so
+    /// what must avoid one waits, and nothing else does.
+    @Test func anUnreadableNetworkManagerHoldsBackOnlyWhatMustAvoidMeteredNetworks() {
+        var plain = TransferOptions()
+        plain.allowMetered = true
+        var wifiOnly = TransferOptions()
+        wifiOnly.allowMetered = false
+        var discretionary = TransferOptions()
+        discretionary.discretionary = true
+        let never = TransferConditions(networkUnreadable: true)
+        #expect(never.blocker(for: wifiOnly) == "unmetered network" && never.blocker(for: discretionary) == "unmetered network")
+        #expect(never.blocker(for: plain) == nil)
+        let saidUnmetered = TransferConditions(connectivity: 4, metered: 2, networkUnreadable: true)
+        #expect(saidUnmetered.blocker(for: wifiOnly) == nil)
+        let saidMetered = TransferConditions(connectivity: 4, metered: 1, networkUnreadable: true)
+        #expect(saidMetered.blocker(for: wifiOnly) == "unmetered network")
+    }
+
     @Test func backoffDoublesToItsCeilingAndHonoursRetryAfter() {
         #expect(TransferBackoff.delay(afterAttempt: 1) == 1)
         #expect(TransferBackoff.delay(afterAttempt: 2) == 2)

@@ -701,6 +701,38 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// NetworkManager there but hanging when the daemon starts: its reads
+    /// timed out, which made the network unknown, and a download that must
+    /// avoid metered networks started on what may have been one. Now it
+    /// waits until NetworkManager answers (read again after 5 s, doubling),
+    /// while a download allowed on any network runs.
+    @Test func aHangingNetworkManagerHoldsBackOnlyWhatMustAvoidMeteredNetworks() throws {
+        let unmetered = MockService.networkManager(connectivity: 4, metered: 2)
+        let system = try MockSystemBus(services: [unmetered])
+        defer { system.stop() }
+        try system.setHung(unmetered, true)
+        var hung = true
+        defer { if hung { try? system.setHung(unmetered, false) } }
+        let server = try TransferServer()
+        let daemon = try daemon(environment: system.environment)
+        let client = try app(daemon)
+        let wifiOnly = try start(client, url: server.url("/blob/64K"), path: cache(daemon) + "/wifi.bin", options: ["allow_metered": .bool(false)])
+        let anyNetwork = try start(client, url: server.url("/blob/64K?n=2"), path: cache(daemon) + "/any.bin")
+        #expect(daemon.waitForLog(containing: "cannot read org.freedesktop.NetworkManager Metered", timeout: .seconds(30)), "\(daemon.log)")
+        let any = try #require(try waitForFinished(client, anyNetwork, timeout: .seconds(30)), "\(daemon.log.suffix(2000))")
+        #expect(any.result == "success", "\(any.info)")
+        #expect(try list(client).first { $0["transfer_id"] == .string(wifiOnly) }?["waiting_for"] == .string("unmetered network"),
+                "\(daemon.log.suffix(2000))")
+        #expect(!daemon.log.contains("transfer \(wifiOnly) attempt 1 starts"), "it ran on what may be a metered network: \(daemon.log.suffix(2000))")
+        try system.setHung(unmetered, false)
+        hung = false
+        let done = try #require(try waitForFinished(client, wifiOnly, timeout: .seconds(60)), "\(daemon.log.suffix(2000))")
+        #expect(done.result == "success", "\(done.info)")
+        #expect(daemon.log.contains("reading NetworkManager again: its last read failed"), "\(daemon.log.suffix(2000))")
+        #expect(TransferServer.isBlob(cache(daemon) + "/wifi.bin", size: 64 << 10))
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// The refusal past Transfers.MaxPerApp said the app had as many
     /// transfers as the limit, whatever it had.
     @Test func theRefusalPastTheLimitSaysHowManyTheAppHas() throws {
