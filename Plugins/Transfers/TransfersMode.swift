@@ -532,8 +532,8 @@ final class TransfersMode: ModePlugin {
                 })
             if running.count >= maxConcurrent { makeRoom(for: ready) }
             for record in fairTurns(ready, slots: maxConcurrent - running.count) {
-                // A transfer stored by a build that let a bad URL through fails instead of reaching the HTTP client.
-                if let problem = TransferURL.problem(with: record.url) {
+                // A transfer stored by a build that let a bad URL or header through fails instead of reaching the HTTP client.
+                if let problem = TransferURL.problem(with: record.url) ?? TransferOptions.problem(withHeaders: record.options.headers) {
                     finish(record, result: .failed, error: problem)
                     continue
                 }

@@ -28,14 +28,20 @@ public struct TransferOptions: Codable, Sendable, Equatable {
     }
 
     /// Why `headers` cannot be sent, or nil. Names are HTTP tokens, values
-    /// hold no line breaks, and the headers that frame the request are the daemon's.
+    /// hold no control characters but tabs (HTTP's field-value: the HTTP
+    /// client refuses others at every attempt), and the headers that frame
+    /// the request are the daemon's.
     public static func problem(withHeaders headers: [String: String]) -> String? {
         if headers.count > maximumHeaders { return "more than \(maximumHeaders) headers" }
         var bytes = 0
         for (name, value) in headers {
             bytes += name.utf8.count + value.utf8.count
             if name.isEmpty || !name.utf8.allSatisfy(isTokenByte) { return "header name '\(name.prefix(60))' is not an HTTP token" }
-            if value.utf8.contains(where: { $0 == 0 || $0 == 10 || $0 == 13 }) { return "header '\(name.prefix(60))' holds a line break or NUL" }
+            if let control = value.utf8.first(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
+                let hex = String(control, radix: 16, uppercase: true)
+                let what = control == 10 || control == 13 ? "a line break" : "the control character U+\(String(repeating: "0", count: 4 - hex.count))\(hex)"
+                return "header '\(name.prefix(60))' holds \(what)"
+            }
             if reservedHeaders.contains(name.lowercased()) { return "header '\(name)' is set by bgtaskd itself" }
         }
         return bytes > maximumHeaderBytes ? "headers longer than \(maximumHeaderBytes) bytes" : nil

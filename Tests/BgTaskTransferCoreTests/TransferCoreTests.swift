@@ -156,6 +156,11 @@ import Testing
         #expect(TransferOptions.problem(withHeaders: ["Bad Name": "x"]) != nil)
         #expect(TransferOptions.problem(withHeaders: ["": "x"]) != nil)
         #expect(TransferOptions.problem(withHeaders: ["X": "a\r\nInjected: y"]) != nil)
+        // The HTTP client refuses control characters but tabs at every attempt: refused at the call, not retried for days.
+        for control in ["\u{0B}", "\u{01}", "\u{7F}", "\u{00}", "\u{1B}"] {
+            #expect(TransferOptions.problem(withHeaders: ["X-T": "a\(control)b"])?.contains("control character") == true, "\(control.unicodeScalars.first!.value)")
+        }
+        #expect(TransferOptions.problem(withHeaders: ["X-T": "a\tb \u{85}\u{2028}é"]) == nil)
         #expect(TransferOptions.problem(withHeaders: ["range": "bytes=0-"]) != nil)
         #expect(TransferOptions.problem(withHeaders: ["X": String(repeating: "v", count: 9000)]) != nil)
         let many = Dictionary(uniqueKeysWithValues: (0..<65).map { ("X-\($0)", "v") })

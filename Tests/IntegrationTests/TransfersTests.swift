@@ -200,6 +200,11 @@ import Testing
                            options: ["headers": .dictionary(key: "s", value: "s", [.init(key: .string("X-A"), value: .string("a\r\nB: c"))])]) == invalid)
         #expect(startError(client, url: url, path: cache(daemon) + "/x.bin",
                            options: ["headers": .dictionary(key: "s", value: "s", [.init(key: .string("Range"), value: .string("bytes=0-"))])]) == invalid)
+        // Control characters the HTTP client refuses at every attempt: taken, they were retried as network failures for days.
+        for control in ["a\u{0B}b", "\u{01}", "x\u{7F}"] {
+            #expect(startError(client, url: url, path: cache(daemon) + "/x.bin",
+                               options: ["headers": .dictionary(key: "s", value: "s", [.init(key: .string("X-T"), value: .string(control))])]) == invalid)
+        }
         // Who may ask: a checked-in app that declares the mode.
         #expect(startError(try RawClient(daemon), url: url, path: cache(daemon) + "/x.bin") == "org.bgtaskd.BackgroundTasks1.Error.UnknownApplication")
         #expect(startError(try app(daemon, id: "org.example.Plain"), url: url, path: cache(daemon) + "/x.bin")
@@ -537,6 +542,26 @@ import Testing
         #expect(done.result == "failed" && (done.info["error"].map { "\($0)" } ?? "").contains("port 99999"), "\(done.info)")
         Thread.sleep(forTimeInterval: 2)
         #expect(daemon.stop() == .status(0), "still up, and stops cleanly: \(daemon.log)")
+    }
+
+    /// A build that let a control character into a header value through
+    /// stored the transfer; the HTTP client refused it at every attempt,
+    /// which was taken as a network failure and retried for days. Such a
+    /// record now fails with the reason.
+    @Test func aStoredTransferWithAControlCharacterInAHeaderFails() throws {
+        let daemon = try daemon()
+        var client = try app(daemon)
+        let headers: [String: BusValue] = ["headers": .dictionary(key: "s", value: "s", [.init(key: .string("X-T"), value: .string("aQQb"))])]
+        // The discard port refuses: the transfer waits for a retry, stored.
+        let id = try start(client, url: "http://127.0.0.1:9/x", path: cache(daemon) + "/x.bin", options: headers)
+        try daemon.crashAndRestart {
+            let changed = try daemon.rewriteStoredRecords(plugin: "transfer", collection: "transfers", replacing: "aQQb", with: "'a\\u000bb'")
+            #expect(changed == 1, "the stored transfer was rewritten")
+        }
+        client = try app(daemon)
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "failed" && (done.info["error"].map { "\($0)" } ?? "").contains("control character U+000B"), "\(done.info)")
+        #expect(daemon.stop() == .status(0))
     }
 
     @Test func aKilledDaemonResumesTheDownloadWhereItStopped() throws {
