@@ -341,13 +341,14 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
     @Test func launchMarksReadBackAsWritten() {
         for mark in [
             LaunchMark(pid: 4242, startTime: 987_654, reason: "fetch"),
-            LaunchMark(pid: 4242, startTime: 987_654, reason: "location", placement: .systemdScope, bootID: "5e1f-boot"),
-            LaunchMark(pid: 4242, startTime: 987_654, reason: "transfer", placement: .process, bootID: nil),
+            LaunchMark(pid: 4242, startTime: 987_654, reason: "location", placement: .systemdScope, bootID: "5e1f-boot", owner: "bgtaskd-apps-00ff"),
+            LaunchMark(pid: 4242, startTime: 987_654, reason: "transfer", placement: .process, bootID: nil, owner: nil),
         ] {
             #expect(LaunchMark(text: mark.text) == mark, "\(mark.text)")
         }
         #expect(LaunchMark(text: "4242 987654 fetch") == LaunchMark(pid: 4242, startTime: 987_654, reason: "fetch", placement: .cgroup))
-        #expect(LaunchMark(text: "4242 987654 fetch elsewhere 5e1f") == nil)
+        #expect(LaunchMark(text: "4242 987654 fetch elsewhere 5e1f bgtaskd-apps-00ff") == nil)
+        #expect(LaunchMark(text: "4242 987654 fetch process 5e1f") == nil)
         #expect(LaunchMark(text: "4242 987654 fetch process") == nil)
     }
 
@@ -364,15 +365,17 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
         #expect(process.placement == .process)
         let start = try #require(AppLauncher.startTime(of: process.pid))
         let mark = LaunchMark(pid: process.pid, startTime: start, reason: "fetch", placement: .process, bootID: LaunchMark.currentBootID)
-        var otherBoot = mark, otherStart = mark, noBoot = mark
+        var otherBoot = mark, otherStart = mark, noBoot = mark, otherDaemons = mark
         otherBoot.bootID = "00000000-0000-0000-0000-000000000000"
         otherStart.startTime += 1
         noBoot.bootID = nil
+        // A daemon on a copy of the database reads the launching daemon's marks.
+        otherDaemons.owner = "bgtaskd-apps-0123456789abcdef"
 
         let later = AppLauncher(loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: nil)
         var exit: LaunchExit?
         later.onExit = { _, status in exit = status }
-        for stale in [otherBoot, otherStart, noBoot] {
+        for stale in [otherBoot, otherStart, noBoot, otherDaemons] {
             #expect(later.takeOverProcessesOfEarlierRuns(launched: [process.unit: stale]).isEmpty, "\(stale.text)")
         }
         #expect(later.takeOverProcessesOfEarlierRuns(launched: [process.unit: LaunchMark(pid: process.pid, startTime: start, reason: "fetch")]).isEmpty,

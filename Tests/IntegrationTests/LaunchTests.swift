@@ -172,6 +172,15 @@ import Testing
         defer { kill(pid, SIGKILL) }
         #expect(try admin.waitForAppState(app, in: ["background, suspended"]) == "background, suspended", "done with its fetch: \(daemon.log.suffix(1500))")
 
+        // A daemon on a copy of the database (a restored backup) leaves the app to the daemon that holds it.
+        let copy = daemon.stateDirectory + "-copy"
+        #expect(try CommandResult.run("/bin/cp", ["-a", daemon.stateDirectory, copy]).succeeded)
+        let other = try DaemonUnderTest(stateDirectory: copy)
+        #expect(other.waitForLog(containing: "not taking over pid \(pid) of \(app): another daemon launched it"), "\(other.log)")
+        #expect(!other.log.contains("took over"), "\(other.log)")
+        #expect(other.stop() == .status(0))
+        try? FileManager.default.removeItem(atPath: copy)
+
         try daemon.crashAndRestart()
         admin = try RawClient(daemon)
         #expect(daemon.waitForLog(containing: "took over \(app) (pid \(pid), "), "\(daemon.log)")

@@ -138,7 +138,8 @@ final class AppLauncher {
         self.cgroupGroup = cgroupGroup
     }
 
-    private let cgroupGroup: String?
+    /// The name of the daemon's app group, which also marks its launches as its own (``LaunchMark/owner``).
+    let cgroupGroup: String?
     /// The one table of processes; the launcher holds its children's entries until it reaps them.
     let processTable: ProcessTable
 
@@ -483,9 +484,20 @@ final class AppLauncher {
     func takeOverProcessesOfEarlierRuns(launched: [String: LaunchMark]) -> [LaunchedProcess] {
         var adopted: [LaunchedProcess] = []
         for (unit, mark) in launched.sorted(by: { $0.key < $1.key }) where mark.placement != .cgroup {
-            guard let appID = SandboxInspector.appID(fromUnit: unit) else { continue }
+            guard let appID = SandboxInspector.appID(fromUnit: unit) else {
+                logger.info("not taking over pid \(mark.pid) of \(unit): no app id in the unit's name")
+                continue
+            }
+            // Another daemon's, on a copy of this database: it may run still, and holds it.
+            guard mark.owner == cgroupGroup else {
+                logger.info("not taking over pid \(mark.pid) of \(appID): another daemon launched it (\(mark.owner ?? "none named"))")
+                continue
+            }
             // Pids and start times repeat from one boot to the next.
-            guard mark.bootID != nil, mark.bootID == LaunchMark.currentBootID else { continue }
+            guard mark.bootID != nil, mark.bootID == LaunchMark.currentBootID else {
+                logger.info("not taking over pid \(mark.pid) of \(appID): it was launched before the machine last started")
+                continue
+            }
             guard let (ref, pidfd) = hold(mark, of: appID, in: mark.placement == .systemdScope ? "scope \(unit)" : "no cgroup") else { continue }
             let placement: LaunchedProcess.Placement = mark.placement == .systemdScope && systemd != nil && Self.isInUnit(mark.pid, unit)
                 ? .systemdScope : .process
@@ -503,8 +515,9 @@ final class AppLauncher {
     /// daemon's child, so how it ends is not known (``ExitStatus/unknown``).
     private func hold(_ mark: LaunchMark, of appID: AppID, in place: String) -> (ProcessRef, Int32)? {
         let pid = mark.pid
-        guard Self.startTime(of: pid) == mark.startTime else {
-            logger.info("the process \(appID) was launched as (pid \(pid)) is gone\(mark.placement == .cgroup ? "; what it left in \(place) runs on untracked" : "")")
+        guard let start = Self.startTime(of: pid), start == mark.startTime else {
+            let gone = Self.startTime(of: pid) == nil ? "is gone" : "is gone (its pid names another process now)"
+            logger.info("the process \(appID) was launched as (pid \(pid)) \(gone)\(mark.placement == .cgroup ? "; what it left in \(place) runs on untracked" : "")")
             return nil
         }
         let ref: ProcessRef
@@ -516,6 +529,7 @@ final class AppLauncher {
         }
         // Held by its pidfd from here: with the same start time, it is the process launched, not one that reused its pid.
         guard let pidfd = processTable.pidfd(of: ref), bgt_pidfd_exited(pidfd) == 0, Self.startTime(of: pid) == mark.startTime else {
+            logger.info("the process \(appID) was launched as (pid \(pid)) has exited")
             processTable.release(ref)
             return nil
         }

@@ -49,7 +49,8 @@ extension Daemon {
         freezer.thawLeftovers()
         // A launched app still running after a crash of the daemon is held
         // to what it was held to: suspended when idle, not left as the user's.
-        let marks = launchMarks()
+        let (marks, unreadable) = launchMarks()
+        for unit in unreadable { unmarkLaunched(unit) }
         let adopted = launcher.reclaimCgroupsOfEarlierRuns(launched: marks)
             + launcher.takeOverProcessesOfEarlierRuns(launched: marks)
         for process in adopted {
@@ -68,7 +69,7 @@ extension Daemon {
     private func markLaunched(_ process: LaunchedProcess) {
         guard let start = AppLauncher.startTime(of: process.pid) else { return }
         let mark = LaunchMark(pid: process.pid, startTime: start, reason: process.reason, placement: process.placement,
-                              bootID: LaunchMark.currentBootID)
+                              bootID: LaunchMark.currentBootID, owner: launcher.cgroupGroup)
         do {
             try store.putRecord(plugin: Self.marksPlugin, collection: Self.marksCollection, key: process.unit,
                                 data: Array(mark.text.utf8))
@@ -85,15 +86,22 @@ extension Daemon {
         }
     }
 
-    private func launchMarks() -> [String: LaunchMark] {
+    /// The marks an earlier run left, and the keys of those that cannot be read (another build's: they go).
+    private func launchMarks() -> (marks: [String: LaunchMark], unreadable: [String]) {
         do {
-            let records = try store.records(plugin: Self.marksPlugin, collection: Self.marksCollection)
-            return Dictionary(records.compactMap { record in
-                LaunchMark(text: String(decoding: record.data, as: UTF8.self)).map { (record.key, $0) }
-            }, uniquingKeysWith: { first, _ in first })
+            var marks: [String: LaunchMark] = [:], unreadable: [String] = []
+            for record in try store.records(plugin: Self.marksPlugin, collection: Self.marksCollection) {
+                if let mark = LaunchMark(text: String(decoding: record.data, as: UTF8.self)) {
+                    marks[record.key] = marks[record.key] ?? mark
+                } else {
+                    unreadable.append(record.key)
+                }
+            }
+            if !unreadable.isEmpty { logger.info("\(unreadable.count) unreadable notes of launched processes dropped") }
+            return (marks, unreadable)
         } catch {
             logger.warning("cannot read which processes an earlier run launched (\(error)); none is taken over")
-            return [:]
+            return ([:], [])
         }
     }
 
