@@ -6,10 +6,11 @@ import BgTaskTransferCore
 /// power saver) as the daemon follows it (``PluginHost/power``), read again
 /// at each ``powerChanged()``. A service that is absent leaves its part
 /// unknown, which holds nothing back; one that appears later is read then.
-/// NetworkManager there but failing a read (not answering within 10 s,
-/// refusing) is not absent: what it said before holds, with nothing said
-/// before the network counts as metered (``TransferConditions/networkUnreadable``),
-/// and it is read again after 5 s, doubling to 5 minutes (``retryAt``).
+/// NetworkManager there but not answering a read within 10 s is not
+/// absent: what it said before holds, with nothing said before the network
+/// counts as metered (``TransferConditions/networkUnreadable``), and it is
+/// read again after 5 s, doubling to 5 minutes (``retryAt``). A read it
+/// refuses (a policy that denies it) leaves the part unknown, as absence does.
 final class SystemConditions {
     private let host: PluginHost
     private(set) var current = TransferConditions()
@@ -96,7 +97,9 @@ final class SystemConditions {
         retryAt = nil
         guard following else { return }
         host.log(.info, "reading NetworkManager again: its last read failed")
-        for source in Self.sources { read(source) }
+        // Not counted as reads to wait for: what it said before (or "may be
+        // metered") holds meanwhile, and other transfers go on.
+        for source in Self.sources { read(source, settling: false) }
     }
 
     /// The system bus is back after it was lost: the sources are followed
@@ -117,7 +120,8 @@ final class SystemConditions {
         update(next)
     }
 
-    private func read(_ source: Source) {
+    /// Reads `source`'s properties; `settling`: nothing starts until they are answered.
+    private func read(_ source: Source, settling: Bool = true) {
         for property in source.properties {
             do {
                 try host.call(source.service, path: source.path, interface: "org.freedesktop.DBus.Properties", member: "Get",
@@ -129,20 +133,27 @@ final class SystemConditions {
                     switch result {
                     case .success(let reply):
                         self.readSucceeded(property, try? reply.readVariant())
-                    case .failure(let error) where error.code.rawValue.hasSuffix(".ServiceUnknown") || error.code.rawValue.hasSuffix(".NameHasNoOwner"):
-                        // Not there (it left, or the bus came back without it): unknown.
-                        self.readSucceeded(property, nil)
-                    case .failure(let error):
+                    case .failure(let error) where Self.isTransient(error.code.rawValue):
                         self.readFailed(property, source, error.message)
+                    case .failure:
+                        // Not there (it left, the bus came back without it), or it will
+                        // never say (a policy that denies the read): unknown.
+                        self.readSucceeded(property, nil)
                     }
+                    guard settling else { return }
                     self.reading -= 1
                     if self.reading == 0 { self.settled?() }
                 }
-                reading += 1
+                if settling { reading += 1 }
             } catch {
                 host.log(.debug, "cannot read \(source.service) \(property): \(error.message)")
             }
         }
+    }
+
+    /// Errors of a service that is there and may answer later: no answer in time, a connection cut short.
+    private static func isTransient(_ name: String) -> Bool {
+        [".NoReply", ".Timeout", ".TimedOut", ".Disconnected", ".LimitsExceeded"].contains { name.hasSuffix($0) }
     }
 
     /// A read answered (nil: not there, or a value of another type: unknown).

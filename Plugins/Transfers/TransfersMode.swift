@@ -219,6 +219,8 @@ final class TransfersMode: ModePlugin {
     }
 
     private func forget(_ id: String) throws(ModeError) {
+        // Paused for another app and then cancelled, it would be kept for the daemon's life.
+        respite.forget(id)
         setRecord(id, nil)
         try host.delete(collection: Self.collection, key: id)
     }
@@ -530,8 +532,11 @@ final class TransfersMode: ModePlugin {
                     $0.state == .waiting && $0.notBefore <= now && self.draining[$0.id] == nil
                         && current.blocker(for: $0.options) == nil && self.isInstalled($0.app)
                 })
-            if running.count >= maxConcurrent { makeRoom(for: ready) }
-            for record in fairTurns(ready, slots: maxConcurrent - running.count) {
+            // The slots made room for go to the apps they were made for, first.
+            let favoured = running.count >= maxConcurrent ? makeRoom(for: ready) : []
+            let first = favoured.compactMap { app in ready.first { $0.app == app } }.prefix(max(0, maxConcurrent - running.count))
+            let rest = ready.filter { record in !first.contains { $0.id == record.id } }
+            for record in Array(first) + fairTurns(rest, slots: maxConcurrent - running.count - first.count) {
                 // A transfer stored by a build that let a bad URL or header through fails instead of reaching the HTTP client.
                 if let problem = TransferURL.problem(with: record.url) ?? TransferOptions.problem(withHeaders: record.options.headers) {
                     finish(record, result: .failed, error: problem)
@@ -550,9 +555,17 @@ final class TransfersMode: ModePlugin {
         guard running.count >= maxConcurrent else { return nil }
         let holders = Set(running.keys.compactMap { transfers[$0]?.app })
         guard ready.contains(where: { !holders.contains($0.app) }) else { return nil }
-        return running.keys.filter(isResumable).compactMap { id in
+        // A download on its first attempt learns its validator after this
+        // schedule: counted too (``makeRoom(for:)`` checks it when the time comes).
+        return running.keys.filter(mayBecomeResumable).compactMap { id in
             turns.turnEnds(id).map { max($0, respite.respiteEnds(id) ?? 0) }
         }.filter { $0 > now }.min()
+    }
+
+    /// A download not known to start over: it has a validator, or its first
+    /// answer, which names one, has not come yet.
+    private func mayBecomeResumable(_ id: String) -> Bool {
+        transfers[id].map { $0.kind == .download && !$0.restarted && ($0.validator != nil || $0.status == nil) } ?? false
     }
 
     /// A download whose server named a validator and has not had to start
@@ -568,14 +581,16 @@ final class TransfersMode: ModePlugin {
     /// pauses one, which waits for a free slot again. A download that may
     /// continue where it stopped (``isResumable(_:)``) goes first, then any
     /// download, then an upload (which starts again from its first byte);
-    /// between those, the one started last. When no app runs two (every slot
-    /// held by a different app), the resumable download that has held its
-    /// slot longest yields it, once it has held it for `Transfers.TurnSec`
-    /// (``TransferTurns``); nothing else does. One paused either way is not
+    /// between those, the one started last. When no app running two has one
+    /// it may pause (every slot held by a different app, say), the resumable
+    /// download that has held its slot longest yields it, once it has held
+    /// it for `Transfers.TurnSec` (``TransferTurns``); nothing else does.
+    /// The slots freed go to the apps they were freed for (``schedule()``). One paused either way is not
     /// paused again until it has run a minute after getting its slot back
     /// (``RoomRespite``). So one app's slow transfers do not hold every slot
     /// until they finish or time out.
-    private func makeRoom(for ready: [TransferRecord]) {
+    /// Returns the apps it made room for, in order.
+    private func makeRoom(for ready: [TransferRecord]) -> [String] {
         let now = host.realtimeMicroseconds
         respite.prune(at: now)
         var runningOf: [String: [String]] = [:]
@@ -587,6 +602,7 @@ final class TransfersMode: ModePlugin {
             let kind = record?.kind == .download ? (isResumable(id) ? 2 : 1) : 0
             return (kind, running[id] ?? 0)
         }
+        var favoured: [String] = []
         for app in starved {
             // The app running the most (two at least) that runs one it may pause.
             let busiest = runningOf.filter { $0.value.count >= 2 && $0.value.contains { respite.mayPause($0, at: now) } }
@@ -607,8 +623,10 @@ final class TransfersMode: ModePlugin {
             runningOf[holder] = runningOf[holder]?.filter { $0 != victim }
             // The slot is the starved app's now: it takes no second one this way.
             runningOf[app] = [victim]
+            favoured.append(app)
             host.log(.info, "transfer \(victim) of \(holder) pauses: \(app) has transfers waiting and none running, \(why)")
         }
+        return favoured
     }
 
     /// Which of `ready` (oldest first) take the `slots` free: a free slot goes

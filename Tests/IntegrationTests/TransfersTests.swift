@@ -15,6 +15,7 @@ import Testing
     static let interface = "Transfers"
     /// A second app with transfers of its own.
     static let otherApp = "org.example.Dl2"
+    static let thirdApp = "org.example.Dl3"
 
     func daemon(
         settings: [String] = [], environment: [String: String] = [:], exec: String = "/bin/false", stateDirectory: String? = nil
@@ -23,9 +24,11 @@ import Testing
             DesktopEntrySpec(id: Self.app, name: "Dl", modes: ["transfer"], exec: exec),
             DesktopEntrySpec(id: "org.example.Plain", modes: ["fetch"], exec: "/bin/false"),
             DesktopEntrySpec(id: Self.otherApp, name: "Dl2", modes: ["transfer"], exec: "/bin/false"),
+            DesktopEntrySpec(id: Self.thirdApp, name: "Dl3", modes: ["transfer"], exec: "/bin/false"),
         ], environment: environment)
-        try FileManager.default.createDirectory(atPath: cache(daemon), withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(atPath: cache(daemon, of: Self.otherApp), withIntermediateDirectories: true)
+        for app in [Self.app, Self.otherApp, Self.thirdApp] {
+            try FileManager.default.createDirectory(atPath: cache(daemon, of: app), withIntermediateDirectories: true)
+        }
         return daemon
     }
 
@@ -749,6 +752,14 @@ import Testing
         #expect(try list(client).first { $0["transfer_id"] == .string(wifiOnly) }?["waiting_for"] == .string("unmetered network"),
                 "\(daemon.log.suffix(2000))")
         #expect(!daemon.log.contains("transfer \(wifiOnly) attempt 1 starts"), "it ran on what may be a metered network: \(daemon.log.suffix(2000))")
+        // A read again, while it still hangs, holds nothing else back (it took 10 s before).
+        #expect(daemon.waitForLog(containing: "reading NetworkManager again: its last read failed", timeout: .seconds(30)), "\(daemon.log)")
+        let failures = daemon.log.components(separatedBy: "cannot read org.freedesktop.NetworkManager Metered").count
+        let during = try start(client, url: server.url("/blob/64K?n=3"), path: cache(daemon) + "/during.bin")
+        let duringDone = try #require(try waitForFinished(client, during, timeout: .seconds(30)), "\(daemon.log.suffix(2000))")
+        #expect(duringDone.result == "success", "\(duringDone.info)")
+        #expect(daemon.log.components(separatedBy: "cannot read org.freedesktop.NetworkManager Metered").count == failures,
+                "it waited for the read to time out: \(daemon.log.suffix(2000))")
         try system.setHung(unmetered, false)
         hung = false
         let done = try #require(try waitForFinished(client, wifiOnly, timeout: .seconds(60)), "\(daemon.log.suffix(2000))")
@@ -1041,6 +1052,74 @@ import Testing
         #expect(result.result == "success", "\(result.info)")
         #expect(result.info["resumed"] == .bool(true), "\(result.info)")
         #expect(TransferServer.isBlob(cache(daemon) + "/slow.bin", size: 4 << 20))
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// Two apps' slow downloads and one slot: the one that yielded its turn
+    /// did not get it back until the other finished, because the other's
+    /// first attempt had not yet named its validator when its turn was
+    /// reckoned (no timer was set). Both now take turns, each continuing by
+    /// a range request.
+    @Test func twoAppsSlowDownloadsTakeTurnsForOneSlot() throws {
+        let server = try TransferServer()
+        let daemon = try daemon(settings: ["Transfers.MaxConcurrent=1", "Transfers.TurnSec=1.5"])
+        let first = try app(daemon)
+        let second = try app(daemon, id: Self.otherApp)
+        // Each takes 8 s alone.
+        let a = try start(first, url: server.url("/blob/4M?rate=500000&n=1"), path: cache(daemon) + "/a.bin")
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline,
+              try list(first).first(where: { $0["transfer_id"] == .string(a) })?["bytes_done"] ?? .uint64(0) == .uint64(0) {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        let b = try start(second, url: server.url("/blob/4M?rate=500000&n=2"), path: cache(daemon, of: Self.otherApp) + "/b.bin")
+        let doneB = try #require(try waitForFinished(second, b, timeout: .seconds(60)), "\(daemon.log.suffix(3000))")
+        let doneA = try #require(try waitForFinished(first, a, timeout: .seconds(60)), "\(daemon.log.suffix(3000))")
+        #expect(doneA.result == "success" && doneB.result == "success", "\(doneA.info) \(doneB.info)")
+        #expect(daemon.log.contains("transfer \(a) of \(Self.app) pauses: \(Self.otherApp) has transfers waiting and none running, \(Self.app) has had its turn"),
+                "\(daemon.log.suffix(3000))")
+        #expect(daemon.log.contains("transfer \(b) of \(Self.otherApp) pauses: \(Self.app) has transfers waiting and none running, \(Self.otherApp) has had its turn"),
+                "the turn came back to the first app: \(daemon.log.suffix(3000))")
+        #expect(doneA.info["resumed"] == .bool(true) && doneB.info["resumed"] == .bool(true), "\(doneA.info) \(doneB.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/a.bin", size: 4 << 20))
+        #expect(TransferServer.isBlob(cache(daemon, of: Self.otherApp) + "/b.bin", size: 4 << 20))
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// A download that yielded its turn left its app with none running, as
+    /// the app it yielded to: the free slot went by who was served longest
+    /// ago, so the yielding app's own next download could take it. The slot
+    /// now goes to the app it was freed for.
+    @Test func theSlotAYieldedTurnFreesGoesToTheAppThatWaits() throws {
+        let server = try TransferServer()
+        let daemon = try daemon(settings: ["Transfers.MaxConcurrent=2", "Transfers.TurnSec=1.5"])
+        let first = try app(daemon)
+        let second = try app(daemon, id: Self.otherApp)
+        let third = try app(daemon, id: Self.thirdApp)
+        func running(_ client: RawClient, _ id: String) throws -> Bool {
+            try list(client).first(where: { $0["transfer_id"] == .string(id) })?["bytes_done"] ?? .uint64(0) != .uint64(0)
+        }
+        let slow = try start(first, url: server.url("/blob/4M?rate=500000&n=1"), path: cache(daemon) + "/slow.bin")
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline, try !running(first, slow) { Thread.sleep(forTimeInterval: 0.05) }
+        // The third app was served after the first: between apps with none running, the first would win the slot.
+        let earlier = try start(third, url: server.url("/blob/64K?n=0"), path: cache(daemon, of: Self.thirdApp) + "/earlier.bin")
+        #expect(try waitForFinished(third, earlier, timeout: .seconds(30))?.result == "success", "\(daemon.log.suffix(3000))")
+        let other = try start(second, url: server.url("/blob/4M?rate=500000&n=2"), path: cache(daemon, of: Self.otherApp) + "/other.bin")
+        // The first app's second download waits behind its first.
+        let queued = try start(first, url: server.url("/blob/4M?rate=500000&n=3"), path: cache(daemon) + "/queued.bin")
+        while ContinuousClock.now < deadline, try !running(second, other) { Thread.sleep(forTimeInterval: 0.05) }
+        let waiting = try start(third, url: server.url("/blob/64K"), path: cache(daemon, of: Self.thirdApp) + "/small.bin")
+        let done = try #require(try waitForFinished(third, waiting, timeout: .seconds(60)), "\(daemon.log.suffix(3000))")
+        #expect(done.result == "success", "\(done.info)")
+        let log = daemon.log
+        let pause = try #require(log.range(of: "pauses: \(Self.thirdApp) has transfers waiting and none running"), "\(log.suffix(3000))")
+        let thirdStarts = try #require(log.range(of: "transfer \(waiting) attempt 1 starts"), "\(log.suffix(3000))")
+        #expect(pause.lowerBound < thirdStarts.lowerBound)
+        if let queuedStarts = log.range(of: "transfer \(queued) attempt 1 starts") {
+            #expect(thirdStarts.lowerBound < queuedStarts.lowerBound, "the yielding app's own download took the slot: \(log.suffix(3000))")
+        }
+        #expect(log.components(separatedBy: "pauses: \(Self.thirdApp) has transfers waiting").count == 2, "one pause for one app: \(log.suffix(3000))")
         #expect(daemon.stop() == .status(0))
     }
 
