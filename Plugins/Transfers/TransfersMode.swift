@@ -535,7 +535,7 @@ final class TransfersMode: ModePlugin {
             // The slots made room for go to the apps they were made for, first.
             let favoured = running.count >= maxConcurrent ? makeRoom(for: ready) : []
             let first = favoured.compactMap { app in ready.first { $0.app == app } }.prefix(max(0, maxConcurrent - running.count))
-            let rest = ready.filter { record in !first.contains { $0.id == record.id } }
+            let rest = first.isEmpty ? ready : ready.filter { record in !first.contains { $0.id == record.id } }
             for record in Array(first) + fairTurns(rest, slots: maxConcurrent - running.count - first.count) {
                 // A transfer stored by a build that let a bad URL or header through fails instead of reaching the HTTP client.
                 if let problem = TransferURL.problem(with: record.url) ?? TransferOptions.problem(withHeaders: record.options.headers) {

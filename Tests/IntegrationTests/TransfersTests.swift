@@ -35,6 +35,15 @@ import Testing
     /// The app's cache directory: a place its downloads may land.
     func cache(_ daemon: DaemonUnderTest, of app: String = TransfersTests.app) -> String { daemon.home + "/.cache/" + app }
 
+    /// Waits, up to 20 s, until each of `ids` of `client` has moved bytes (its attempt runs).
+    func waitUntilMoving(_ client: RawClient, _ ids: [String]) throws {
+        let deadline = ContinuousClock.now + .seconds(20)
+        func moving(_ id: String) throws -> Bool {
+            try list(client).first(where: { $0["transfer_id"] == .string(id) })?["bytes_done"] ?? .uint64(0) != .uint64(0)
+        }
+        while ContinuousClock.now < deadline, try ids.contains(where: { try !moving($0) }) { Thread.sleep(forTimeInterval: 0.05) }
+    }
+
     /// A checked-in connection of the app, listening for the mode's signals.
     func app(_ daemon: DaemonUnderTest, id: String = TransfersTests.app) throws -> RawClient {
         let client = try RawClient(daemon)
@@ -1007,12 +1016,7 @@ import Testing
         // Each takes 8 s.
         let slow = (1...2).map { "/blob/4M?rate=500000&n=\($0)" }
         let ids = try slow.enumerated().map { try start(busy, url: server.url($0.element), path: cache(daemon) + "/slow\($0.offset).bin") }
-        func bytesDone(_ id: String) throws -> UInt64 {
-            if case .uint64(let done)? = try list(busy).first(where: { $0["transfer_id"] == .string(id) })?["bytes_done"] { return done }
-            return 0
-        }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline, try ids.contains(where: { try bytesDone($0) == 0 }) { Thread.sleep(forTimeInterval: 0.05) }
+        try waitUntilMoving(busy, ids)
         let mine = try start(other, url: server.url("/blob/64K"), path: cache(daemon, of: Self.otherApp) + "/mine.bin")
         let done = try #require(try waitForFinished(other, mine, timeout: .seconds(30)), "\(daemon.log)")
         #expect(done.result == "success", "\(done.info)")
@@ -1037,11 +1041,7 @@ import Testing
         let other = try app(daemon, id: Self.otherApp)
         // Takes 8 s.
         let slow = try start(busy, url: server.url("/blob/4M?rate=500000"), path: cache(daemon) + "/slow.bin")
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline,
-              try list(busy).first(where: { $0["transfer_id"] == .string(slow) })?["bytes_done"] ?? .uint64(0) == .uint64(0) {
-            Thread.sleep(forTimeInterval: 0.05)
-        }
+        try waitUntilMoving(busy, [slow])
         let mine = try start(other, url: server.url("/blob/64K"), path: cache(daemon, of: Self.otherApp) + "/mine.bin")
         let done = try #require(try waitForFinished(other, mine, timeout: .seconds(30)), "\(daemon.log)")
         #expect(done.result == "success", "\(done.info)")
@@ -1067,11 +1067,7 @@ import Testing
         let second = try app(daemon, id: Self.otherApp)
         // Each takes 8 s alone.
         let a = try start(first, url: server.url("/blob/4M?rate=500000&n=1"), path: cache(daemon) + "/a.bin")
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline,
-              try list(first).first(where: { $0["transfer_id"] == .string(a) })?["bytes_done"] ?? .uint64(0) == .uint64(0) {
-            Thread.sleep(forTimeInterval: 0.05)
-        }
+        try waitUntilMoving(first, [a])
         let b = try start(second, url: server.url("/blob/4M?rate=500000&n=2"), path: cache(daemon, of: Self.otherApp) + "/b.bin")
         let doneB = try #require(try waitForFinished(second, b, timeout: .seconds(60)), "\(daemon.log.suffix(3000))")
         let doneA = try #require(try waitForFinished(first, a, timeout: .seconds(60)), "\(daemon.log.suffix(3000))")
@@ -1096,19 +1092,15 @@ import Testing
         let first = try app(daemon)
         let second = try app(daemon, id: Self.otherApp)
         let third = try app(daemon, id: Self.thirdApp)
-        func running(_ client: RawClient, _ id: String) throws -> Bool {
-            try list(client).first(where: { $0["transfer_id"] == .string(id) })?["bytes_done"] ?? .uint64(0) != .uint64(0)
-        }
         let slow = try start(first, url: server.url("/blob/4M?rate=500000&n=1"), path: cache(daemon) + "/slow.bin")
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline, try !running(first, slow) { Thread.sleep(forTimeInterval: 0.05) }
+        try waitUntilMoving(first, [slow])
         // The third app was served after the first: between apps with none running, the first would win the slot.
         let earlier = try start(third, url: server.url("/blob/64K?n=0"), path: cache(daemon, of: Self.thirdApp) + "/earlier.bin")
         #expect(try waitForFinished(third, earlier, timeout: .seconds(30))?.result == "success", "\(daemon.log.suffix(3000))")
         let other = try start(second, url: server.url("/blob/4M?rate=500000&n=2"), path: cache(daemon, of: Self.otherApp) + "/other.bin")
         // The first app's second download waits behind its first.
         let queued = try start(first, url: server.url("/blob/4M?rate=500000&n=3"), path: cache(daemon) + "/queued.bin")
-        while ContinuousClock.now < deadline, try !running(second, other) { Thread.sleep(forTimeInterval: 0.05) }
+        try waitUntilMoving(second, [other])
         let waiting = try start(third, url: server.url("/blob/64K"), path: cache(daemon, of: Self.thirdApp) + "/small.bin")
         let done = try #require(try waitForFinished(third, waiting, timeout: .seconds(60)), "\(daemon.log.suffix(3000))")
         #expect(done.result == "success", "\(done.info)")
@@ -1138,12 +1130,7 @@ import Testing
         let ids = try (1...2).map {
             try start(busy, url: server.url("/blob/4M?rate=400000&norange=1&n=\($0)"), path: cache(daemon) + "/slow\($0).bin")
         }
-        func bytesDone(_ id: String) throws -> UInt64 {
-            if case .uint64(let done)? = try list(busy).first(where: { $0["transfer_id"] == .string(id) })?["bytes_done"] { return done }
-            return 0
-        }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline, try ids.contains(where: { try bytesDone($0) == 0 }) { Thread.sleep(forTimeInterval: 0.05) }
+        try waitUntilMoving(busy, ids)
         for n in 0..<3 {
             let mine = try start(other, url: server.url("/blob/64K?k=\(n)"), path: cache(daemon, of: Self.otherApp) + "/mine\(n).bin")
             let done = try #require(try waitForFinished(other, mine, timeout: .seconds(30)), "\(daemon.log)")
