@@ -221,6 +221,13 @@ extension BackgroundEngine {
         return failWakes(undeliveredWakes(of: app), of: app, reason: error)
     }
 
+    /// Whether the launch of `app` as `process` still waits for the app to
+    /// check in (not for one taken over from an earlier run, which had).
+    public func launchAwaitsCheckIn(_ app: AppID, process: ProcessRef) -> Bool {
+        guard let launch = apps[.app(app)]?.launch, launch.process == process else { return false }
+        return !launch.checkedIn && !launch.adopted
+    }
+
     /// A process the daemon launched for the app exited. If the app never
     /// checked in, that counts as a failed launch, and the wakes it was
     /// launched for fail with it: no budget ran out (it did not wait for

@@ -471,6 +471,73 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
         #expect(drive(loop) { !FileManager.default.fileExists(atPath: cgroup.path) })
     }
 
+    /// A launcher script that starts the app and returns: its exit, before
+    /// the app checked in, was taken for the app's, and the event failed
+    /// while the app ran on. The launch goes on in what it left in its
+    /// cgroup, and its exit is reported once that is gone too.
+    @Test(.enabled(if: AppLauncherTests.writableHierarchy != nil)) func aLaunchThatHasNotCheckedInGoesOnInWhatItLeftInItsCgroup() throws {
+        let loop = try EventLoop()
+        let launcher = AppLauncher(
+            loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: Self.writableHierarchy)
+        var exit: LaunchExit?
+        launcher.onExit = { _, status in exit = status }
+        launcher.awaitsCheckIn = { _ in true }
+        let process = try launchSleep(launcher, loop)
+        let cgroup = Cgroup(path: try #require(process.cgroupPath))
+        let straggler = try #require(try? ProcessSpawner.spawn(
+            commandLine: ["/bin/sleep", "30"], environment: [], searchPath: nil, directory: nil, cgroupProcsFD: nil
+        ).get())
+        var stragglerReaped = false
+        defer {
+            if !stragglerReaped {
+                _ = bgt_pidfd_send_signal(straggler.pidfd, SIGKILL)
+                waitForExit(straggler)
+            }
+        }
+        try cgroup.move(pid: straggler.pid)
+
+        kill(process.pid, SIGTERM)
+        #expect(drive(loop) { isReaped(process.pid) })
+        _ = drive(loop, seconds: 0.3) { false }
+        #expect(exit == nil, "the launch lives on in the process it left")
+        #expect(launcher.process(ref: process.ref) == process)
+
+        // Terminated as a whole, the launch ends with what is left of it.
+        #expect(launcher.signalLaunch(process.ref, .terminate) == true)
+        waitForExit(straggler)
+        stragglerReaped = true
+        #expect(drive(loop) { exit != nil })
+        #expect(exit == .killed(signal: SIGTERM, coreDumped: false), "the main process's own end")
+        #expect(launcher.process(ref: process.ref) == nil)
+        #expect(drive(loop) { !FileManager.default.fileExists(atPath: cgroup.path) })
+    }
+
+    /// An app terminated for overstaying went alone: what it had started in
+    /// its cgroup ran on, with no budget, never frozen.
+    @Test(.enabled(if: AppLauncherTests.writableHierarchy != nil)) func terminatingALaunchSignalsEveryProcessOfItsCgroup() throws {
+        let loop = try EventLoop()
+        let launcher = AppLauncher(
+            loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: Self.writableHierarchy)
+        var exit: LaunchExit?
+        launcher.onExit = { _, status in exit = status }
+        let process = try launchSleep(launcher, loop)
+        defer { if exit == nil { launcher.killAll(process); _ = drive(loop) { exit != nil } } }
+        let straggler = try #require(try? ProcessSpawner.spawn(
+            commandLine: ["/bin/sleep", "30"], environment: [], searchPath: nil, directory: nil, cgroupProcsFD: nil
+        ).get())
+        defer { _ = bgt_pidfd_send_signal(straggler.pidfd, SIGKILL); waitForExit(straggler) }
+        try Cgroup(path: try #require(process.cgroupPath)).move(pid: straggler.pid)
+
+        #expect(launcher.signalLaunch(process.ref, .terminate) == true)
+        #expect(drive(loop) { exit != nil })
+        #expect(exit == .killed(signal: SIGTERM, coreDumped: false))
+        var status = siginfo_t()
+        #expect(waitid(P_PIDFD, id_t(straggler.pidfd), &status, WEXITED) == 0)
+        #expect(status.si_code == CLD_KILLED && status._sifields._sigchld.si_status == SIGTERM, "the process it started got SIGTERM too")
+        // Not a launch of this launcher: the caller signals the process alone.
+        #expect(launcher.signalLaunch(ProcessRef(pid: straggler.pid, serial: 0), .terminate) == nil)
+    }
+
     // MARK: systemd
 
     @Test(.enabled(if: AppLauncherTests.hasDBusMock)) func systemdScopeIsRequestedWhenTheUserManagerIsThere() throws {

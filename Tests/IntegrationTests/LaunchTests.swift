@@ -236,6 +236,65 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A desktop entry whose Exec is a script that starts the app and
+    /// returns: the script's exit, before the app checked in, failed the
+    /// launch, and the app, which checked in a moment later, was taken for
+    /// one the user opened: no fetch, foreground. The launch goes on in its
+    /// cgroup, and the app gets its fetch.
+    @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func aLauncherScriptThatStartsTheAppAndReturnsHandsItTheLaunch() throws {
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        let (scratch, script) = try Self.scriptInScratch(
+            "#!/bin/sh\n( sleep 0.3; exec '\(testapp)' --fetch-result newData --tasks 0 --hold 30 & )\nexit 0\n")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let app = "org.example.Forking"
+        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
+            DesktopEntrySpec(id: app, modes: ["fetch"], exec: script),
+        ])
+        let admin = try RawClient(daemon)
+        #expect(throws: Never.self, "\(daemon.log.suffix(2000))") { try admin.call("Fetch", "SimulateFetch") { try $0.append(app) } }
+        #expect(daemon.waitForLog(containing: "\(app) completed its fetch"), "\(daemon.log.suffix(2000))")
+        #expect(daemon.log.contains("\(app) has not checked in, and processes of its launch remain"), "\(daemon.log.suffix(2000))")
+        #expect(!daemon.log.contains("without checking in"), "\(daemon.log.suffix(2000))")
+        let state = try admin.waitForAppState(app, in: ["background", "background, suspended"])
+        #expect(state?.hasPrefix("background") == true, "\(String(describing: state)) \(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// A launched app terminated for overstaying went alone: a process it
+    /// had started ran on in its cgroup, with no budget and never frozen.
+    @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func anAppTerminatedForOverstayingTakesWhatItStartedWithIt() throws {
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        let (scratch, script) = try Self.scriptInScratch("")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let pidFile = scratch + "/helper.pid"
+        try "#!/bin/sh\nsleep 120 &\necho $! > '\(pidFile)'\nexec '\(testapp)' --fetch-result never --tasks 0\n"
+            .write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o755)
+        let app = "org.example.Helped"
+        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=2", "Tasks.KillGraceSec=1"], desktopEntries: [
+            DesktopEntrySpec(id: app, modes: ["fetch"], exec: script),
+        ])
+        let admin = try RawClient(daemon)
+        try admin.bus.send(try Self.simulateFetch(app, on: admin))
+        admin.bus.flush()
+        #expect(daemon.waitForLog(containing: "\(app) did not complete its fetch wake in time", timeout: .seconds(40)), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "\(app) exited", timeout: .seconds(20)), "\(daemon.log.suffix(2000))")
+        let helper = try #require(Int32(try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while Self.isRunning(helper), ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(!Self.isRunning(helper), "the helper went with the app: \(daemon.log.suffix(2000))")
+        if Self.isRunning(helper) { kill(helper, SIGKILL) }
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// Whether `pid` runs (a zombie has ended).
+    static func isRunning(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return false }
+        return stat[stat.index(after: close)...].split(separator: " ").first != "Z"
+    }
+
     /// An app uninstalled while the instance launched for it was suspended:
     /// it stayed frozen until the daemon stopped, as no event could reach it.
     @Test func anUninstalledAppsLaunchedInstanceIsStopped() throws {

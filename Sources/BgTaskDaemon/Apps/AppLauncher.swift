@@ -28,9 +28,19 @@ import SDBus
 /// - A cgroup the launcher made is removed once it is empty; if the app left
 ///   other processes behind, that happens when they are gone (`cgroup.events`
 ///   is watched), or at once after ``killAll(_:)``.
+/// - A launch with a cgroup of its own is the whole cgroup: it is signalled as
+///   a whole (``signalLaunch(_:_:)``), and a main process that exits before
+///   the app checked in, leaving others there (a launcher script that forked
+///   the app and returned), ends the launch only once they are gone too.
 final class AppLauncher {
-    /// Called once when a launched process has exited and was reaped.
+    /// Called once when a launched process has exited and was reaped (for
+    /// one whose launch lived on in its cgroup, once that cgroup emptied).
     var onExit: (LaunchedProcess, ExitStatus) -> Void = { _, _ in }
+
+    /// Whether the launch of this process still waits for its app to check
+    /// in; the daemon asks its engine. Until then the app may be a process
+    /// the launched one started.
+    var awaitsCheckIn: (LaunchedProcess) -> Bool = { _ in false }
 
     /// Variables of the daemon's own that an app must not inherit: they
     /// describe the daemon's service (sd_notify, socket activation, watchdog),
@@ -78,6 +88,9 @@ final class AppLauncher {
         let appID: AppID
         let eventsFD: Int32
         var watch: EventSource?
+        /// The launch lives on in the processes left (its app had not checked
+        /// in): its exit is reported when they are gone.
+        var exited: (process: LaunchedProcess, status: ExitStatus)?
 
         init(cgroup: Cgroup, appID: AppID, eventsFD: Int32) {
             self.cgroup = cgroup
@@ -161,6 +174,17 @@ final class AppLauncher {
 
     /// The launched process with this pid, while it runs.
     func process(pid: Int32) -> LaunchedProcess? { running[pid]?.process }
+
+    /// The launch `ref` names: while its process runs, or while the launch
+    /// lives on in the processes its exited main process left in its cgroup.
+    func process(ref: ProcessRef) -> LaunchedProcess? {
+        if let record = running[ref.pid], record.process.ref == ref { return record.process }
+        return livingOn(ref)?.exited?.process
+    }
+
+    private func livingOn(_ ref: ProcessRef) -> Lingering? {
+        lingering.values.first { $0.exited?.process.ref == ref }
+    }
 
     // MARK: Launching
 
@@ -412,8 +436,14 @@ final class AppLauncher {
         record.watch?.cancel()
         running[pid] = nil
         processTable.release(record.process.ref)
-        if let cgroup = record.cgroup { removeWhenEmpty(cgroup, unit: record.process.unit, appID: record.process.appID) }
         logger.info("\(record.process) \(status)")
+        if let cgroup = record.cgroup {
+            if cgroup.isPopulated == true, awaitsCheckIn(record.process) {
+                logger.info("\(record.process.appID) has not checked in, and processes of its launch remain in \(cgroup): the launch goes on in them")
+                return removeWhenEmpty(cgroup, unit: record.process.unit, appID: record.process.appID, exited: (record.process, status))
+            }
+            removeWhenEmpty(cgroup, unit: record.process.unit, appID: record.process.appID)
+        }
         onExit(record.process, status)
     }
 
@@ -591,13 +621,22 @@ final class AppLauncher {
         _ = rmdir(appsDirectory)
     }
 
-    private func removeWhenEmpty(_ cgroup: Cgroup, unit: String, appID: AppID) {
-        if cgroup.isPopulated == false, (try? cgroup.remove()) != nil { return }
+    /// With `exited`, the launch lives on until the cgroup is empty, and its
+    /// exit is reported then (at once, if it cannot be watched).
+    private func removeWhenEmpty(
+        _ cgroup: Cgroup, unit: String, appID: AppID, exited: (process: LaunchedProcess, status: ExitStatus)? = nil
+    ) {
+        if cgroup.isPopulated == false, (try? cgroup.remove()) != nil {
+            if let exited { onExit(exited.process, exited.status) }
+            return
+        }
         guard let fd = cgroup.openEvents() else {
             logger.warning("cannot watch \(cgroup); it is left behind")
+            if let exited { onExit(exited.process, exited.status) }
             return
         }
         let entry = Lingering(cgroup: cgroup, appID: appID, eventsFD: fd)
+        entry.exited = exited
         lingering[unit] = entry
         do throws(BusError) {
             // cgroup.events signals a change as EPOLLPRI (and EPOLLERR); reading re-arms it.
@@ -608,7 +647,7 @@ final class AppLauncher {
             logger.warning("cannot watch \(cgroup): \(error); it is left behind")
         }
         // It may have emptied before the watch existed.
-        if !lingeringChanged(unit: unit) {
+        if !lingeringChanged(unit: unit), exited == nil {
             logger.info("processes of \(appID) remain in \(cgroup); it is removed when they are gone")
         }
     }
@@ -632,6 +671,10 @@ final class AppLauncher {
         entry.watch?.cancel()
         close(entry.eventsFD)
         lingering[unit] = nil
+        if let exited = entry.exited {
+            logger.info("the last process of \(entry.appID)'s launch is gone")
+            onExit(exited.process, exited.status)
+        }
         return true
     }
 
@@ -648,6 +691,33 @@ final class AppLauncher {
         }
         if let entry = lingering[p.unit] { return kill(entry.cgroup, appID: p.appID) }
         return false
+    }
+
+    /// Signals every process of the launch `ref` names, where it has a
+    /// cgroup: SIGTERM to each, SIGKILL through `cgroup.kill`. What the app
+    /// started goes with it, and so does the app a launcher script started.
+    /// nil when `ref` is no such launch: then the process alone is signalled.
+    func signalLaunch(_ ref: ProcessRef, _ signal: ProcessSignal) -> Bool? {
+        let cgroup: Cgroup
+        let appID: AppID
+        if let record = running[ref.pid], record.process.ref == ref, let own = self.cgroup(of: record) {
+            (cgroup, appID) = (own, record.process.appID)
+        } else if let entry = livingOn(ref) {
+            (cgroup, appID) = (entry.cgroup, entry.appID)
+        } else {
+            return nil
+        }
+        switch signal {
+        case .kill:
+            return kill(cgroup, appID: appID)
+        case .terminate:
+            guard let text = try? String(contentsOfFile: cgroup.path + "/cgroup.procs", encoding: .utf8) else { return nil }
+            var any = false
+            for line in text.split(separator: "\n") {
+                if let pid = Int32(line), pid > 1, pid != getpid(), Glibc.kill(pid, SIGTERM) == 0 { any = true }
+            }
+            return any
+        }
     }
 
     private func kill(_ cgroup: Cgroup, appID: AppID) -> Bool {

@@ -35,6 +35,7 @@ extension Daemon {
         launches.onFailed = { [unowned self] app, why, appsFault in
             perform(engine.launchFailed(app, error: why, holdBack: appsFault))
         }
+        launcher.awaitsCheckIn = { [unowned self] process in engine.launchAwaitsCheckIn(process.appID, process: process.ref) }
         launches.onExited = { [unowned self] process, status in
             unmarkLaunched(process.unit)
             freezer.forget(pid: process.pid)

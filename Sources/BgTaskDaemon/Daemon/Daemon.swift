@@ -318,7 +318,8 @@ public final class Daemon {
     /// burst does not wait for log lines.
     private func send(_ signals: [(ProcessRef, ProcessSignal, AppKey)]) {
         let uninstalled = Set(signals.compactMap { stoppedAsUninstalled.remove($0.0) })
-        let sent = signals.filter { processes.signal($0.0, $0.1) }
+        // A launch with a cgroup goes as a whole: what it started goes with it.
+        let sent = signals.filter { launcher.signalLaunch($0.0, $0.1) ?? processes.signal($0.0, $0.1) }
         for (process, signal, app) in sent {
             switch signal {
             case .terminate where uninstalled.contains(process):

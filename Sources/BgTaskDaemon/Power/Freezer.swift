@@ -291,7 +291,7 @@ final class Freezer {
 
     /// Where the process lives: a unit of the user manager, a cgroup of the app's own, or neither.
     private func target(of ref: ProcessRef, app: AppKey) -> Target {
-        if let launched = launcher.process(pid: ref.pid) {
+        if let launched = launcher.process(ref: ref) {
             switch launched.placement {
             case .systemdScope: return systemd != nil ? .unit(launched.unit) : .process(ref)
             case .cgroup: return launched.cgroupPath.map { .cgroup($0) } ?? .process(ref)
