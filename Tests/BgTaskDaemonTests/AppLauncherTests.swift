@@ -538,6 +538,26 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
         #expect(launcher.signalLaunch(ProcessRef(pid: straggler.pid, serial: 0), .terminate) == nil)
     }
 
+    /// A process that exited while its connection had not yet been seen to
+    /// close was "frozen" with SIGSTOP, which reached nothing, and logged so.
+    @Test func aProcessThatExitedIsNotStopped() throws {
+        let loop = try EventLoop()
+        let launcher = AppLauncher(loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: nil)
+        let child = try #require(try? ProcessSpawner.spawn(
+            commandLine: ["/bin/true"], environment: [], searchPath: nil, directory: nil, cgroupProcsFD: nil
+        ).get())
+        let table = launcher.processTable
+        let ref = try table.open(pid: child.pid)
+        defer { table.release(ref); waitForExit(child) }
+        let freezer = Freezer(loop: loop, launcher: launcher, processes: table, systemd: nil, hierarchy: nil, logger: logger)
+        let deadline = bgt_monotonic_usec() + 10_000_000
+        while bgt_pidfd_exited(child.pidfd) == 0, bgt_monotonic_usec() < deadline { usleep(5_000) }
+        #expect(table.hasExited(ref))
+
+        freezer.freeze(.app(appID), [ref])
+        #expect(!freezer.isFrozen(ref))
+    }
+
     // MARK: systemd
 
     @Test(.enabled(if: AppLauncherTests.hasDBusMock)) func systemdScopeIsRequestedWhenTheUserManagerIsThere() throws {

@@ -109,6 +109,13 @@ final class ProcessTable {
         return bgt_pidfd_exited(handle.pidfd) == 0
     }
 
+    /// Whether the process is known to have exited (false while it runs, and
+    /// for one whose handle is not held here: that is not known).
+    func hasExited(_ ref: ProcessRef) -> Bool {
+        guard let handle = handles[ref] else { return false }
+        return bgt_pidfd_exited(handle.pidfd) != 0
+    }
+
     /// Sends SIGTERM, or SIGKILL if the process is still alive. Returns whether a signal was sent.
     @discardableResult
     func signal(_ ref: ProcessRef, _ signal: ProcessSignal) -> Bool {

@@ -124,6 +124,11 @@ final class Freezer {
     func freeze(_ app: AppKey, _ refs: [ProcessRef]) {
         for ref in refs where frozen[ref] == nil {
             let target = target(of: ref, app: app)
+            // Exited, with its connection not yet seen to close: nothing to stop.
+            if case .process = target, processes.hasExited(ref) {
+                logger.debug("pid \(ref.pid) of \(app) has exited: nothing to freeze")
+                continue
+            }
             frozen[ref] = target
             hold(target, ref: ref)
             logger.info("froze \(app) (pid \(ref.pid)) with \(target.method): \(target)")
