@@ -495,6 +495,22 @@ import Glibc
             """)
     }
 
+    /// A state directory another user may write to: a link put there as
+    /// `bgtaskd.sqlite3.frozen`, to a file of the user's, was emptied and
+    /// written through (found by an outside test).
+    @Test func aStateDirectoryOthersCanWriteToIsRefused() throws {
+        let shared = directory.path("shared")
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        #expect(chmod(shared, 0o1777) == 0)
+        let error = try #require(refusal(shared))
+        #expect(error.code == .notWritable)
+        #expect(error.description.hasPrefix(
+            "\(shared): the state directory is writable by its group or by everyone (mode 1777); another user could"), "\(error)")
+        #expect(!FileManager.default.fileExists(atPath: shared + "/bgtaskd.sqlite3"), "nothing is made there")
+        #expect(chmod(shared, 0o700) == 0)
+        try open(shared).close()
+    }
+
     /// Permission bits do not stop root, so these run only as another user.
     @Test(.enabled(if: getuid() != 0, "root ignores permission bits"))
     func anUnwritableDirectoryOrFileIsReported() throws {

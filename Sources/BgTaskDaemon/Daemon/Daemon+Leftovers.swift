@@ -10,6 +10,8 @@ extension Daemon {
     /// daemon holds the database (`busy`): the journal is that daemon's.
     static func thawLeftovers(refusedWith error: StoreError, settings: Settings, logger: Logger) {
         guard error.code != .busy else { return }
+        // What another user could have put there is not acted on.
+        guard StateStore.writableByOthers(settings.stateDirectory) == nil else { return }
         let journal = FreezeJournal(path: StateStore.path(inDirectory: settings.stateDirectory) + ".frozen", logger: logger) { $0() }
         let leftovers = journal.takeLeftovers()
         guard !leftovers.isEmpty else { return }

@@ -40,6 +40,13 @@ extension StateStore {
                 .notWritable, path: path,
                 message: "\(directory): the state directory is not a directory. Move it away or choose another one with --state-dir.")
         }
+        if let why = writableByOthers(directory) {
+            throw StoreError(
+                .notWritable, path: path,
+                message: "\(directory): the state directory \(why); another user could put links there that bgtaskd "
+                    + "would write through, or change its state. Refusing to start. Make it the user's own "
+                    + "(chmod go-w \(directory)), or choose another one with --state-dir.")
+        }
         guard access(directory, W_OK | X_OK) == 0 else {
             throw StoreError(
                 .notWritable, path: path,
@@ -80,7 +87,7 @@ extension StateStore {
                         + "To start afresh, remove the file; to recover, restore it from a backup.")
             }
         } else {
-            let marker = open(creationMarker(path), O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+            let marker = open(creationMarker(path), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
             let descriptor = marker < 0 ? -1 : open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             let failure = errno
             if marker >= 0 { _ = Glibc.close(marker) }
@@ -110,6 +117,19 @@ extension StateStore {
         for component in directory.split(separator: "/") {
             prefix += "/" + component
             if mkdir(prefix, 0o700) != 0, errno != EEXIST { return errno }
+        }
+        return nil
+    }
+
+    /// Why another user could change what is in `directory`, or nil if none
+    /// can: it belongs to someone else (root aside), or its group or everyone
+    /// may write to it (a sticky bit does not stop new files and links).
+    static func writableByOthers(_ directory: String) -> String? {
+        var info = stat()
+        guard stat(directory, &info) == 0 else { return nil }
+        if info.st_uid != 0 && info.st_uid != geteuid() { return "belongs to uid \(info.st_uid)" }
+        if info.st_mode & (S_IWGRP | S_IWOTH) != 0 {
+            return "is writable by its group or by everyone (mode \(String(info.st_mode & 0o7777, radix: 8)))"
         }
         return nil
     }

@@ -63,9 +63,16 @@ final class FreezeJournal {
 
     /// What an earlier run left frozen (and the file is emptied: the caller thaws them now).
     func takeLeftovers() -> [Entry] {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
-        _ = truncate(path, 0)
-        return text.split(separator: "\n").compactMap(Entry.init(line:))
+        // Never through a link: what it names would be emptied, or its lines read as things to thaw.
+        let descriptor = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            if errno == ELOOP { logger.warning("\(path) is a symbolic link, not bgtaskd's: it is not read") }
+            return []
+        }
+        defer { close(descriptor) }
+        let text = FileHandle(fileDescriptor: descriptor, closeOnDealloc: false).readDataToEndOfFile()
+        _ = ftruncate(descriptor, 0)
+        return String(decoding: text, as: UTF8.self).split(separator: "\n").compactMap(Entry.init(line:))
     }
 
     /// Thaws one thing an earlier run left frozen: a cgroup or a process
@@ -104,7 +111,7 @@ final class FreezeJournal {
         if fd < 0 {
             // An empty list needs no file.
             if entries.isEmpty { return }
-            fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
             guard fd >= 0 else {
                 // Only a crash of the daemon would need it: worth a warning, not a failure.
                 logger.warning("cannot record what is frozen in \(path): \(String(cString: strerror(errno)))")
