@@ -206,6 +206,7 @@ let package = Package(
             name: "BgTaskDaemonTests",
             dependencies: [
                 "BgTaskDaemon", "BgTaskCore", "BgTaskPluginKit", "BgTaskTestKit", "ServiceSpawn", .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,5 +1,6 @@
 @testable import BgTaskDaemon
 import Foundation
+import GRDB
 import Logging
 import Testing
 
@@ -469,6 +470,34 @@ import Glibc
         try store.putRecord(plugin: "fetch", collection: "apps", key: "k", data: [1])
         store.close()
         #expect(!FileManager.default.fileExists(atPath: databasePath + ".creating"), "the marker goes once the schema is written")
+        #expect(try open().records(plugin: "fetch", collection: "apps").map(\.key) == ["k"])
+    }
+
+    /// A first start on a full disk wrote GRDB's list of migrations and no
+    /// more; with room again, every start refused the file as another
+    /// program's (found by an outside test). Beside its marker it is carried
+    /// on; without the marker, or holding anything else, it is still refused.
+    @Test func aCreationAFullDiskStoppedIsCarriedOnWithRoomAgain() throws {
+        func unfinished(_ extra: String?) throws {
+            let queue = try DatabaseQueue(path: databasePath)
+            try queue.write { db in
+                try db.execute(sql: "CREATE TABLE IF NOT EXISTS grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
+                if let extra { try db.execute(sql: extra) }
+            }
+            try queue.close()
+        }
+        try unfinished(nil)
+        #expect(try #require(refusal()).code == .notADatabase, "without its marker it may be another program's")
+        #expect(FileManager.default.createFile(atPath: databasePath + ".creating", contents: Data()))
+        try unfinished("CREATE TABLE notes (text TEXT)")
+        #expect(try #require(refusal()).code == .notADatabase, "it holds more than an unfinished creation")
+
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: databasePath + suffix) }
+        try unfinished(nil)
+        let store = try open()
+        try store.putRecord(plugin: "fetch", collection: "apps", key: "k", data: [1])
+        store.close()
+        #expect(!FileManager.default.fileExists(atPath: databasePath + ".creating"))
         #expect(try open().records(plugin: "fetch", collection: "apps").map(\.key) == ["k"])
     }
 

@@ -239,7 +239,7 @@ extension StateStore {
         let applicationID = try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0
         if applicationID != Self.applicationID {
             let objects = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") ?? 0
-            if applicationID != 0 || objects > 0 {
+            if applicationID != 0 || (objects > 0 && !isUnfinishedCreation(db, path: path)) {
                 let hex = String(UInt32(bitPattern: applicationID), radix: 16)
                 throw StoreError(
                     .notADatabase, path: path,
@@ -255,6 +255,17 @@ extension StateStore {
                     + "\(unknown.joined(separator: ", "))); refusing to start rather than lose them. "
                     + "Upgrade bgtaskd or move the file away.")
         }
+    }
+
+    /// Whether the database is one of bgtaskd's own whose creation stopped
+    /// before its first migration landed (a full disk): its marker is there,
+    /// and it holds only GRDB's list of migrations, with none in it. It is
+    /// carried on; refused as another program's, it could never be used.
+    private static func isUnfinishedCreation(_ db: Database, path: String) -> Bool {
+        guard fileType(creationMarker(path)) == S_IFREG,
+              (try? Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE tbl_name != 'grdb_migrations'")) == 0
+        else { return false }
+        return (try? Int.fetchOne(db, sql: "SELECT count(*) FROM grdb_migrations")) == 0
     }
 
     // MARK: Errors
