@@ -191,7 +191,7 @@ import Testing
         let missing = directory.path("nope.conf")
         let error = #expect(throws: Configuration.ParseError.self) {
             try Configuration.load(
-                configFile: missing, overrides: [],
+                configFiles: [missing], overrides: [],
                 environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
         }
         #expect(error?.origin.file == missing)
@@ -208,7 +208,7 @@ import Testing
         #expect(symlink(directory.path("gone/bgtaskd.conf"), link) == 0)
         let explicit = #expect(throws: Configuration.ParseError.self) {
             try Configuration.load(
-                configFile: link, overrides: [],
+                configFiles: [link], overrides: [],
                 environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
         }
         func plain(_ path: String) -> String { path.replacingOccurrences(of: "//", with: "/") }
@@ -218,7 +218,7 @@ import Testing
         #expect(symlink(directory.path("gone/bgtaskd"), directory.path("xdg/bgtaskd")) == 0)
         let standard = #expect(throws: Configuration.ParseError.self) {
             try Configuration.load(
-                configFile: nil, overrides: [],
+                configFiles: [], overrides: [],
                 environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
         }
         #expect(standard?.origin.file == directory.path("xdg/bgtaskd/bgtaskd.conf"))
@@ -235,7 +235,7 @@ import Testing
         try directory.write("bad.conf", "[Tasks]\nBudgetSec=30\n\n[Scheduler]\nChunkSec=-5\n")
         let error = #expect(throws: Configuration.ParseError.self) {
             try Configuration.load(
-                configFile: directory.path("bad.conf"), overrides: ["Tasks.BudgetSec=10"],
+                configFiles: [directory.path("bad.conf")], overrides: ["Tasks.BudgetSec=10"],
                 environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
         }
         #expect(error?.origin == .init(file: directory.path("bad.conf"), line: 5))
@@ -247,7 +247,7 @@ import Testing
         try directory.write("xdg/bgtaskd/bgtaskd.conf", "[Tasks]\nMaxPerConnection=lots\n")
         let error = #expect(throws: Configuration.ParseError.self) {
             try Configuration.load(
-                configFile: nil, overrides: [],
+                configFiles: [], overrides: [],
                 environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
         }
         #expect(error?.origin == .init(file: directory.path("xdg/bgtaskd/bgtaskd.conf"), line: 2))
@@ -278,7 +278,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let error = #expect(throws: Configuration.ParseError.self) {
             try Configuration.load(
-                configFile: nil, overrides: ["Tasks.BudgetSec=5", "Scheduler.MaxConcurrentWakes=0"],
+                configFiles: [], overrides: ["Tasks.BudgetSec=5", "Scheduler.MaxConcurrentWakes=0"],
                 environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
         }
         #expect(error?.origin.file == "--set 'Scheduler.MaxConcurrentWakes=0'")

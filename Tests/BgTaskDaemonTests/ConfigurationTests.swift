@@ -183,7 +183,7 @@ import Testing
         try directory.write("xdg/bgtaskd/bgtaskd.conf", "[Tasks]\nBudgetSec=100\nWarningSec=3\nKillGraceSec=1\n")
         try directory.write("extra.conf", "[Tasks]\nBudgetSec=200\nWarningSec=4\n")
         let configuration = try Configuration.load(
-            configFile: directory.path("extra.conf"), overrides: ["Tasks.BudgetSec=300"],
+            configFiles: [directory.path("extra.conf")], overrides: ["Tasks.BudgetSec=300"],
             environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
         #expect(configuration.taskBudgetSec == 300)  // --set beats --config
         #expect(configuration.taskWarningSec == 4)  // --config beats the user file
@@ -197,14 +197,14 @@ import Testing
         let directory = try TemporaryDirectory()
         try directory.write("home/.config/bgtaskd/bgtaskd.conf", "[Tasks]\nBudgetSec=123\n")
         let configuration = try Configuration.load(
-            configFile: nil, overrides: [], environment: ["XDG_CONFIG_HOME": "relative/xdg", "HOME": directory.path("home")])
+            configFiles: [], overrides: [], environment: ["XDG_CONFIG_HOME": "relative/xdg", "HOME": directory.path("home")])
         #expect(configuration.taskBudgetSec == 123)
     }
 
     @Test func laterOverrideWins() throws {
         let directory = try TemporaryDirectory()
         let configuration = try Configuration.load(
-            configFile: nil, overrides: ["Scheduler.ChunkSec=5", "Scheduler.ChunkSec=7"],
+            configFiles: [], overrides: ["Scheduler.ChunkSec=5", "Scheduler.ChunkSec=7"],
             environment: ["XDG_CONFIG_HOME": directory.path("none"), "HOME": directory.path("home")])
         #expect(configuration.chunkSec == 7)
     }
@@ -215,14 +215,14 @@ import Testing
         try directory.write("home/.config/bgtaskd/bgtaskd.conf", "[Scheduler]\nMaxConcurrentWakes=5\n")
         var environment = ["HOME": directory.path("home")]
         environment["XDG_CONFIG_HOME"] = xdgConfigHome
-        let configuration = try Configuration.load(configFile: nil, overrides: [], environment: environment)
+        let configuration = try Configuration.load(configFiles: [], overrides: [], environment: environment)
         #expect(configuration.maxConcurrentWakes == 5)
     }
 
     @Test func missingUserFileIsFine() throws {
         let directory = try TemporaryDirectory()
         let configuration = try Configuration.load(
-            configFile: nil, overrides: [],
+            configFiles: [], overrides: [],
             environment: ["XDG_CONFIG_HOME": directory.path("nothing-here"), "HOME": directory.path("home")])
         #expect(configuration.taskBudgetSec == 600)
     }

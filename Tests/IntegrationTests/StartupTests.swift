@@ -26,6 +26,24 @@ import Testing
         #expect(result.standardError.contains("\(file.path):2: Tasks.BudgetSecs: unknown key"), "\(result)")
     }
 
+    /// Of several --config files only the last was read: a bad one before
+    /// it was never seen (found by an outside test). They are read in order;
+    /// a directory says it is one.
+    @Test func everyConfigFileIsReadInOrder() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let bad = directory.appendingPathComponent("bad.conf").path, good = directory.appendingPathComponent("good.conf").path
+        try "[Tasks]\nBudgetSecs=30\n".write(toFile: bad, atomically: true, encoding: .utf8)
+        try "[Tasks]\nBudgetSec=30\n".write(toFile: good, atomically: true, encoding: .utf8)
+        let result = try runDaemon(["--bus", "unix:path=/nonexistent", "--config", bad, "--config", good])
+        #expect(result.exit == .status(78), "\(result)")
+        #expect(result.standardError.contains("\(bad):2: Tasks.BudgetSecs: unknown key"), "\(result)")
+        let folder = try runDaemon(["--bus", "unix:path=/nonexistent", "--config", directory.path])
+        #expect(folder.exit == .status(78), "\(folder)")
+        #expect(folder.standardError.contains("\(directory.path): is a directory, not a file"), "\(folder)")
+    }
+
     @Test func badOverrideIsNamed() throws {
         let result = try runDaemon(["--set", "Tasks.MaxPerConnection=0"])
         #expect(result.exit == .status(78))

@@ -181,9 +181,10 @@ public struct Configuration: Sendable {
         return "unknown section [\(section)]"
     }
 
-    /// The configuration from the standard files, `--config` and `--set`, in that order.
+    /// The configuration from the standard files, the `--config` files (in
+    /// the order given) and `--set`, in that order.
     public static func load(
-        configFile: String?, overrides: [String], pluginKeys: [Key] = [], environment: [String: String]? = nil
+        configFiles: [String], overrides: [String], pluginKeys: [Key] = [], environment: [String: String]? = nil
     ) throws(ParseError) -> Configuration {
         let environment = environment ?? ProcessInfo.processInfo.environment
         var configuration = Configuration(pluginKeys: pluginKeys)
@@ -193,13 +194,17 @@ public struct Configuration: Sendable {
         var files: [(path: String, required: Bool)] = [
             ("/etc/bgtaskd/bgtaskd.conf", false), (configHome + "/bgtaskd/bgtaskd.conf", false),
         ]
-        if let configFile { files.append((configFile, true)) }
+        files += configFiles.map { ($0, true) }
         for (path, required) in files {
             guard FileManager.default.fileExists(atPath: path) else {
                 // A link to nothing is a configuration meant and not found, even where none is needed.
                 if let problem = DanglingLink.problem(with: path) { throw ParseError(origin: Origin(file: path), key: nil, reason: problem) }
                 if required { throw ParseError(origin: Origin(file: path), key: nil, reason: "no such file") }
                 continue
+            }
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+                throw ParseError(origin: Origin(file: path), key: nil, reason: "is a directory, not a file")
             }
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw ParseError(origin: Origin(file: path), key: nil, reason: "cannot be read")

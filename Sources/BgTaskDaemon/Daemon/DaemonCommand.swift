@@ -72,8 +72,8 @@ public struct DaemonCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Colon-separated directories to load mode plugins from.", valueName: "DIR[:DIR...]"))
     var pluginDir: String?
 
-    @Option(name: .long, help: ArgumentHelp("Configuration file read after the standard ones.", valueName: "FILE"))
-    var config: String?
+    @Option(name: .long, help: ArgumentHelp("Configuration file read after the standard ones (repeatable: read in the order given).", valueName: "FILE"))
+    var config: [String] = []
 
     @Option(name: .customLong("set"), help: ArgumentHelp("Override one key, e.g. --set Tasks.BudgetSec=30 (repeatable).", valueName: "Section.Key=VALUE"))
     var overrides: [String] = []
@@ -122,7 +122,7 @@ public struct DaemonCommand: ParsableCommand {
         let configuration: Configuration
         do {
             configuration = try Configuration.load(
-                configFile: config, overrides: overrides, pluginKeys: candidates.flatMap(\.configKeys))
+                configFiles: config, overrides: overrides, pluginKeys: candidates.flatMap(\.configKeys))
         } catch {
             logger.critical("bad configuration: \(error)")
             throw ExitCode(78)  // EX_CONFIG: systemd should not restart into the same error
