@@ -108,6 +108,21 @@ import Testing
         #expect(loader.candidates(in: [dir]).isEmpty)
     }
 
+    /// A plugin directory that was a file loaded nothing without a word;
+    /// one named twice had each plugin refused as a duplicate of itself
+    /// (found by an outside test).
+    @Test func aPluginDirectoryThatIsAFileIsLoggedAndOneNamedTwiceReadOnce() throws {
+        let dir = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo"))])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let log = RecordingLog()
+        let loader = PluginLoader(logger: log.logger)
+        let file = dir + "/libbgtaskd-mode-demo.so"
+        #expect(loader.candidates(in: [file]).isEmpty)
+        #expect(log.all.contains { $0.description == "error: ignoring plugin directory \(file): Not a directory" }, "\(log.all)")
+        #expect(loader.candidates(in: [dir, dir + "/"]).map(\.name) == ["demo"])
+        #expect(!log.all.contains { $0.description.contains("refusing plugin") }, "\(log.all)")
+    }
+
     @Test func onlyModeLibrariesAreConsidered() throws {
         let dir = try Self.directory([
             ("libbgtaskd-mode-demo.so", Self.source(name: "demo")),

@@ -83,12 +83,21 @@ struct PluginLoader {
     /// Every acceptable plugin in `directories` (earlier directories win for the same mode).
     func candidates(in directories: [String]) -> [Candidate] {
         var found: [Candidate] = []
+        var seen: Set<String> = []
         for directory in directories {
+            // Named twice, its plugins would be refused as duplicates of themselves.
+            guard seen.insert(URL(fileURLWithPath: directory).standardizedFileURL.path).inserted else { continue }
             if let problem = Self.writableByOthers(directory) {
                 logger.error("ignoring plugin directory \(directory): \(problem)")
                 continue
             }
-            let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            let files: [String]
+            do {
+                files = try FileManager.default.contentsOfDirectory(atPath: directory)
+            } catch {
+                logger.error("ignoring plugin directory \(directory): \(DaemonCommand.why(error))")
+                continue
+            }
             for file in files.sorted() where file.hasPrefix(Self.prefix) && file.hasSuffix(Self.suffix) {
                 let path = directory + "/" + file
                 do {
