@@ -216,6 +216,27 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A plugin found before the stock fetch plugin exported the Fetch
+    /// interface, and the fetch plugin was refused (found by an outside
+    /// test). A stock mode's interface is that mode's, as its section is.
+    @Test func aStockModesInterfaceIsThatModes() throws {
+        let fixtures = try PluginFixture.directory([
+            ("libbgtaskd-mode-aaa.so", PluginFixture.source(name: "aaa", start: """
+                static const bgt_member members[] = {
+                    { .kind = BGT_MEMBER_METHOD, .name = "Ping", .in_signature = "", .in_names = "", .out_signature = "", .out_names = "" },
+                };
+                static const bgt_interface interface = { .name = "org.bgtaskd.BackgroundTasks1.Fetch", .members = members, .n_members = 1 };
+                if (api->export_interface(host, &interface) < 0) return -1;
+                """)),
+        ])
+        defer { try? FileManager.default.removeItem(atPath: fixtures) }
+        let buildDirectory = URL(fileURLWithPath: BinaryLocator.path(of: "bgtaskd")).deletingLastPathComponent().path
+        let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures + ":" + buildDirectory])
+        #expect(try daemon.property("Plugins") == #"a(ssu) 4 "fetch" "1.0.0" 1 "location" "1.0.0" 1 "remote-notification" "1.0.0" 1 "transfer" "1.0.0" 1"#)
+        #expect(daemon.waitForLog(containing: "libbgtaskd-mode-aaa.so: start failed: cannot export org.bgtaskd.BackgroundTasks1.Fetch: the interface belongs to the fetch mode"), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A plugin refused after it exported an interface (its start failed
     /// later) takes the interface with it: nothing may call a stopped
     /// plugin, and another plugin may export that name.

@@ -167,6 +167,12 @@ final class LoadedPlugin {
             }
         }
         let busInterface = BusInterface(name: interfaceName, methods: methods, signals: signals)
+        // A stock mode's interface is that mode's, whichever plugin starts first.
+        if path == BgTaskNames.objectPath,
+           let mode = BgTaskMode.allCases.first(where: { "\(BgTaskNames.busName).\($0.configSection)" == interfaceName }),
+           mode.rawValue != name {
+            throw PluginError("cannot export \(interfaceName): the interface belongs to the \(mode.rawValue) mode")
+        }
         do {
             try services.export(busInterface, at: path, by: self)
         } catch {
