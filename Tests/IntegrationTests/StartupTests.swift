@@ -81,6 +81,17 @@ import Testing
         #expect(result.standardError.contains("'verbose' (from BGTASKD_LOG_LEVEL): one of trace, debug"), "\(result)")
     }
 
+    /// `--help` gave --log-level two defaults, "$BGTASKD_LOG_LEVEL, else
+    /// info" and the variable's value of the moment (found by an outside test).
+    @Test func theLogLevelsHelpNamesOneDefault() throws {
+        let help = try CommandResult.run(BinaryLocator.path(of: "bgtaskd"), ["--help"],
+                                         environment: ["BGTASKD_LOG_LEVEL": "debug"], timeout: .seconds(20))
+        let option = help.standardOutput.components(separatedBy: "--log-level <LEVEL>").last ?? ""
+        let text = option.split(separator: "\n").prefix(3).joined(separator: " ")
+        #expect(text.components(separatedBy: "(default:").count == 2, "\(text)")
+        #expect(!text.contains("(default: debug)"), "\(text)")
+    }
+
     /// The state directory given through a link (or relative) named the
     /// launched apps' cgroups differently from its plain path: a restart
     /// spelling it the other way did not take those apps back. It is used

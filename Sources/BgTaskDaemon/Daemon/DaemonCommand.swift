@@ -84,7 +84,7 @@ public struct DaemonCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp(
         "Least severe log level: trace, debug, info, notice, warning, error, critical (default: $BGTASKD_LOG_LEVEL, else info).",
         valueName: "LEVEL"))
-    var logLevel: String = ProcessInfo.processInfo.environment["BGTASKD_LOG_LEVEL"] ?? "info"
+    var logLevel: String?
 
     public init() {}
 
@@ -108,9 +108,12 @@ public struct DaemonCommand: ParsableCommand {
     }
 
     public func run() throws {
+        // The default is worked out here: as the option's own, --help showed a second one.
+        let fromEnvironment = logLevel == nil ? ProcessInfo.processInfo.environment["BGTASKD_LOG_LEVEL"] : nil
+        let logLevel = logLevel ?? fromEnvironment ?? "info"
         guard let level = Logger.Level(rawValue: logLevel) else {
             let levels = Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")
-            let source = ProcessInfo.processInfo.environment["BGTASKD_LOG_LEVEL"] == logLevel ? " (from BGTASKD_LOG_LEVEL)" : ""
+            let source = fromEnvironment != nil ? " (from BGTASKD_LOG_LEVEL)" : ""
             throw ValidationError("unknown log level '\(logLevel)'\(source): one of \(levels)")
         }
         // Describing the interfaces tells only of what is wrong.
