@@ -74,6 +74,11 @@ final class RemoteNotificationsMode: ModePlugin {
     /// `available` then: at the first change of refresh (the daemon's first
     /// read of the power state), those it restricts join ``heldForRefresh``.
     private var heldBeforeStart: Set<String> = []
+    /// Apps whose last wake was refused, and logged so: the same refusal of
+    /// every push after it is logged at debug, until a wake works again (a
+    /// sender of thousands of pushes to an app held back from launching
+    /// wrote a warning for each).
+    private var wakeRefused: Set<String> = []
     private var lastSequence: UInt64 = 0
     /// The version of the last app state written (see ``PushAppState/version``).
     private var stateVersion: UInt64 = 0
@@ -566,11 +571,13 @@ final class RemoteNotificationsMode: ModePlugin {
             guard flying < Self.maximumInFlightPerApp else { return }
             do {
                 let token = try host.wake(app, reason: Self.name, budget: wakeBudget)
+                wakeRefused.remove(app)
                 setToken(token, (app, push.id))
                 setInFlight(push.id, true)
                 flying += 1
             } catch {
-                host.log(.warning, "cannot wake \(app) for push \(push.id): \(error.message); it waits for the next wake")
+                let level: PluginHost.LogLevel = wakeRefused.insert(app).inserted ? .warning : .debug
+                host.log(level, "cannot wake \(app) for push \(push.id): \(error.message); it waits for the next wake")
                 // All of them, not only this one: none would be woken for otherwise.
                 holdWaiting(app)
                 return
