@@ -33,6 +33,20 @@ import Testing
         #expect(log.all.filter { $0.message.contains("a random place") }.count == 2, "\(log.all)")
     }
 
+    /// A stored reservation that held no number was taken for none, and ids
+    /// started again from 1 without a word (found by an outside test).
+    @Test func aStoredReservationThatHoldsNoNumberIsUnreadable() throws {
+        let directory = try TemporaryDirectory()
+        let store = try StateStore(directory: directory.root, logger: RecordingLog().logger)
+        defer { store.close() }
+        try store.putRecord(plugin: TaskIDReservation.plugin, collection: TaskIDReservation.collection,
+                            key: TaskIDReservation.key, data: Array("garbage".utf8))
+        let log = RecordingLog()
+        var reservation = TaskIDReservation(store: store, logger: log.logger)
+        #expect(reservation.begin() > 0)
+        #expect(log.all.contains { $0.message.contains("its record holds no number") }, "\(log.all)")
+    }
+
     /// A reservation that cannot be stored (a full disk) lets no id past the
     /// stored block go out: it would be handed out again after a crash. The
     /// failure is logged once, and ids go on once it can be stored.

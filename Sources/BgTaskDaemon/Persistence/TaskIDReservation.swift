@@ -29,8 +29,13 @@ struct TaskIDReservation {
     init(store: StateStore, logger: Logger) {
         self.init(
             load: {
-                let record = try store.records(plugin: Self.plugin, collection: Self.collection).first { $0.key == Self.key }
-                return record.flatMap { UInt32(String(decoding: $0.data, as: UTF8.self)) }
+                guard let record = try store.records(plugin: Self.plugin, collection: Self.collection).first(where: { $0.key == Self.key })
+                else { return nil }
+                // A record that holds no number is unreadable, not absent: ids must not start again from 1.
+                guard let end = UInt32(String(decoding: record.data, as: UTF8.self)) else {
+                    throw StoreError(.corrupt, path: store.path, message: "its record holds no number")
+                }
+                return end
             },
             save: { (end) throws(StoreError) in
                 try store.putRecord(plugin: Self.plugin, collection: Self.collection, key: Self.key, data: Array(String(end).utf8))
