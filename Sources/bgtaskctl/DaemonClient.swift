@@ -62,7 +62,10 @@ final class DaemonClient {
             throw ClientError.notRunning(on: address, activatable: isActivatable())
         } catch where error.name == "org.freedesktop.DBus.Error.Timeout" || error.name == "org.freedesktop.DBus.Error.NoReply" {
             var failure = ClientError(error)
-            if destination == BgTaskNames.busName, !hasOwner() {
+            // The bus daemon's NoReply for a peer that left; sd-bus's own says "timed out".
+            if error.message.contains("disconnected") {
+                failure.hint = "bgtaskd left the bus before it answered \(member): it exited, crashed or was killed; its log may say why"
+            } else if destination == BgTaskNames.busName, !hasOwner() {
                 failure.hint = "no process owns \(BgTaskNames.busName): the bus was starting bgtaskd through D-Bus activation, and it did not"
                     + " take its name in time; the activation's log (the journal, or the bus's) may say why"
             } else {

@@ -93,7 +93,7 @@ struct FetchSimulateCommand: ClientCommand {
             error.hint = "'bgtaskctl refresh status' and 'bgtaskctl apps' show the switches and the power state; " +
                 "'bgtaskctl refresh enable \(app)' turns the app's switch back on, 'bgtaskctl refresh enable' the one for all apps"
         default:
-            error.hint = ClientError.modeHint(for: error.name, mode: .fetch)
+            error.hint = ClientError.modeHint(for: error.name, mode: .fetch) ?? error.hint
         }
         return error
     }

@@ -119,7 +119,7 @@ struct LocationSimulateCommand: ClientCommand {
         case BgTaskError.Code.notPermitted.rawValue:
             error.hint = "only unsandboxed processes of the daemon's user may simulate a location"
         default:
-            error.hint = ClientError.modeHint(for: error.name, mode: .location)
+            error.hint = ClientError.modeHint(for: error.name, mode: .location) ?? error.hint
         }
         return error
     }

@@ -200,7 +200,7 @@ struct PushCommand: ClientCommand {
         case BgTaskError.Code.notPermitted.rawValue:
             error.hint = "only unsandboxed processes of the daemon's user may deliver pushes"
         default:
-            error.hint = ClientError.modeHint(for: error.name, mode: .remoteNotification)
+            error.hint = ClientError.modeHint(for: error.name, mode: .remoteNotification) ?? error.hint
         }
         return error
     }

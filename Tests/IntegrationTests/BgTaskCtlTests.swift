@@ -81,6 +81,22 @@ import Testing
     }
 
     /// The errors any mode's call may get come with the same advice, worded for the mode.
+    /// The daemon dying while `fetch simulate` waited for the launch gave
+    /// the bus's bare NoReply, and a call to a daemon killed while stopped
+    /// said it "may be stopped or stuck" (found by an outside test).
+    @Test func aDaemonThatDiesDuringACallIsSaidToHaveLeft() throws {
+        let app = "org.example.SlowStart"
+        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
+            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "/bin/sleep 60"),
+        ])
+        let ctl = try ChildProcess(BinaryLocator.path(of: "bgtaskctl"), ["--bus", daemon.bus.address, "fetch", "simulate", app])
+        #expect(daemon.waitForLog(containing: "launched \(app) for fetch"), "\(daemon.log)")
+        try daemon.crashAndRestart()
+        #expect(ctl.waitForExit(timeout: .seconds(20)) == .status(1), "\(ctl.standardError)")
+        #expect(ctl.standardError.contains("bgtaskd left the bus before it answered SimulateFetch"), "\(ctl.standardError)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func modeErrorsComeWithAdviceForTheirMode() throws {
         let daemon = try DaemonUnderTest(desktopEntries: [DesktopEntrySpec(id: "org.example.Plain", modes: [], exec: "/bin/true")])
         let fetch = try daemon.bgtaskctl(["fetch", "simulate", "org.example.Plain"])
