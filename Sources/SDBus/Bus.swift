@@ -18,6 +18,15 @@ public final class Bus {
         /// A D-Bus address such as `unix:path=/tmp/bus`.
         case address(String)
 
+        /// "the session bus", "the system bus", "the bus at unix:path=…".
+        public var spelledOut: String {
+            switch self {
+            case .session: "the session bus"
+            case .system: "the system bus"
+            case .address(let address): "the bus at \(address)"
+            }
+        }
+
         /// Parses `session`, `system` or an address.
         public init(parsing text: String) {
             switch text {
@@ -80,6 +89,30 @@ public final class Bus {
     }
 
     deinit { sd_bus_flush_close_unref(handle) }
+
+    /// Waits until the bus has answered the connection's handshake (its
+    /// authentication and `Hello`), for at most `timeout` µs. sd-bus alone
+    /// waits 90 s for a bus that takes the connection and never answers,
+    /// then reports ENOTCONN; this fails sooner, and says what happened.
+    /// Blocks: for start-up and tools, not for a loop that serves callers.
+    public func waitUntilReady(timeout: UInt64) throws(BusError) {
+        let deadline = bgt_monotonic_usec() &+ timeout
+        while sd_bus_is_ready(handle) <= 0 {
+            let processed = sd_bus_process(handle, nil)
+            if processed < 0 { throw BusError.errno(processed, "connecting to the bus") }
+            if processed > 0 { continue }
+            let now = bgt_monotonic_usec()
+            guard now < deadline else {
+                // Closed now: the flush at release would wait out sd-bus's own 90 s.
+                sd_bus_close(handle)
+                throw BusError(
+                    name: "org.freedesktop.DBus.Error.Timeout",
+                    message: "the bus took the connection but did not answer its handshake within \(timeout / 1_000_000) s")
+            }
+            let waited = sd_bus_wait(handle, deadline - now)
+            if waited < 0, waited != -EINTR { throw BusError.errno(waited, "connecting to the bus") }
+        }
+    }
 
     /// Lets `loop` drive this connection.
     public func attach(to loop: EventLoop, priority: Int32 = 0) throws(BusError) {

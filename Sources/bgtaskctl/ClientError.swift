@@ -62,14 +62,3 @@ struct ClientError: Error, CustomStringConvertible {
         BgTaskCtl.writeToStandardError(text)
     }
 }
-
-extension Bus.Address {
-    /// "the session bus", "the system bus", "the bus at unix:path=…".
-    var spelledOut: String {
-        switch self {
-        case .session: "the session bus"
-        case .system: "the system bus"
-        case .address(let address): "the bus at \(address)"
-        }
-    }
-}

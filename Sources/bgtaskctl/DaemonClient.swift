@@ -20,6 +20,7 @@ final class DaemonClient {
         self.address = address
         do {
             bus = try Bus.open(address, description: "bgtaskctl")
+            try bus.waitUntilReady(timeout: timeout)
         } catch {
             // The message reads "connecting to …: <strerror>"; say it once.
             let reason = error.message.components(separatedBy: ": ").last ?? error.message

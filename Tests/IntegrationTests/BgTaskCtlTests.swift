@@ -97,6 +97,18 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A bus that takes the connection and never answers kept bgtaskctl
+    /// waiting 90 s (found by an outside test).
+    @Test func aBusThatNeverAnswersIsGivenUpOnAfterTheCallsTimeout() throws {
+        let (directory, address, listener) = try StartupTests.silentBus()
+        defer { close(listener); try? FileManager.default.removeItem(atPath: directory) }
+        let started = ContinuousClock.now
+        let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskctl"), ["--bus", address, "status"], timeout: .seconds(60))
+        #expect(result.exit == .status(1), "\(result)")
+        #expect(result.standardError.contains("cannot connect to the bus at \(address): the bus took the connection but did not answer its handshake within 10 s"), "\(result)")
+        #expect(ContinuousClock.now - started < .seconds(30))
+    }
+
     @Test func modeErrorsComeWithAdviceForTheirMode() throws {
         let daemon = try DaemonUnderTest(desktopEntries: [DesktopEntrySpec(id: "org.example.Plain", modes: [], exec: "/bin/true")])
         let fetch = try daemon.bgtaskctl(["fetch", "simulate", "org.example.Plain"])

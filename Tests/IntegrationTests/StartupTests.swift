@@ -44,6 +44,39 @@ import Testing
         #expect(folder.standardError.contains("\(directory.path): is a directory, not a file"), "\(folder)")
     }
 
+    /// A socket that takes connections and never answers them (a bus that
+    /// hangs): bgtaskd waited 90 s, then said "Transport endpoint is not
+    /// connected" (found by an outside test). It gives up after 25 s and says why.
+    @Test func aBusThatNeverAnswersIsGivenUpOnAndNamed() throws {
+        let (directory, address, listener) = try Self.silentBus()
+        defer { close(listener); try? FileManager.default.removeItem(atPath: directory) }
+        let started = ContinuousClock.now
+        let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskd"), ["--bus", address, "--state-dir", directory + "/state"],
+                                           timeout: .seconds(60))
+        #expect(result.exit == .status(69), "\(result)")
+        #expect(result.standardError.contains("connecting to the bus at \(address): the bus took the connection but did not answer its handshake within 25 s"), "\(result)")
+        #expect(ContinuousClock.now - started < .seconds(45))
+    }
+
+    /// A listening unix socket nobody accepts from, in a fresh directory:
+    /// the directory, its address, and the socket (the caller closes it).
+    static func silentBus() throws -> (directory: String, address: String, socket: Int32) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-silent-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = directory + "/bus"
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard fd >= 0, bound == 0, listen(fd, 8) == 0 else { throw POSIXError(.EADDRNOTAVAIL) }
+        return (directory, "unix:path=" + path, fd)
+    }
+
     @Test func badOverrideIsNamed() throws {
         let result = try runDaemon(["--set", "Tasks.MaxPerConnection=0"])
         #expect(result.exit == .status(78))

@@ -111,6 +111,11 @@ public final class Daemon {
         try usage.closeOpen(at: wallClock.now.microseconds)
         loop = try EventLoop()
         bus = try Bus.open(settings.bus, description: "bgtaskd")
+        do {
+            try bus.waitUntilReady(timeout: Self.busHandshakeTimeout)
+        } catch {
+            throw BusError(name: error.name, message: "connecting to \(settings.bus.spelledOut): \(error.message)")
+        }
         try bus.attach(to: loop)
         let registry = AppRegistry(
             directories: AppRegistry.dataDirectories(environment: ProcessInfo.processInfo.environment),
@@ -375,6 +380,9 @@ public final class Daemon {
     /// The longest a SIGTERM waits for the owners to take `TaskExpired` in (µs);
     /// never more than half of `Tasks.KillGraceSec`.
     static let expiredAcknowledgementWait: UInt64 = 250_000
+
+    /// How long start-up waits for the bus to answer the connection (µs).
+    static let busHandshakeTimeout: UInt64 = 25_000_000
 
     /// Sends a Manager signal to one connection only.
     func sendSignal(_ member: String, to connection: ConnectionID, _ body: (Message) throws(BusError) -> Void) {
