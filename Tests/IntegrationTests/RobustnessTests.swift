@@ -64,6 +64,18 @@ import Testing
         #expect(daemon.log.contains("was deleted or replaced while bgtaskd ran"), "\(daemon.log.suffix(1000))")
     }
 
+    /// The write-ahead log alone deleted under the running daemon: commits
+    /// went on into the deleted log, each reply claiming a write the next
+    /// start would not see (found by an outside test). It stops the daemon too.
+    @Test func aWriteAheadLogDeletedWhileTheDaemonRunsStopsIt() throws {
+        let daemon = try DaemonUnderTest()
+        #expect(FileManager.default.fileExists(atPath: daemon.stateDirectory + "/bgtaskd.sqlite3-wal"))
+        unlink(daemon.stateDirectory + "/bgtaskd.sqlite3-wal")
+        let exit = daemon.process.waitForExit(timeout: .seconds(15))
+        #expect(exit == .status(74), "\(String(describing: exit)) \(daemon.log.suffix(1000))")
+        #expect(daemon.log.contains("was deleted or replaced while bgtaskd ran"), "\(daemon.log.suffix(1000))")
+    }
+
     /// One connection pipelining GetApplications held every other caller up
     /// for tens of seconds and piled the replies up in memory. Beyond its
     /// share (50 at once, 50 a second) a connection is refused at once with

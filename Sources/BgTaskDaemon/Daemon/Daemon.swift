@@ -210,7 +210,7 @@ public final class Daemon {
         // write from then on with it, and the next start would begin afresh
         // without a word. It stops at once instead, saying why.
         storeWatch = StateFileWatch(store: store, loop: loop, logger: logger) { [unowned self] in
-            self.logger.critical("\(self.store.path) was deleted or replaced while bgtaskd ran: what it wrote since is lost; stopping, so that a start on the state directory as it is now begins from what is there")
+            self.logger.critical("\(self.store.path) or its write-ahead log was deleted or replaced while bgtaskd ran: what it wrote since is lost; stopping, so that a start on the state directory as it is now begins from what is there")
             self.loop.exit(code: 74)
         }
         properties = PropertyBatcher(

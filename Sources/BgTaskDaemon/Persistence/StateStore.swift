@@ -92,19 +92,32 @@ public final class StateStore {
         try Self.prepareFiles(directory: directory, path: path)
         queue = try Self.openDatabase(path: path, migrations: migrations, exclusive: exclusive, logger: logger)
         Self.finishCreation(path: path)
-        var status = stat()
-        if stat(path, &status) == 0 { identity = (UInt64(status.st_dev), UInt64(status.st_ino)) }
+        identity = Self.identity(of: path)
+        walIdentity = Self.identity(of: path + "-wal")
     }
 
     /// The file's device and inode once opened.
     private var identity: (device: UInt64, inode: UInt64)?
+    /// The write-ahead log's, which SQLite keeps open (and in place) while
+    /// the database is: commits land there first.
+    private var walIdentity: (device: UInt64, inode: UInt64)?
 
-    /// Whether the file opened is still at ``path``: deleted, or replaced,
-    /// what is written from now on would go where the next start cannot see it.
-    public var isStillInPlace: Bool {
-        guard let identity else { return true }
+    private static func identity(of path: String) -> (device: UInt64, inode: UInt64)? {
         var status = stat()
-        return stat(path, &status) == 0 && UInt64(status.st_dev) == identity.device && UInt64(status.st_ino) == identity.inode
+        guard stat(path, &status) == 0 else { return nil }
+        return (UInt64(status.st_dev), UInt64(status.st_ino))
+    }
+
+    /// Whether the files opened are still at ``path`` and beside it:
+    /// the database or its write-ahead log deleted, or replaced, what is
+    /// written from now on would go where the next start cannot see it.
+    public var isStillInPlace: Bool {
+        func same(_ path: String, _ expected: (device: UInt64, inode: UInt64)?) -> Bool {
+            guard let expected else { return true }
+            guard let found = Self.identity(of: path) else { return false }
+            return found == expected
+        }
+        return same(path, identity) && same(path + "-wal", walIdentity)
     }
 
     deinit { close() }
