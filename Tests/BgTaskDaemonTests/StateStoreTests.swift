@@ -534,10 +534,34 @@ import Glibc
         let error = try #require(refusal(shared))
         #expect(error.code == .notWritable)
         #expect(error.description.hasPrefix(
-            "\(shared): the state directory is writable by its group or by everyone (mode 1777); another user could"), "\(error)")
+            "\(shared): the state directory is writable by everyone (mode 1777); another user could"), "\(error)")
         #expect(!FileManager.default.fileExists(atPath: shared + "/bgtaskd.sqlite3"), "nothing is made there")
         #expect(chmod(shared, 0o700) == 0)
         try open(shared).close()
+    }
+
+    /// A umask of 002 makes directories writable by the user's private
+    /// group, which holds no one else: such a state directory is the user's.
+    /// One writable by another group is not.
+    @Test func aStateDirectoryWritableByTheUsersPrivateGroupIsTheirs() throws {
+        let shared = directory.path("grouped")
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        #expect(chmod(shared, 0o775) == 0)
+        let user = try #require(getpwuid(geteuid())).pointee
+        let privateGroup = getgrgid(user.pw_gid).map { strcmp($0.pointee.gr_name, user.pw_name) == 0 && $0.pointee.gr_mem.pointee == nil } ?? false
+        #expect(chown(shared, geteuid(), user.pw_gid) == 0)
+        if privateGroup {
+            try open(shared).close()
+        } else {
+            #expect(try #require(refusal(shared)).code == .notWritable)
+        }
+        // A group the user is not (root may give the directory one): refused.
+        let other: gid_t = user.pw_gid == 65534 ? 65533 : 65534
+        #expect(chown(shared, geteuid(), other) == 0 || geteuid() != 0)
+        if geteuid() == 0 {
+            let error = try #require(refusal(shared))
+            #expect(error.description.contains("is writable by its group, gid \(other)"), "\(error)")
+        }
     }
 
     /// Permission bits do not stop root, so these run only as another user.

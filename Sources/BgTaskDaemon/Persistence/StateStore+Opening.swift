@@ -122,16 +122,32 @@ extension StateStore {
     }
 
     /// Why another user could change what is in `directory`, or nil if none
-    /// can: it belongs to someone else (root aside), or its group or everyone
-    /// may write to it (a sticky bit does not stop new files and links).
+    /// can: it belongs to someone else (root aside), or everyone, or a group
+    /// other than the user's own private one, may write to it (a sticky bit
+    /// does not stop new files and links). A umask of 002 (Fedora, RHEL)
+    /// makes directories writable by the user's private group, which holds
+    /// no one else.
     static func writableByOthers(_ directory: String) -> String? {
         var info = stat()
         guard stat(directory, &info) == 0 else { return nil }
         if info.st_uid != 0 && info.st_uid != geteuid() { return "belongs to uid \(info.st_uid)" }
-        if info.st_mode & (S_IWGRP | S_IWOTH) != 0 {
-            return "is writable by its group or by everyone (mode \(String(info.st_mode & 0o7777, radix: 8)))"
-        }
+        let mode = String(info.st_mode & 0o7777, radix: 8)
+        if info.st_mode & S_IWOTH != 0 { return "is writable by everyone (mode \(mode))" }
+        if info.st_mode & S_IWGRP != 0, !isPrivateGroup(info.st_gid) { return "is writable by its group, gid \(info.st_gid) (mode \(mode))" }
         return nil
+    }
+
+    /// Whether `gid` is the user's private group: their primary group,
+    /// named as they are, with no other members listed.
+    private static func isPrivateGroup(_ gid: gid_t) -> Bool {
+        var user = passwd(), group = Glibc.group()
+        var foundUser: UnsafeMutablePointer<passwd>?, foundGroup: UnsafeMutablePointer<Glibc.group>?
+        var userBuffer = [CChar](repeating: 0, count: 4096), groupBuffer = [CChar](repeating: 0, count: 16384)
+        guard getpwuid_r(geteuid(), &user, &userBuffer, userBuffer.count, &foundUser) == 0, foundUser != nil,
+              user.pw_gid == gid, getgrgid_r(gid, &group, &groupBuffer, groupBuffer.count, &foundGroup) == 0, foundGroup != nil,
+              let userName = user.pw_name, let groupName = group.gr_name, strcmp(userName, groupName) == 0
+        else { return false }
+        return group.gr_mem == nil || group.gr_mem.pointee == nil
     }
 
     private static func fileType(_ path: String) -> mode_t? {
