@@ -228,6 +228,24 @@ extension BackgroundEngine {
         return !launch.checkedIn && !launch.adopted
     }
 
+    /// The process the launch of `app` as `process` checked in from, when
+    /// that is another one (one a launcher script started); nil otherwise.
+    public func launchCheckedInFromAnother(_ app: AppID, process: ProcessRef) -> ProcessRef? {
+        guard let launch = apps[.app(app)]?.launch, launch.process == process, launch.checkedIn,
+              let other = launch.checkedInProcess, other != process else { return nil }
+        return other
+    }
+
+    /// The launch of `app` goes on as `new`: its launched process `old`
+    /// exited before the app checked in, and the app checked in from a
+    /// process that one started (a launcher script's). Frozen, signalled and
+    /// ended with `new` from here, as with the process launched itself.
+    public mutating func launchHandedOver(_ app: AppID, from old: ProcessRef, to new: ProcessRef) {
+        guard apps[.app(app)]?.launch?.process == old else { return }
+        dying.remove(old)
+        modifyApp(.app(app)) { $0.launch?.process = new }
+    }
+
     /// A process the daemon launched for the app exited. If the app never
     /// checked in, that counts as a failed launch, and the wakes it was
     /// launched for fail with it: no budget ran out (it did not wait for

@@ -42,6 +42,15 @@ final class AppLauncher {
     /// the launched one started.
     var awaitsCheckIn: (LaunchedProcess) -> Bool = { _ in false }
 
+    /// The process, other than the one launched, that the launch of this
+    /// process checked in from (a launcher script's app); the daemon asks its
+    /// engine. When the launched process exits, the launch goes on as it.
+    var checkedInFromAnother: (LaunchedProcess) -> ProcessRef? = { _ in nil }
+
+    /// A launch goes on as another process (see ``handOver(_:to:)``): the
+    /// daemon tells its engine and notes the new process for a later run.
+    var onHandOver: (_ from: LaunchedProcess, _ to: LaunchedProcess) -> Void = { _, _ in }
+
     /// Variables of the daemon's own that an app must not inherit: they
     /// describe the daemon's service (sd_notify, socket activation, watchdog),
     /// and an app acting on them would speak for the daemon.
@@ -103,6 +112,8 @@ final class AppLauncher {
     private var running: [Int32: Tracked] = [:]
     /// By unit name.
     private var lingering: [String: Lingering] = [:]
+    /// SIGKILLs due after a SIGTERM, by cgroup path.
+    private var pendingKills: [String: SDBus.Timer] = [:]
 
     /// What one `launch` call is about.
     private struct Request {
@@ -174,6 +185,40 @@ final class AppLauncher {
 
     /// The launched process with this pid, while it runs.
     func process(pid: Int32) -> LaunchedProcess? { running[pid]?.process }
+
+    /// The app checked in from `ref`. If its launch lives on in its cgroup
+    /// (the process launched exited first, leaving others there) and `ref`
+    /// is in that cgroup, the launch goes on as `ref`: tracked by its pidfd,
+    /// its exit ends the launch, and what it leaves behind no longer holds
+    /// the launch open. Returns the launch before and after, or nil.
+    func handOver(_ appID: AppID, to ref: ProcessRef) {
+        guard let (unit, entry) = lingering.first(where: { $0.value.exited?.process.appID == appID }),
+              let exited = entry.exited, continueLaunch(exited.process, as: ref, in: entry.cgroup)
+        else { return }
+        entry.watch?.cancel()
+        close(entry.eventsFD)
+        lingering[unit] = nil
+    }
+
+    /// Tracks `ref`, if it runs in `cgroup`, as the launch `process` was;
+    /// returns whether it does.
+    private func continueLaunch(_ process: LaunchedProcess, as ref: ProcessRef, in cgroup: Cgroup) -> Bool {
+        guard ref != process.ref, running[ref.pid] == nil, Self.isInUnit(ref.pid, process.unit),
+              let held = try? processTable.open(pid: ref.pid)
+        else { return false }
+        guard held == ref, let pidfd = processTable.pidfd(of: ref), bgt_pidfd_exited(pidfd) == 0 else {
+            processTable.release(held)
+            return false
+        }
+        let next = LaunchedProcess(
+            appID: process.appID, pid: ref.pid, ref: ref, unit: process.unit, cgroupPath: cgroup.path, reason: process.reason,
+            placement: .cgroup)
+        running[ref.pid] = Tracked(process: next, pidfd: pidfd, cgroup: cgroup)
+        watchExit(of: ref.pid)
+        logger.info("\(process.appID) checked in from pid \(ref.pid), which its launched process started: the launch goes on as it")
+        onHandOver(process, next)
+        return true
+    }
 
     /// The launch `ref` names: while its process runs, or while the launch
     /// lives on in the processes its exited main process left in its cgroup.
@@ -438,6 +483,11 @@ final class AppLauncher {
         processTable.release(record.process.ref)
         logger.info("\(record.process) \(status)")
         if let cgroup = record.cgroup {
+            // The app checked in from a process this one started, which runs on: the launch is that one's now.
+            if cgroup.isPopulated == true, let next = checkedInFromAnother(record.process),
+               continueLaunch(record.process, as: next, in: cgroup) {
+                return
+            }
             if cgroup.isPopulated == true, awaitsCheckIn(record.process) {
                 logger.info("\(record.process.appID) has not checked in, and processes of its launch remain in \(cgroup): the launch goes on in them")
                 return removeWhenEmpty(cgroup, unit: record.process.unit, appID: record.process.appID, exited: (record.process, status))
@@ -645,6 +695,12 @@ final class AppLauncher {
             }
         } catch {
             logger.warning("cannot watch \(cgroup): \(error); it is left behind")
+            // Unwatched, it would never be seen to empty: the launch ends here.
+            if let exited {
+                close(fd)
+                lingering[unit] = nil
+                return onExit(exited.process, exited.status)
+            }
         }
         // It may have emptied before the watch existed.
         if !lingeringChanged(unit: unit), exited == nil {
@@ -697,7 +753,9 @@ final class AppLauncher {
     /// cgroup: SIGTERM to each, SIGKILL through `cgroup.kill`. What the app
     /// started goes with it, and so does the app a launcher script started.
     /// nil when `ref` is no such launch: then the process alone is signalled.
-    func signalLaunch(_ ref: ProcessRef, _ signal: ProcessSignal) -> Bool? {
+    /// After SIGTERM, what is left of it `killAfter` µs later gets SIGKILL,
+    /// whether or not the process itself is still there to be killed then.
+    func signalLaunch(_ ref: ProcessRef, _ signal: ProcessSignal, killAfter: UInt64? = nil) -> Bool? {
         let cgroup: Cgroup
         let appID: AppID
         if let record = running[ref.pid], record.process.ref == ref, let own = self.cgroup(of: record) {
@@ -716,7 +774,27 @@ final class AppLauncher {
             for line in text.split(separator: "\n") {
                 if let pid = Int32(line), pid > 1, pid != getpid(), Glibc.kill(pid, SIGTERM) == 0 { any = true }
             }
+            if any, let killAfter { killLater(cgroup, appID: appID, after: killAfter) }
             return any
+        }
+    }
+
+    /// SIGKILLs what is left in `cgroup` after `delay` µs: a process that
+    /// ignores SIGTERM goes even when the one the engine watches obeyed it.
+    private func killLater(_ cgroup: Cgroup, appID: AppID, after delay: UInt64) {
+        guard pendingKills[cgroup.path] == nil else { return }
+        do throws(BusError) {
+            let timer = try loop.makeTimer { [weak self] in
+                guard let self else { return }
+                pendingKills[cgroup.path] = nil
+                if cgroup.isPopulated == true, kill(cgroup, appID: appID) {
+                    logger.notice("\(appID): processes left \(delay / 1_000_000) s after SIGTERM: SIGKILL to \(cgroup)")
+                }
+            }
+            timer.arm(at: bgt_monotonic_usec() &+ delay)
+            pendingKills[cgroup.path] = timer
+        } catch {
+            logger.warning("cannot time the SIGKILL of what \(appID) leaves after SIGTERM: \(error)")
         }
     }
 

@@ -36,9 +36,16 @@ extension Daemon {
             perform(engine.launchFailed(app, error: why, holdBack: appsFault))
         }
         launcher.awaitsCheckIn = { [unowned self] process in engine.launchAwaitsCheckIn(process.appID, process: process.ref) }
+        launcher.checkedInFromAnother = { [unowned self] process in engine.launchCheckedInFromAnother(process.appID, process: process.ref) }
+        launcher.onHandOver = { [unowned self] from, to in
+            engine.launchHandedOver(from.appID, from: from.ref, to: to.ref)
+            freezer.forget(from.ref)
+            markLaunched(to)
+        }
         launches.onExited = { [unowned self] process, status in
             unmarkLaunched(process.unit)
-            freezer.forget(pid: process.pid)
+            // By its ref: a launch that lived on in its cgroup ends after its pid may have been reused.
+            freezer.forget(process.ref)
             // Callers refused for want of descriptors lately: its check-in may
             // have been one of them, which is no fault of the app's.
             let shortage = callers.lastRefusalForDescriptors.map { bgt_monotonic_usec() &- $0 < 60_000_000 } ?? false
@@ -228,6 +235,7 @@ extension Daemon {
             plugin(named: name)?.post(QueuedPluginEvent(
                 type: BGT_EVENT_LAUNCH_FAILED, app: app.rawValue, token: token, reason: reason, realtimeMicroseconds: now))
         case .appCheckedIn(let app, let connection, let reason):
+            if let process = callers.identity(of: connection.uniqueName)?.process { launcher.handOver(app, to: process) }
             if engine.state(of: .app(app)) == .active, registry.entry(for: app) != nil { usage.record(app, active: true, at: now) }
             broadcast(QueuedPluginEvent(
                 type: BGT_EVENT_APP_CHECKED_IN, app: app.rawValue, connection: connection.uniqueName, reason: reason,

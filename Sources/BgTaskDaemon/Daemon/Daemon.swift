@@ -324,7 +324,8 @@ public final class Daemon {
     private func send(_ signals: [(ProcessRef, ProcessSignal, AppKey)]) {
         let uninstalled = Set(signals.compactMap { stoppedAsUninstalled.remove($0.0) })
         // A launch with a cgroup goes as a whole: what it started goes with it.
-        let sent = signals.filter { launcher.signalLaunch($0.0, $0.1) ?? processes.signal($0.0, $0.1) }
+        let grace = UInt64(settings.configuration.taskKillGraceSec * 1_000_000)
+        let sent = signals.filter { launcher.signalLaunch($0.0, $0.1, killAfter: grace) ?? processes.signal($0.0, $0.1) }
         for (process, signal, app) in sent {
             switch signal {
             case .terminate where uninstalled.contains(process):
