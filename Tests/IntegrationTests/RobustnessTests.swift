@@ -76,22 +76,6 @@ import Testing
         #expect(daemon.log.contains("was deleted or replaced while bgtaskd ran"), "\(daemon.log.suffix(1000))")
     }
 
-    /// A backup copied over the database in place (`cp`, which keeps the
-    /// inode) went unnoticed: the daemon answered on, then wrote its log
-    /// into the copied file at its stop and left it malformed (found by an
-    /// outside test). Another program writing the file stops the daemon.
-    @Test func aDatabaseWrittenInPlaceByAnotherProgramStopsTheDaemon() throws {
-        let daemon = try DaemonUnderTest()
-        let database = daemon.stateDirectory + "/bgtaskd.sqlite3"
-        let backup = try Data(contentsOf: URL(fileURLWithPath: database))
-        let handle = try #require(FileHandle(forWritingAtPath: database))
-        handle.write(backup)
-        try handle.close()
-        let exit = daemon.process.waitForExit(timeout: .seconds(15))
-        #expect(exit == .status(74), "\(String(describing: exit)) \(daemon.log.suffix(1000))")
-        #expect(daemon.log.contains("was deleted or replaced while bgtaskd ran"), "\(daemon.log.suffix(1000))")
-    }
-
     /// One connection pipelining GetApplications held every other caller up
     /// for tens of seconds and piled the replies up in memory. Beyond its
     /// share (50 at once, 50 a second) a connection is refused at once with

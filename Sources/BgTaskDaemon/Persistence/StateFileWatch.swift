@@ -1,4 +1,3 @@
-import Foundation
 import CBgTaskShim
 import Glibc
 import Logging
@@ -18,11 +17,7 @@ final class StateFileWatch {
     init?(store: StateStore, loop: EventLoop, logger: Logger, gone: @escaping () -> Void) {
         let directory = String(store.path[..<(store.path.lastIndex(of: "/") ?? store.path.startIndex)])
         descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        // IN_CLOSE_WRITE: another program wrote the file in place (`cp backup bgtaskd.sqlite3`),
-        // which keeps its inode; the daemon's own connection stays open while it runs.
-        let mask = UInt32(IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_CLOSE_WRITE)
-        let fileName = URL(fileURLWithPath: store.path).lastPathComponent
-        let ownFiles: Set<String> = [fileName, fileName + "-wal"]
+        let mask = UInt32(IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF)
         guard descriptor >= 0, inotify_add_watch(descriptor, directory.isEmpty ? "/" : directory, mask) >= 0 else {
             logger.notice("cannot watch the state directory (\(String(cString: strerror(errno)))); a database deleted under bgtaskd is noticed only at its next start")
             if descriptor >= 0 { close(descriptor) }
@@ -32,13 +27,8 @@ final class StateFileWatch {
         do {
             source = try loop.watch(fd: descriptor, events: UInt32(EPOLLIN.rawValue)) { [descriptor] _ in
                 var buffer = [UInt8](repeating: 0, count: 4096)
-                var writtenByAnother = false
-                while true {
-                    let count = read(descriptor, &buffer, buffer.count)
-                    guard count > 0 else { break }
-                    writtenByAnother = writtenByAnother || Self.closedAfterWriting(ownFiles, in: buffer[..<count])
-                }
-                guard !told, writtenByAnother || !store.isStillInPlace else { return }
+                while read(descriptor, &buffer, buffer.count) > 0 {}
+                guard !told, !store.isStillInPlace else { return }
                 told = true
                 gone()
             }
@@ -52,25 +42,5 @@ final class StateFileWatch {
     deinit {
         source?.cancel()
         close(descriptor)
-    }
-
-    /// Whether the inotify events in `events` say one of `names` was closed
-    /// after being opened for writing.
-    private static func closedAfterWriting(_ names: Set<String>, in events: ArraySlice<UInt8>) -> Bool {
-        let header = MemoryLayout<inotify_event>.size
-        var offset = events.startIndex
-        while offset + header <= events.endIndex {
-            let (mask, length) = events[offset..<offset + header].withUnsafeBytes { raw in
-                (raw.loadUnaligned(fromByteOffset: MemoryLayout<inotify_event>.offset(of: \.mask)!, as: UInt32.self),
-                 Int(raw.loadUnaligned(fromByteOffset: MemoryLayout<inotify_event>.offset(of: \.len)!, as: UInt32.self)))
-            }
-            let nameStart = offset + header, nameEnd = min(nameStart + length, events.endIndex)
-            if mask & UInt32(IN_CLOSE_WRITE) != 0 {
-                let name = String(decoding: events[nameStart..<nameEnd].prefix { $0 != 0 }, as: UTF8.self)
-                if names.contains(name) { return true }
-            }
-            offset = nameEnd
-        }
-        return false
     }
 }
