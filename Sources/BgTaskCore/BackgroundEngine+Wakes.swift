@@ -221,29 +221,47 @@ extension BackgroundEngine {
         return failWakes(undeliveredWakes(of: app), of: app, reason: error)
     }
 
-    /// Whether the launch of `app` as `process` still waits for the app to
-    /// check in (not for one taken over from an earlier run, which had).
+    /// Whether the launch of `app` as `process` still waits for its app to
+    /// check in from the launch's own processes: it has not checked in, or
+    /// only from another process than `process` (which may be a copy the
+    /// user opened, outside the launch). Not for one taken over from an
+    /// earlier run, which had checked in.
     public func launchAwaitsCheckIn(_ app: AppID, process: ProcessRef) -> Bool {
-        guard let launch = apps[.app(app)]?.launch, launch.process == process else { return false }
-        return !launch.checkedIn && !launch.adopted
+        guard let launch = apps[.app(app)]?.launch, launch.process == process, !launch.adopted else { return false }
+        return !launch.checkedIn || launch.checkedInProcess != process
     }
 
-    /// The process the launch of `app` as `process` checked in from, when
-    /// that is another one (one a launcher script started); nil otherwise.
-    public func launchCheckedInFromAnother(_ app: AppID, process: ProcessRef) -> ProcessRef? {
-        guard let launch = apps[.app(app)]?.launch, launch.process == process, launch.checkedIn,
-              let other = launch.checkedInProcess, other != process else { return nil }
-        return other
+    /// The processes of the app's checked-in connections other than
+    /// `process`, when `process` is its launch: where the launch may go on
+    /// once `process` exits (one a launcher script started checked in).
+    public func checkedInProcesses(_ app: AppID, besides process: ProcessRef) -> [ProcessRef] {
+        guard let record = apps[.app(app)], record.launch?.process == process else { return [] }
+        var processes: [ProcessRef] = []
+        for connection in record.checkedIn {
+            guard let other = connections[connection]?.identity.process, other != process, !processes.contains(other) else { continue }
+            processes.append(other)
+        }
+        return processes
     }
 
-    /// The launch of `app` goes on as `new`: its launched process `old`
-    /// exited before the app checked in, and the app checked in from a
-    /// process that one started (a launcher script's). Frozen, signalled and
-    /// ended with `new` from here, as with the process launched itself.
+    /// The launch of `app` goes on as `new`, a process the launched `old`
+    /// started (a launcher script's app), as `old` exited: frozen, signalled
+    /// and ended with `new` from here, as with the process launched itself.
+    /// A freeze or a SIGKILL pending for `old` is `new`'s now.
     public mutating func launchHandedOver(_ app: AppID, from old: ProcessRef, to new: ProcessRef) {
-        guard apps[.app(app)]?.launch?.process == old else { return }
-        dying.remove(old)
-        modifyApp(.app(app)) { $0.launch?.process = new }
+        let key = AppKey.app(app)
+        guard apps[key]?.launch?.process == old else { return }
+        modifyApp(key) { record in
+            record.launch?.process = new
+            if let index = record.frozen.firstIndex(of: old) {
+                if record.frozen.contains(new) { record.frozen.remove(at: index) } else { record.frozen[index] = new }
+            }
+        }
+        if dying.remove(old) != nil { dying.insert(new) }
+        if let at = timers.deadline(of: .kill(old, key)) {
+            timers.cancel(.kill(old, key))
+            if timers.deadline(of: .kill(new, key)) == nil { timers.schedule(.kill(new, key), at: at) }
+        }
     }
 
     /// A process the daemon launched for the app exited. If the app never

@@ -149,6 +149,40 @@ import Testing
         #expect(woken.contains(.launch(Self.app(1), reason: "transfer")), "the other plugin's wake goes on: \(woken)")
     }
 
+    /// A launch that goes on as the app its launcher script started (the
+    /// script exited): forgetting the script's process thawed the cgroup
+    /// while the app counted as suspended, and a SIGKILL pending for the
+    /// script went nowhere (found in review). Both are the app's now.
+    @Test mutating func aLaunchHandedOverKeepsItsFreezeAndItsPendingSIGKILL() throws {
+        let key = AppKey.app(Self.app(1))
+        let script = ProcessRef(pid: 101, serial: 1), app = ProcessRef(pid: 102, serial: 2)
+        _ = try engine.requestWake(request(1, "t1"))
+        _ = engine.launchStarted(Self.app(1), process: script)
+        let started = CallerIdentity(connection: ConnectionID(":1.1"), process: app, appID: Self.app(1), appIDSource: .systemdUnit)
+        _ = try engine.checkIn(appID: Self.app(1).rawValue, caller: started)
+        #expect(engine.checkedInProcesses(Self.app(1), besides: script) == [app])
+        #expect(engine.launchAwaitsCheckIn(Self.app(1), process: script), "checked in, but not from the script")
+        _ = try engine.completeWake(token: "t1", caller: started.connection)
+        clock.advance(by: engine.policy.idleGrace)
+        #expect(engine.fireDueTimers() == [.freeze(key, [script])], "idle: only the process launched")
+
+        engine.launchHandedOver(Self.app(1), from: script, to: app)
+        #expect(!engine.launchAwaitsCheckIn(Self.app(1), process: app))
+        #expect(engine.isSuspended(key))
+        let next = try engine.requestWake(request(1, "t2", budget: .seconds(5)))
+        #expect(next.first == .thaw(key, [app]), "\(next)")
+        // Its wake runs out: SIGTERM; the launch is handed over again before SIGKILL, which follows it.
+        clock.advance(by: .seconds(5))
+        let expired = engine.fireDueTimers()
+        #expect(expired.contains(.signalProcess(app, .terminate, app: key)), "\(expired)")
+        let successor = ProcessRef(pid: 103, serial: 3)
+        engine.launchHandedOver(Self.app(1), from: app, to: successor)
+        clock.advance(by: engine.policy.killGrace)
+        let killed = engine.fireDueTimers()
+        #expect(killed.contains(.signalProcess(successor, .kill, app: key)), "\(killed)")
+        #expect(!killed.contains(.signalProcess(app, .kill, app: key)), "\(killed)")
+    }
+
     /// An instance the daemon launched, checked in and idle (frozen) was
     /// exempt, as if still being launched: its waiting wake was delivered
     /// at the wake though refresh had gone (found in review). One not yet

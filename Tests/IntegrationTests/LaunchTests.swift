@@ -286,6 +286,31 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A copy of the app the user opened checked in while the launch was
+    /// pending, and the app the launcher script started checked in after
+    /// it: when the script exited, the launch was looked for in the user's
+    /// copy only, and ended, leaving the script's app unsuspended (found in
+    /// review). It goes on as the process that checked in from the launch.
+    @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func aCopyTheUserOpenedDoesNotHideTheLaunchFromItsScriptsApp() throws {
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        let (scratch, script) = try Self.scriptInScratch(
+            "#!/bin/sh\n( sleep 1; exec '\(testapp)' --tasks 1 --end-after 4 --hold 30 & )\nsleep 3\nexit 0\n")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let app = "org.example.Opened"
+        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
+            DesktopEntrySpec(id: app, modes: ["fetch"], exec: script),
+        ])
+        let admin = try RawClient(daemon)
+        try admin.bus.send(try Self.simulateFetch(app, on: admin))
+        admin.bus.flush()
+        #expect(daemon.waitForLog(containing: "launched \(app) for fetch"), "\(daemon.log)")
+        let byHand = try RawClient(daemon)
+        try byHand.call("Manager", "CheckIn") { try $0.append(app) }
+        #expect(daemon.waitForLog(containing: "\(app) checked in from pid", timeout: .seconds(20)), "\(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// An app a launcher script started checked in, did its work and
     /// exited, leaving a helper: the launch lived on in the helper, and the
     /// next event waited out its budget for an app that was gone, counted

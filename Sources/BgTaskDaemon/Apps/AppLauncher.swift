@@ -42,10 +42,11 @@ final class AppLauncher {
     /// the launched one started.
     var awaitsCheckIn: (LaunchedProcess) -> Bool = { _ in false }
 
-    /// The process, other than the one launched, that the launch of this
-    /// process checked in from (a launcher script's app); the daemon asks its
-    /// engine. When the launched process exits, the launch goes on as it.
-    var checkedInFromAnother: (LaunchedProcess) -> ProcessRef? = { _ in nil }
+    /// The processes, other than the one launched, of the app's checked-in
+    /// connections; the daemon asks its engine. When the launched process
+    /// exits, the launch goes on as the first of them in its cgroup (a
+    /// launcher script's app; a copy the user opened is elsewhere).
+    var checkedInProcesses: (LaunchedProcess) -> [ProcessRef] = { _ in [] }
 
     /// A launch goes on as another process (see ``handOver(_:to:)``): the
     /// daemon tells its engine and notes the new process for a later run.
@@ -190,9 +191,9 @@ final class AppLauncher {
     /// (the process launched exited first, leaving others there) and `ref`
     /// is in that cgroup, the launch goes on as `ref`: tracked by its pidfd,
     /// its exit ends the launch, and what it leaves behind no longer holds
-    /// the launch open. Returns the launch before and after, or nil.
+    /// the launch open (``onHandOver`` tells the daemon).
     func handOver(_ appID: AppID, to ref: ProcessRef) {
-        guard let (unit, entry) = lingering.first(where: { $0.value.exited?.process.appID == appID }),
+        guard let (unit, entry) = lingering.first(where: { $0.value.exited?.process.appID == appID && Self.isInUnit(ref.pid, $0.key) }),
               let exited = entry.exited, continueLaunch(exited.process, as: ref, in: entry.cgroup)
         else { return }
         entry.watch?.cancel()
@@ -215,6 +216,12 @@ final class AppLauncher {
             placement: .cgroup)
         running[ref.pid] = Tracked(process: next, pidfd: pidfd, cgroup: cgroup)
         watchExit(of: ref.pid)
+        // Unwatched, its exit would never end the launch.
+        guard running[ref.pid]?.watch != nil else {
+            running[ref.pid] = nil
+            processTable.release(ref)
+            return false
+        }
         logger.info("\(process.appID) checked in from pid \(ref.pid), which its launched process started: the launch goes on as it")
         onHandOver(process, next)
         return true
@@ -484,8 +491,8 @@ final class AppLauncher {
         logger.info("\(record.process) \(status)")
         if let cgroup = record.cgroup {
             // The app checked in from a process this one started, which runs on: the launch is that one's now.
-            if cgroup.isPopulated == true, let next = checkedInFromAnother(record.process),
-               continueLaunch(record.process, as: next, in: cgroup) {
+            if cgroup.isPopulated == true,
+               checkedInProcesses(record.process).contains(where: { continueLaunch(record.process, as: $0, in: cgroup) }) {
                 return
             }
             if cgroup.isPopulated == true, awaitsCheckIn(record.process) {

@@ -36,10 +36,10 @@ extension Daemon {
             perform(engine.launchFailed(app, error: why, holdBack: appsFault))
         }
         launcher.awaitsCheckIn = { [unowned self] process in engine.launchAwaitsCheckIn(process.appID, process: process.ref) }
-        launcher.checkedInFromAnother = { [unowned self] process in engine.launchCheckedInFromAnother(process.appID, process: process.ref) }
+        launcher.checkedInProcesses = { [unowned self] process in engine.checkedInProcesses(process.appID, besides: process.ref) }
         launcher.onHandOver = { [unowned self] from, to in
             engine.launchHandedOver(from.appID, from: from.ref, to: to.ref)
-            freezer.forget(from.ref)
+            freezer.replace(from.ref, with: to.ref)
             markLaunched(to)
         }
         launches.onExited = { [unowned self] process, status in

@@ -165,6 +165,13 @@ final class Freezer {
         release(target)
     }
 
+    /// `new` takes `old`'s place (a launch that goes on as another process
+    /// of its cgroup): what froze `old` holds for `new`, with no thaw between.
+    func replace(_ old: ProcessRef, with new: ProcessRef) {
+        guard let target = frozen.removeValue(forKey: old) else { return }
+        if frozen[new] == nil { frozen[new] = target } else { release(target) }
+    }
+
     /// The process with this pid is gone (a launched app that exited).
     func forget(pid: Int32) {
         for ref in frozen.keys where ref.pid == pid { forget(ref) }
