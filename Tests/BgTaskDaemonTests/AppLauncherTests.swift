@@ -447,17 +447,7 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
         let cgroup = Cgroup(path: try #require(process.cgroupPath))
 
         // A process of the test's own (so the test can reap it) joins the app's cgroup.
-        let straggler = try #require(try? ProcessSpawner.spawn(
-            commandLine: ["/bin/sleep", "30"], environment: [], searchPath: nil, directory: nil, cgroupProcsFD: nil
-        ).get())
-        var stragglerReaped = false
-        defer {
-            if !stragglerReaped {
-                _ = bgt_pidfd_send_signal(straggler.pidfd, SIGKILL)
-                waitForExit(straggler)
-            }
-        }
-        try cgroup.move(pid: straggler.pid)
+        let straggler = try Straggler(in: cgroup)
 
         kill(process.pid, SIGTERM)
         #expect(drive(loop) { exit != nil })
@@ -466,8 +456,7 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
         #expect(FileManager.default.fileExists(atPath: cgroup.path), "kept while a process is in it")
 
         #expect(launcher.killAll(process), "killAll reaches what is left after the main process exited")
-        waitForExit(straggler)
-        stragglerReaped = true
+        straggler.waitForEnd()
         #expect(drive(loop) { !FileManager.default.fileExists(atPath: cgroup.path) })
     }
 
@@ -484,17 +473,7 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
         launcher.awaitsCheckIn = { _ in true }
         let process = try launchSleep(launcher, loop)
         let cgroup = Cgroup(path: try #require(process.cgroupPath))
-        let straggler = try #require(try? ProcessSpawner.spawn(
-            commandLine: ["/bin/sleep", "30"], environment: [], searchPath: nil, directory: nil, cgroupProcsFD: nil
-        ).get())
-        var stragglerReaped = false
-        defer {
-            if !stragglerReaped {
-                _ = bgt_pidfd_send_signal(straggler.pidfd, SIGKILL)
-                waitForExit(straggler)
-            }
-        }
-        try cgroup.move(pid: straggler.pid)
+        let straggler = try Straggler(in: cgroup)
 
         kill(process.pid, SIGTERM)
         #expect(drive(loop) { isReaped(process.pid) })
@@ -504,8 +483,7 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
 
         // Terminated as a whole, the launch ends with what is left of it.
         #expect(launcher.signalLaunch(process.ref, .terminate) == true)
-        waitForExit(straggler)
-        stragglerReaped = true
+        straggler.waitForEnd()
         #expect(drive(loop) { exit != nil })
         #expect(exit == .killed(signal: SIGTERM, coreDumped: false), "the main process's own end")
         #expect(launcher.process(ref: process.ref) == nil)
@@ -522,20 +500,14 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
         launcher.onExit = { _, status in exit = status }
         let process = try launchSleep(launcher, loop)
         defer { if exit == nil { launcher.killAll(process); _ = drive(loop) { exit != nil } } }
-        let straggler = try #require(try? ProcessSpawner.spawn(
-            commandLine: ["/bin/sleep", "30"], environment: [], searchPath: nil, directory: nil, cgroupProcsFD: nil
-        ).get())
-        defer { _ = bgt_pidfd_send_signal(straggler.pidfd, SIGKILL); waitForExit(straggler) }
-        try Cgroup(path: try #require(process.cgroupPath)).move(pid: straggler.pid)
+        let straggler = try Straggler(in: Cgroup(path: try #require(process.cgroupPath)))
 
         #expect(launcher.signalLaunch(process.ref, .terminate) == true)
         #expect(drive(loop) { exit != nil })
         #expect(exit == .killed(signal: SIGTERM, coreDumped: false))
-        var status = siginfo_t()
-        #expect(waitid(P_PIDFD, id_t(straggler.pidfd), &status, WEXITED) == 0)
-        #expect(status.si_code == CLD_KILLED && status._sifields._sigchld.si_status == SIGTERM, "the process it started got SIGTERM too")
         // Not a launch of this launcher: the caller signals the process alone.
-        #expect(launcher.signalLaunch(ProcessRef(pid: straggler.pid, serial: 0), .terminate) == nil)
+        #expect(launcher.signalLaunch(ProcessRef(pid: straggler.child.pid, serial: 0), .terminate) == nil)
+        #expect(straggler.waitForEnd() == SIGTERM, "the process it started got SIGTERM too")
     }
 
     /// A process that exited while its connection had not yet been seen to
@@ -691,6 +663,38 @@ private func processState(_ pid: Int32) -> String? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
     let line = text.split(separator: "\n").first { $0.hasPrefix("State:") }
     return line?.dropFirst(6).trimmingCharacters(in: .whitespaces).first.map(String.init)
+}
+
+/// A process of the test's own (so the test can reap it) in an app's
+/// cgroup, as one the app started; killed and reaped when let go of, if
+/// it has not ended by then.
+private final class Straggler {
+    let child: ProcessSpawner.Child
+    private var ended = false
+
+    init(in cgroup: Cgroup) throws {
+        child = try #require(try? ProcessSpawner.spawn(
+            commandLine: ["/bin/sleep", "30"], environment: [], searchPath: nil, directory: nil, cgroupProcsFD: nil
+        ).get())
+        try cgroup.move(pid: child.pid)
+    }
+
+    deinit {
+        if !ended {
+            _ = bgt_pidfd_send_signal(child.pidfd, SIGKILL)
+            waitForExit(child)
+        }
+    }
+
+    /// Waits for it to end and reaps it; the signal that ended it, if one did.
+    @discardableResult
+    func waitForEnd() -> Int32? {
+        ended = true
+        var status = siginfo_t()
+        let reaped = waitid(P_PIDFD, id_t(child.pidfd), &status, WEXITED) == 0
+        close(child.pidfd)
+        return reaped && status.si_code == CLD_KILLED ? status._sifields._sigchld.si_status : nil
+    }
 }
 
 /// Waits up to 10 s for a child of the test to exit and reaps it.
