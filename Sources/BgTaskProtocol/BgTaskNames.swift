@@ -16,6 +16,8 @@ public enum BgTaskNames {
     public static let errorPrefix = "org.bgtaskd.BackgroundTasks1.Error."
     /// The API version (the Manager's `Version` property).
     public static let apiVersion: UInt32 = 1
+    /// The release of bgtaskd, bgtaskctl and bgtaskd-sim (`--version`).
+    public static let releaseVersion = "1.0.0"
     /// The longest duration a configuration key accepts, in seconds: about 31
     /// years, far beyond any sensible budget, and small enough for every clock
     /// computation with it to stay exact. The daemon's keys and the plugins' alike.

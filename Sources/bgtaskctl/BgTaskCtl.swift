@@ -22,6 +22,7 @@ struct BgTaskCtl: ParsableCommand {
             'bgtaskctl: <message> (<D-Bus error name>)'); 64 for a usage error; \
             74 when its output cannot be written (a full disk, say).
             """,
+        version: "bgtaskctl \(BgTaskNames.releaseVersion) (D-Bus API \(BgTaskNames.apiVersion))",
         // New subcommands go here, each in a file of its own conforming to
         // ClientCommand (groups: a ParsableCommand listing them).
         subcommands: [

@@ -14,6 +14,7 @@ struct BgTaskdSim: ParsableCommand {
 
             \(RunCommand.traceFormat)
             """,
+        version: "bgtaskd-sim \(BgTaskNames.releaseVersion)",
         subcommands: [RunCommand.self, GenerateCommand.self, FiguresCommand.self, CompareCommand.self, EvaluateCommand.self],
         defaultSubcommand: RunCommand.self
     )

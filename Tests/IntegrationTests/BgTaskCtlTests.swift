@@ -380,6 +380,16 @@ import Testing
         }
     }
 
+    /// `--version` was an unknown option (exit 64) in all three tools.
+    @Test func everyToolNamesItsVersion() throws {
+        for (tool, expected) in [("bgtaskd", ["bgtaskd 1.", "D-Bus API 1", "plugin ABI 1."]),
+                                 ("bgtaskctl", ["bgtaskctl 1.", "D-Bus API 1"]), ("bgtaskd-sim", ["bgtaskd-sim 1."])] {
+            let result = try CommandResult.run(BinaryLocator.path(of: tool), ["--version"])
+            #expect(result.succeeded, "\(tool): \(result)")
+            for text in expected { #expect(result.standardOutput.contains(text), "\(tool): \(result)") }
+        }
+    }
+
     /// Columns were padded by characters: a task named in CJK pushed the
     /// REMAINING column right by one per character, and a zero-width space
     /// pulled it left. They are padded by terminal columns now.

@@ -1,4 +1,5 @@
 public import ArgumentParser
+import BgTaskPluginABI
 import BgTaskProtocol
 import Foundation
 import Logging
@@ -29,7 +30,9 @@ public struct DaemonCommand: ParsableCommand {
             another bgtaskd); 74, a full disk under the state directory; 73, a state directory \
             (or --bus-introspect file) it cannot create, or one it cannot write (a read-only mount, another owner); 69, no bus, the bus name is taken, or the bus went away; \
             64, a command line it does not understand.
-            """)
+            """,
+        version: "bgtaskd \(BgTaskNames.releaseVersion) (D-Bus API \(BgTaskNames.apiVersion), "
+            + "plugin ABI \(BGTASKD_PLUGIN_ABI_MAJOR).\(BGTASKD_PLUGIN_ABI_MINOR))")
 
     /// The keys for `--help`: the engine's, then each plugin's under its
     /// name, from the `--plugin-dir` on the command line (ArgumentParser
