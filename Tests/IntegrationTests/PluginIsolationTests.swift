@@ -43,6 +43,53 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A plugin that crashed as it started took the daemon down at every
+    /// start after it (a supervisor restarted it into the same crash, for
+    /// good). The start after a crash refuses that file, and the daemon runs
+    /// with its other plugins, until the file changes.
+    @Test func aPluginThatCrashesTheDaemonAsItStartsIsRefusedUntilItChanges() throws {
+        let crashing = PluginFixture.source(name: "crash", start: "__builtin_trap();")
+        let fixtures = try PluginFixture.directory([
+            ("libbgtaskd-mode-crash.so", crashing), ("libbgtaskd-mode-demo.so", PluginFixture.source(name: "demo")),
+        ])
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-trial-\(UUID())").path
+        defer {
+            try? FileManager.default.removeItem(atPath: fixtures)
+            try? FileManager.default.removeItem(atPath: scratch)
+        }
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let state = scratch + "/state", plugin = fixtures + "/libbgtaskd-mode-crash.so"
+        func crashingStart() throws -> (ChildProcess.Exit?, String) {
+            let process = try ChildProcess(BinaryLocator.path(of: "bgtaskd"), [
+                "--bus", bus.address, "--state-dir", state, "--plugin-dir", fixtures, "--log-level", "debug",
+            ], environment: ["HOME": scratch, "XDG_DATA_HOME": scratch + "/data", "XDG_CONFIG_HOME": scratch + "/config"])
+            let exit = process.waitForExit(timeout: .seconds(20))
+            if exit == nil { _ = process.stop() }
+            return (exit, process.standardError)
+        }
+        let (first, firstLog) = try crashingStart()
+        #expect(first == .signal(SIGILL), "\(firstLog)")
+
+        let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures], bus: bus, stateDirectory: state)
+        #expect(daemon.log.contains("the last start of bgtaskd ended while the plugin \(plugin) started"), "\(daemon.log)")
+        #expect(try daemon.property("Plugins") == #"a(ssu) 1 "demo" "1.0.0" 1"#)
+        #expect(daemon.stop() == .status(0))
+
+        // Refused at every start, not every other one, and each says why.
+        let again = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures], bus: bus, stateDirectory: state)
+        #expect(again.log.contains("refusing plugin \(plugin): a start of bgtaskd ended while it started"), "\(again.log)")
+        #expect(!again.log.contains("the last start of bgtaskd ended"), "\(again.log)")
+        #expect(try again.property("Plugins") == #"a(ssu) 1 "demo" "1.0.0" 1"#)
+        #expect(again.stop() == .status(0))
+
+        // A new build of it is tried again.
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(60)], ofItemAtPath: plugin)
+        let (retried, retriedLog) = try crashingStart()
+        #expect(retried == .signal(SIGILL), "\(retriedLog)")
+        #expect(!retriedLog.contains("refusing plugin \(plugin)"), "\(retriedLog)")
+    }
+
     /// A reply whose string sd-bus refused (not UTF-8) would carry a
     /// signature its body does not match, and the bus daemon cuts off the
     /// connection that sends one: the whole daemon. The caller gets Failed

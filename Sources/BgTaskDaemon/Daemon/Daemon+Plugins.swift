@@ -118,10 +118,15 @@ extension Daemon {
         pluginServices.systemBusBack = { [weak self] in self?.systemBusBack() }
         let candidates = settings.pluginCandidates
             ?? PluginLoader(logger: logger).candidates(in: PluginLoader.directories(settings.pluginDirectories))
+        let trial = PluginTrial(stateDirectory: settings.stateDirectory, logger: logger)
         for candidate in candidates {
+            if let refusal = trial.refusal(of: candidate.path) {
+                logger.error("refusing plugin \(candidate.path): \(refusal)")
+                continue
+            }
             let host = LoadedPlugin(candidate: candidate, services: pluginServices, engine: self)
             do {
-                try host.start()
+                try trial.starting(candidate.path) { try host.start() }
                 plugins.append(host)
                 logger.info("loaded plugin \(host.name) \(host.version)", metadata: ["path": "\(host.path)"])
             } catch {
