@@ -156,12 +156,7 @@ final class BusConnection: @unchecked Sendable {
     /// (a TCP bus with nobody listening failed as `.disconnected`, at the match).
     private func start(_ address: BusAddress, _ completion: @escaping (Result<Void, BackgroundTasksError>) -> Void) {
         func connecting(_ name: String, _ message: String) -> BackgroundTasksError {
-            let bus = switch address {
-            case .session: "the session bus"
-            case .system: "the system bus"
-            case .address(let text): "the bus at \(text)"
-            }
-            return BackgroundTasksError(connecting: BusError(name: name, message: "connecting to \(bus): \(message)"))
+            BackgroundTasksError(connecting: BusError(name: name, message: "connecting to \(address.busAddress.spelledOut): \(message)"))
         }
         do throws(BusError) {
             // The match goes out before GetNameOwner, so no owner change can fall between them.

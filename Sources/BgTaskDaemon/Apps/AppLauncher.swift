@@ -29,7 +29,7 @@ import SDBus
 ///   other processes behind, that happens when they are gone (`cgroup.events`
 ///   is watched), or at once after ``killAll(_:)``.
 /// - A launch with a cgroup of its own is the whole cgroup: it is signalled as
-///   a whole (``signalLaunch(_:_:)``), and a main process that exits before
+///   a whole (``signalLaunch(_:_:killAfter:)``), and a main process that exits before
 ///   the app checked in, leaving others there (a launcher script that forked
 ///   the app and returned), ends the launch only once they are gone too.
 final class AppLauncher {
