@@ -144,6 +144,48 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A daemon killed while an app it launched was frozen, whose freeze
+    /// journal a full disk had kept from being written, left the app frozen
+    /// for good when the next start gave up: that start thawed only what the
+    /// journal names. It thaws the cgroups of its launches too.
+    @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func aStartThatGivesUpThawsItsLaunchesWithoutTheJournal() throws {
+        let app = "org.example.Frozen"
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
+            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(testapp) --fetch-result newData --tasks 0 --hold 120"),
+        ])
+        let admin = try RawClient(daemon)
+        try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
+        let cgroup = try Self.launchedCgroup(of: app, in: daemon)
+        defer {
+            // No daemon is left to remove it.
+            try? "1".write(toFile: cgroup + "/cgroup.kill", atomically: false, encoding: .utf8)
+            let goneBy = ContinuousClock.now + .seconds(10)
+            while rmdir(cgroup) != 0, errno == EBUSY, ContinuousClock.now < goneBy { Thread.sleep(forTimeInterval: 0.05) }
+            rmdir(URL(fileURLWithPath: cgroup).deletingLastPathComponent().path)
+        }
+        #expect(try admin.waitForAppState(app, in: ["background, suspended"]) == "background, suspended", "\(daemon.log.suffix(1500))")
+        func events() -> String { (try? String(contentsOfFile: cgroup + "/cgroup.events", encoding: .utf8)) ?? "" }
+        let frozenBy = ContinuousClock.now + .seconds(10)
+        while !events().contains("frozen 1"), ContinuousClock.now < frozenBy { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(events().contains("frozen 1"), "\(daemon.log.suffix(1500))")
+
+        daemon.process.send(SIGKILL)
+        _ = daemon.process.waitForExit(timeout: .seconds(10))
+        // As a full disk would have left it: no journal; and a database the next start refuses.
+        #expect(unlink(daemon.stateDirectory + "/bgtaskd.sqlite3.frozen") == 0 || errno == ENOENT)
+        #expect(truncate(daemon.stateDirectory + "/bgtaskd.sqlite3", 0) == 0)
+        let refused = try CommandResult.run(
+            BinaryLocator.path(of: "bgtaskd"), ["--bus", daemon.bus.address, "--state-dir", daemon.stateDirectory],
+            environment: ["HOME": daemon.home, "XDG_DATA_HOME": daemon.home + "/data", "XDG_CONFIG_HOME": daemon.home + "/config"])
+        #expect(refused.exit == .status(65), "\(refused)")
+        #expect(refused.standardError.contains("thawed 1 apps it launched left frozen"), "\(refused)")
+        let thawedBy = ContinuousClock.now + .seconds(5)
+        while !events().contains("frozen 0"), ContinuousClock.now < thawedBy { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(events().contains("frozen 0"), "\(refused)")
+    }
+
     /// An app launched into a systemd scope still runs when the daemon is
     /// killed. Only apps in cgroups of the daemon's own were taken over, so it
     /// checked in again as the user's app: never suspended, held to no

@@ -517,18 +517,11 @@ final class AppLauncher {
         // Only in the daemon's own group: other daemons' apps may share the parent cgroup.
         guard cgroupGroup != nil, let appsDirectory,
               let names = try? FileManager.default.contentsOfDirectory(atPath: appsDirectory) else { return [] }
+        Self.thawCgroups(named: names, in: appsDirectory, logger: logger)
         var removed = 0
         var adopted: [LaunchedProcess] = []
-        for unit in names.sorted() where unit.hasPrefix("app-\(LaunchUnitName.launcher)-") && unit.hasSuffix(".scope") {
+        for unit in names.sorted() where Self.isLaunchUnit(unit) {
             let cgroup = Cgroup(path: appsDirectory + "/" + unit)
-            if cgroup.isFreezeRequested {
-                do throws(Cgroup.Failure) {
-                    try cgroup.setFrozen(false)
-                    logger.notice("thawed \(cgroup), left frozen by an earlier run")
-                } catch {
-                    logger.warning("\(error)")
-                }
-            }
             if cgroup.isPopulated == false, (try? cgroup.remove()) != nil {
                 removed += 1
             } else if let appID = SandboxInspector.appID(fromUnit: unit) {
@@ -541,6 +534,41 @@ final class AppLauncher {
         }
         if removed > 0 { logger.info("removed \(removed) empty cgroups of apps launched by an earlier run") }
         return adopted
+    }
+
+    /// Whether `name` is that of a cgroup the launcher makes for a launch.
+    private static func isLaunchUnit(_ name: String) -> Bool {
+        name.hasPrefix("app-\(LaunchUnitName.launcher)-") && name.hasSuffix(".scope")
+    }
+
+    /// Thaws the launches' cgroups among `names` in `appsDirectory` that an
+    /// earlier run left frozen; returns how many.
+    @discardableResult
+    private static func thawCgroups(named names: [String], in appsDirectory: String, logger: Logger) -> Int {
+        var thawed = 0
+        for unit in names.sorted() where isLaunchUnit(unit) {
+            let cgroup = Cgroup(path: appsDirectory + "/" + unit)
+            guard cgroup.isFreezeRequested else { continue }
+            do throws(Cgroup.Failure) {
+                try cgroup.setFrozen(false)
+                thawed += 1
+                logger.notice("thawed \(cgroup), left frozen by an earlier run")
+            } catch {
+                logger.warning("\(error)")
+            }
+        }
+        return thawed
+    }
+
+    /// Thaws what an earlier run left frozen in the cgroups of its launches
+    /// (`group` under the daemon's own cgroup), for a start that cannot go
+    /// on: the freeze journal lists them too, but a full disk can have kept
+    /// it from being written. Returns how many were thawed.
+    static func thawCgroupsOfEarlierRuns(group: String, logger: Logger) -> Int {
+        guard let hierarchy = CgroupHierarchy.current() else { return 0 }
+        let appsDirectory = hierarchy.ownDirectory + "/" + group
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: appsDirectory) else { return 0 }
+        return thawCgroups(named: names, in: appsDirectory, logger: logger)
     }
 
     /// Takes over the app an earlier run launched into `cgroup`: the process

@@ -12,9 +12,15 @@ extension Daemon {
         guard error.code != .busy else { return }
         // What another user could have put there is not acted on.
         guard StateStore.writableByOthers(settings.stateDirectory) == nil else { return }
-        let journal = FreezeJournal(path: StateStore.path(inDirectory: settings.stateDirectory) + ".frozen", logger: logger) { $0() }
+        let database = StateStore.path(inDirectory: settings.stateDirectory)
+        // The launches' own cgroups, whether or not the journal could be written.
+        let thawedCgroups = AppLauncher.thawCgroupsOfEarlierRuns(group: cgroupGroup(forStateDirectory: database), logger: logger)
+        let journal = FreezeJournal(path: database + ".frozen", logger: logger) { $0() }
         let leftovers = journal.takeLeftovers()
-        guard !leftovers.isEmpty else { return }
+        guard !leftovers.isEmpty else {
+            if thawedCgroups > 0 { logger.notice("thawed \(thawedCgroups) apps it launched left frozen by a daemon that stopped without thawing them, before giving up") }
+            return
+        }
         // Opened only for a unit, which the user manager thaws.
         var bus: Bus?
         for entry in leftovers {
