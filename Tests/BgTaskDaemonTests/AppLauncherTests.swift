@@ -435,6 +435,9 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
         }
         #expect(removed == 1)
         #expect(launcher.killAll(process))
+        // The cgroup goes once its process is gone (it was left at the root of the hierarchy, test after test).
+        let cgroup = try #require(process.cgroupPath)
+        #expect(drive(loop) { !FileManager.default.fileExists(atPath: cgroup) })
     }
 
     @Test(.enabled(if: AppLauncherTests.writableHierarchy != nil)) func cgroupWithProcessesLeftIsRemovedWhenTheyAreGone() throws {
