@@ -29,6 +29,22 @@ import Testing
         #expect(error.description.hasPrefix("/etc/bgtaskd/bgtaskd.conf:4: Tasks.BudgetSec: "))
     }
 
+    /// A value, key or `--set` of megabytes was echoed whole in the error: a
+    /// megabyte line in the log. Each is cut short in its middle, and what
+    /// the error says of it still shows.
+    @Test func aHugeValueKeyOrOverrideIsCutShortInTheError() throws {
+        let huge = String(repeating: "9", count: 200_000) + "x"
+        let value = try #require(failure("[Tasks]\nBudgetSec=\(huge)\n"))
+        #expect(value.description.utf8.count < 1000, "\(value.description.prefix(400))")
+        #expect(value.description.hasPrefix("/etc/bgtaskd/bgtaskd.conf:2: Tasks.BudgetSec: '999"))
+        #expect(value.description.hasSuffix("99x' is not a number of seconds"), "\(value.description)")
+        #expect(value.description.contains("bytes left out"))
+        let key = try #require(failure("[Tasks]\nBudget\(String(repeating: "S", count: 200_000))=3\n"))
+        #expect(key.description.utf8.count < 1000 && key.description.hasSuffix("unknown key"), "\(key.description.prefix(400))")
+        let override = try #require(overrideFailure("Tasks.BudgetSec=" + huge))
+        #expect(override.description.utf8.count < 1500 && override.description.hasSuffix("is not a number of seconds"), "\(override.description.prefix(400))")
+    }
+
     @Test(arguments: ["nan", "NaN", "inf", "-inf", "infinity", "+Infinity"])
     func nonFiniteNumbersAreRefused(_ value: String) throws {
         let error = try #require(failure("[Fetch]\nMinimumIntervalSec=\(value)\n"))

@@ -99,8 +99,18 @@ public struct Configuration: Sendable {
         public var key: String?
         public var reason: String
 
+        /// Each part is cut short in its middle past a few hundred bytes: a
+        /// megabyte value was echoed whole, a megabyte line in the log.
         public var description: String {
-            [origin.description, key, reason].compactMap { $0 }.joined(separator: ": ")
+            [origin.description, key, reason].compactMap { $0 }.map(Self.clipped).joined(separator: ": ")
+        }
+
+        /// `text`, or its head and tail around a note of how much was left out.
+        static func clipped(_ text: String) -> String {
+            let bytes = text.utf8.count
+            guard bytes > 320 else { return text }
+            let head = text.prefix(160), tail = text.suffix(80)
+            return "\(head)… (\(bytes - head.utf8.count - tail.utf8.count) bytes left out) …\(tail)"
         }
     }
 
