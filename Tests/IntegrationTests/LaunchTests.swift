@@ -115,14 +115,7 @@ import Testing
     @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
     func aLaunchedAppStillRunningAfterACrashIsTakenOverAsLaunched() throws {
         let app = "org.example.Survivor"
-        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
-        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
-            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(testapp) --fetch-result newData --tasks 0 --hold 120"),
-        ])
-        var admin = try RawClient(daemon)
-        try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
-        let cgroup = try Self.launchedCgroup(of: app, in: daemon)
-        #expect(try admin.waitForAppState(app, in: ["background, suspended"]) == "background, suspended", "done with its fetch: \(daemon.log.suffix(1500))")
+        var (daemon, admin, cgroup) = try Self.suspendedLaunch(of: app)
 
         try daemon.crashAndRestart()
         admin = try RawClient(daemon)
@@ -150,14 +143,7 @@ import Testing
     /// journal names. It thaws the cgroups of its launches too.
     @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
     func aStartThatGivesUpThawsItsLaunchesWithoutTheJournal() throws {
-        let app = "org.example.Frozen"
-        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
-        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
-            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(testapp) --fetch-result newData --tasks 0 --hold 120"),
-        ])
-        let admin = try RawClient(daemon)
-        try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
-        let cgroup = try Self.launchedCgroup(of: app, in: daemon)
+        let (daemon, _, cgroup) = try Self.suspendedLaunch(of: "org.example.Frozen")
         defer {
             // No daemon is left to remove it.
             try? "1".write(toFile: cgroup + "/cgroup.kill", atomically: false, encoding: .utf8)
@@ -165,7 +151,6 @@ import Testing
             while rmdir(cgroup) != 0, errno == EBUSY, ContinuousClock.now < goneBy { Thread.sleep(forTimeInterval: 0.05) }
             rmdir(URL(fileURLWithPath: cgroup).deletingLastPathComponent().path)
         }
-        #expect(try admin.waitForAppState(app, in: ["background, suspended"]) == "background, suspended", "\(daemon.log.suffix(1500))")
         func events() -> String { (try? String(contentsOfFile: cgroup + "/cgroup.events", encoding: .utf8)) ?? "" }
         let frozenBy = ContinuousClock.now + .seconds(10)
         while !events().contains("frozen 1"), ContinuousClock.now < frozenBy { Thread.sleep(forTimeInterval: 0.05) }
@@ -574,6 +559,20 @@ import Testing
     }
 
     /// The cgroup the daemon launched `app` into, from its log line ("launched … in /sys/fs/cgroup/…").
+    /// A daemon that launched `app` (the test app) for a fetch into a cgroup
+    /// of its own, and suspended it once it was done; with a client, and that cgroup.
+    static func suspendedLaunch(of app: String) throws -> (DaemonUnderTest, RawClient, cgroup: String) {
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
+            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(testapp) --fetch-result newData --tasks 0 --hold 120"),
+        ])
+        let admin = try RawClient(daemon)
+        try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
+        let cgroup = try launchedCgroup(of: app, in: daemon)
+        #expect(try admin.waitForAppState(app, in: ["background, suspended"]) == "background, suspended", "done with its fetch: \(daemon.log.suffix(1500))")
+        return (daemon, admin, cgroup)
+    }
+
     static func launchedCgroup(of app: String, in daemon: DaemonUnderTest) throws -> String {
         let line = try #require(daemon.log.split(separator: "\n").first {
             $0.contains("launched") && $0.contains(app) && $0.contains(" in /")
