@@ -84,6 +84,10 @@ final class LocationMode: ModePlugin {
     /// changes, nor at the restart grace. In memory: after a restart each
     /// gets its one redelivery.
     private var waitingForWake: Set<String> = []
+    /// Events made in this run: whether their signal has gone out to the app
+    /// (`true`) or not yet. Events from before a restart are not here: they
+    /// may have reached the app. See ``supersedeWaiting(by:)``.
+    private var toldThisRun: [String: Bool] = [:]
     private var counters: [String: LocationAppCounters] = [:]
     private var lastSequence: UInt64 = 0
     /// Regions whose record has no sequence yet (see ``load()``): their
@@ -295,8 +299,14 @@ final class LocationMode: ModePlugin {
         undo.set(id, to: event, in: &events) { [unowned self] in $0(&self.events) }
         if event == nil {
             setWaitingForWake(id, false)
+            setTold(id, nil)
             loggedWaits[id] = nil
         }
+    }
+
+    private func setTold(_ id: String, _ told: Bool?) {
+        guard toldThisRun[id] != told else { return }
+        undo.set(id, to: told, in: &toldThisRun) { [unowned self] in $0(&self.toldThisRun) }
     }
 
     private func setToken(_ token: String, _ id: String?) {
@@ -587,36 +597,71 @@ final class LocationMode: ModePlugin {
     private func newEvent(_ event: LocationEvent) {
         guard supersedeWaiting(by: event) else { return }
         setEvent(event.id, event)
+        setTold(event.id, false)
         persist("store location event \(event.id)") {
             try host.put(event.json, collection: "events", key: event.id)
         }
         deliver(event.id)
     }
 
+    /// The other events of `event`'s app about the same region (or its
+    /// other significant changes), oldest first.
+    private func related(to event: LocationEvent) -> [LocationEvent] {
+        events.values.filter { $0.id != event.id && $0.app == event.app && $0.kind == event.kind && $0.region == event.region }
+            .sorted { $0.sequence < $1.sequence }
+    }
+
     /// What still waits for the app (not yet on its way) about the same
-    /// region, or its previous significant change, is out of date, so that
-    /// an app that cannot be woken for months finds at most one event a
-    /// region and one position, not thousands of wakes. A region's crossings
-    /// alternate: a new one cancels a waiting one, and both go (the app
-    /// already holds the side they lead back to; the region's record keeps
-    /// it). Returns whether the new event is still to be stored and sent.
+    /// region, or its previous significant change, is out of date: it goes,
+    /// so that an app that cannot be woken for months finds at most one
+    /// event a region and one position, not thousands of wakes. The new
+    /// crossing goes too when it only restates the side the app was last
+    /// told: by the latest of these events on its way or whose signal
+    /// reached it in this run, or, when there is none and all were made in
+    /// this run, the side before the first of them (crossings alternate).
+    /// When that is not known (an event from before a restart may have
+    /// reached the app) it is sent.
+    /// Returns whether the new event is still to be stored and sent.
     private func supersedeWaiting(by event: LocationEvent) -> Bool {
         guard !events.isEmpty else { return true }
-        let stale = events.values.filter {
-            $0.app == event.app && $0.kind == event.kind && $0.region == event.region && !inFlight.contains($0.id)
+        let others = related(to: event)
+        guard !others.isEmpty else { return true }
+        // What the app was or is being told (an event on its way reaches it,
+        // or is dropped for a later one), read before the stale events go.
+        let told: RegionEvent?
+        if let last = others.last(where: { inFlight.contains($0.id) || toldThisRun[$0.id] == true }) {
+            told = last.regionEvent
+        } else if others.allSatisfy({ toldThisRun[$0.id] == false }), let first = others.first?.regionEvent {
+            told = first == .enter ? .exit : .enter
+        } else {
+            told = nil
         }
-        guard !stale.isEmpty else { return true }
+        let stale = others.filter { !inFlight.contains($0.id) }
         for old in stale {
             setEvent(old.id, nil)
             persist("delete location event \(old.id)") { try host.delete(collection: "events", key: old.id) }
         }
-        guard event.kind == .region, let region = event.region, stale.count % 2 == 1 else {
-            host.logWhenCommitted(.info, "\(event.app): \(stale.count) waiting location event(s) replaced by \(event.id)")
+        guard event.kind == .region, let region = event.region, let crossing = event.regionEvent, told == crossing else {
+            if !stale.isEmpty {
+                host.logWhenCommitted(.info, "\(event.app): \(stale.count) waiting location event(s) replaced by \(event.id)")
+            }
             return true
         }
         persist("store region \(region) of \(event.app)") { try saveRegion(RegionMonitor.Key(app: event.app, region: region)) }
-        host.logWhenCommitted(.info, "\(event.app): \(event.crossing ?? "") region \(region) cancels the crossing still waiting")
+        host.logWhenCommitted(.info, "\(event.app): \(event.crossing ?? "") region \(region) restates the side it was last told; \(stale.count) waiting event(s) of it dropped")
         return false
+    }
+
+    /// An event whose wake expired or failed, when a later one about the
+    /// same region (or a later position) exists, is out of date: it goes
+    /// rather than wait for a wake that would send it after the later one.
+    /// Returns whether it went.
+    private func dropIfSuperseded(_ id: String) -> Bool {
+        guard let event = events[id], let later = related(to: event).last, later.sequence > event.sequence else { return false }
+        setEvent(id, nil)
+        persist("delete location event \(id)") { try host.delete(collection: "events", key: id) }
+        host.logWhenCommitted(.info, "\(event.app): location event \(id) dropped: \(later.id) came after it")
+        return true
     }
 
     /// Wakes the event's app for it, unless it is on its way or the app may not be woken.
@@ -674,11 +719,12 @@ final class LocationMode: ModePlugin {
         case .tokenReady(_, let token, let connection):
             guard let id = tokens[token], let stored = events[id] else { return }
             send(stored, token: token, to: connection)
+            if toldThisRun[id] == false { setTold(id, true) }
         case .tokenExpired(let app, let token):
             guard let id = tokens[token] else { return }
             setToken(token, nil)
             setInFlight(id, false)
-            setWaitingForWake(id, true)
+            if !dropIfSuperseded(id) { setWaitingForWake(id, true) }
             changeCounters(app) { $0.offences += 1 }
             persist("store the counters of \(app)") { try saveCounters(app) }
             host.logWhenCommitted(.notice, "\(app) did not complete location event \(id) within \(self.wakeBudget) s: offence counted; it waits for the next wake")
@@ -687,7 +733,9 @@ final class LocationMode: ModePlugin {
                 setToken(token, nil)
                 setInFlight(id, false)
                 // Handed back as refresh went, it goes once refresh is back; else with the next wake.
-                if host.appInfo(app)?.refreshStatus == BackgroundRefreshStatus.available.rawValue { setWaitingForWake(id, true) }
+                if !dropIfSuperseded(id), host.appInfo(app)?.refreshStatus == BackgroundRefreshStatus.available.rawValue {
+                    setWaitingForWake(id, true)
+                }
             }
             host.log(.warning, "cannot wake \(app) for a location event: \(reason)")
         case .appCheckedIn(let app, _, _), .appWoken(let app, _, _):

@@ -435,6 +435,42 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// Enter, exit and enter again reach an app that completes none of them
+    /// in time. The first enter's wake expired while the exit was still on
+    /// its way; the second enter then "cancelled" that first enter as if it
+    /// led back to the side the app held, so the app never heard it, and at
+    /// its next check-in it was given the exit: told it was outside while the
+    /// device was inside. Now the app is told the enter, and what it finds at
+    /// its next check-in is that enter alone.
+    @Test func anAppThatCompletesNothingEndsToldTheSideTheDeviceIsOn() throws {
+        let daemon = try daemon(["Location.DwellSec=0", "Location.WakeBudgetSec=2"])
+        let client = try app(daemon)
+        try monitor(client, "office")
+        try simulate(client, Self.north(1000))
+        pass(client, 0.3)
+        try simulate(client, Self.north(0))
+        #expect(client.waitForSignals(1))
+        // The exit halfway through the enter's budget.
+        pass(client, 1.0)
+        try simulate(client, Self.north(1000))
+        #expect(client.waitForSignals(2))
+        // The enter's wake expires; the exit's is still on its way.
+        #expect(daemon.waitForLog(containing: "did not complete location event"), "\(daemon.log.suffix(2000))")
+        try simulate(client, Self.north(0))
+        #expect(client.waitForSignals(3), "\(daemon.log.suffix(2000))")
+        #expect(try regionEvents(client).map(\.event) == ["enter", "exit", "enter"], "\(daemon.log.suffix(2000))")
+        // Every wake expires; the next check-in gets what the device is: inside.
+        let expiredBy = ContinuousClock.now + .seconds(10)
+        while daemon.log.components(separatedBy: "did not complete location event").count < 4, ContinuousClock.now < expiredBy {
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        let back = try app(daemon)
+        #expect(back.waitForSignals(1), "\(daemon.log.suffix(2000))")
+        pass(back, 0.5)
+        #expect(try regionEvents(back).map(\.event) == ["enter"], "\(daemon.log.suffix(3000))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// While an app cannot be woken, crossings of a region do not pile up:
     /// each cancels the one still waiting (the app already holds the side
     /// they lead back to), and a significant change replaces the one before.
@@ -459,7 +495,7 @@ import Testing
         try simulate(admin, Self.north(3000))
         try simulate(admin, Self.north(5000))
         pass(admin, 0.3)
-        #expect(daemon.log.contains("cancels the crossing still waiting"), "\(daemon.log.suffix(3000))")
+        #expect(daemon.log.contains("restates the side it was last told"), "\(daemon.log.suffix(3000))")
         #expect(daemon.log.contains("replaced by"), "\(daemon.log.suffix(3000))")
         #expect(try field(admin, "location_events_waiting")?.unwrapped == .uint64(1), "the last position only")
         let back = try RawClient(daemon)
