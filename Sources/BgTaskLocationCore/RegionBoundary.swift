@@ -89,6 +89,12 @@ public struct RegionBoundary: Sendable, Equatable {
     /// and a half fixes at 1 Hz.
     public static let evidenceWindow = 3.0
 
+    /// Metres past the boundary beyond which a fix says no more: it counts
+    /// as this far. Unbounded, one fix hundreds of kilometres off (from the
+    /// network, before GPS) tilted the fitted line so far that the fixes
+    /// after it, 11 km out, were fitted inside, and the side never held.
+    public static let evidenceCap = 1000.0
+
     /// Since the pending side began, each fix weighed w (the inverse of its
     /// variance, decayed with age): Σ w, Σ w·x, Σ w·t, Σ w·t², Σ w·t·x, with x
     /// the metres its centre lies beyond the boundary toward that side and t
@@ -186,7 +192,7 @@ public struct RegionBoundary: Sendable, Equatable {
 
     private mutating func weigh(_ fix: LocationFix, distance: Double, in region: MonitoredRegion, toward side: Side) {
         let sigma = fix.accuracy.isFinite ? max(fix.accuracy / 2, 1) : 1e6
-        let offset = side == .outside ? distance - region.radius : region.radius - distance
+        let offset = min(max(side == .outside ? distance - region.radius : region.radius - distance, -Self.evidenceCap), Self.evidenceCap)
         // Times count back from the newest fix: move the sums to it, older fixes weighing less.
         let gap = weights > 0 && fix.time > weighedAt ? Double(fix.time - weighedAt) / 1e6 : 0
         let decay = exp(-gap / Self.evidenceWindow)

@@ -22,6 +22,27 @@ struct RegionBoundaryTests {
         #expect(RegionBoundary.side(of: fix(300, accuracy: .nan, at: 0), in: region) == nil, "no idea where it is")
     }
 
+    /// A fix hundreds of kilometres away (a position from the network, then
+    /// one from GPS), then a few 11 km out: the line fitted to them put the
+    /// device far inside by now, so the side never held while no fix came,
+    /// and the entry after it counted as the first side, with no event. A
+    /// fix a kilometre beyond the boundary or farther counts as a kilometre.
+    @Test func aFarJumpDoesNotKeepASideFromHolding() {
+        var boundary = RegionBoundary()
+        func fix(_ metres: Double, atMilliseconds ms: UInt64) -> LocationFix {
+            LocationFix(coordinate: Self.center.moved(metres: metres, bearing: 30), accuracy: 5, time: ms * 1000)
+        }
+        #expect(boundary.update(with: fix(560_000, atMilliseconds: 0), in: region) == nil)
+        for ms: UInt64 in [1000, 1400, 1800, 2200] {
+            #expect(boundary.update(with: fix(11_000, atMilliseconds: ms), in: region) == nil)
+        }
+        #expect(boundary.settlesAt() != nil, "the side is evident")
+        #expect(boundary.settle(at: 30 * Self.second, in: region) == nil, "the first side: no event")
+        #expect(boundary.side == .outside)
+        let entering = (40..<70 as Range<UInt64>).map { boundary.update(with: self.fix(50, at: $0), in: region) }
+        #expect(entering.compactMap { $0 } == [.enter])
+    }
+
     /// A device parked just inside the boundary: now and then a fix strays
     /// far enough out to decide, but most lean in, so no exit; when it really
     /// leaves, the exit comes.
