@@ -257,7 +257,9 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         let app = apps[key]!
         let reason = launchReason ?? LaunchReason.user.rawValue
         if app.launch != nil { backoffs[appID] = nil }  // it started and checked in: the launch works
-        if firstCheckIn { actions.append(.appCheckedIn(appID, connection, reason: reason)) }
+        // Again on the same connection: the reply counts what waits for the
+        // app, so the plugins send it there, as the first time.
+        actions.append(firstCheckIn ? .appCheckedIn(appID, connection, reason: reason) : .appCheckedInAgain(appID, connection, reason: reason))
         // Waiting events go to this connection, in the order they were asked
         // for, unless the app waits for its turn in the backlog after a wake.
         let deliveries = isHeldBack(key) ? [] : handOverWaitingWakes(key, to: connection)

@@ -35,6 +35,9 @@ public enum CoreAction: Equatable, Sendable {
     case wakeFailed(token: String, plugin: String, app: AppID, reason: String)
     /// A connection checked in as the app.
     case appCheckedIn(AppID, ConnectionID, reason: String)
+    /// A connection checked in as the app again: what waits for the app
+    /// goes to it, as at its first check-in; nothing else is new.
+    case appCheckedInAgain(AppID, ConnectionID, reason: String)
     /// The app moved to another state.
     case appStateChanged(AppID, ApplicationState)
     /// The app's last connection and process are gone.

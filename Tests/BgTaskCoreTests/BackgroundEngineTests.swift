@@ -270,6 +270,15 @@ import Testing
         #expect(engine.tasksSnapshot().first?.owner == "org.example.Mail")
     }
 
+    /// A second CheckIn on the same connection made no action: its reply
+    /// counted what waited for the app in the plugins, which nothing sent.
+    @Test mutating func checkingInAgainTellsThePluginsToSendWhatWaits() throws {
+        let mail = try AppID(validating: "org.example.Mail")
+        _ = try engine.checkIn(appID: "org.example.Mail", caller: alice)
+        let again = try engine.checkIn(appID: "org.example.Mail", caller: alice)
+        #expect(again.actions == [.appCheckedInAgain(mail, alice.connection, reason: "user")])
+    }
+
     @Test mutating func sleepPausesBackgroundClocks() throws {
         _ = try engine.beginTask(named: "a", caller: alice)
         _ = engine.setState(.background, caller: alice)

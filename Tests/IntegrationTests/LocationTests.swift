@@ -471,6 +471,26 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An app that checks in again on the connection it has is sent what
+    /// waits for it, as the CheckIn reply counts: it was counted and never
+    /// sent, and only a new connection got it.
+    @Test func checkingInAgainOnTheSameConnectionSendsWhatWaits() throws {
+        let daemon = try daemon(["Location.DwellSec=0", "Location.WakeBudgetSec=1"])
+        let client = try app(daemon)
+        try monitor(client, "office")
+        try simulate(client, Self.north(1000))
+        pass(client, 0.3)
+        try simulate(client, Self.north(0))
+        #expect(client.waitForSignals(1))
+        #expect(daemon.waitForLog(containing: "did not complete location event"), "\(daemon.log.suffix(2000))")
+        let reply = try client.call("Manager", "CheckIn") { try $0.append(Self.app) }
+        guard case .dictionary(_, _, let entries) = try reply.readValue() else { return #expect(Bool(false)) }
+        #expect(entries.first { $0.key == .string("pending") }?.value.unwrapped == .uint32(1), "\(entries)")
+        #expect(client.waitForSignals(2), "\(daemon.log.suffix(2000))")
+        #expect(try regionEvents(client).map(\.event) == ["enter", "enter"])
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// While an app cannot be woken, crossings of a region do not pile up:
     /// each cancels the one still waiting (the app already holds the side
     /// they lead back to), and a significant change replaces the one before.

@@ -245,6 +245,10 @@ extension Daemon {
             broadcast(QueuedPluginEvent(
                 type: BGT_EVENT_APP_CHECKED_IN, app: app.rawValue, connection: connection.uniqueName, reason: reason,
                 realtimeMicroseconds: now))
+        case .appCheckedInAgain(let app, let connection, let reason):
+            broadcast(QueuedPluginEvent(
+                type: BGT_EVENT_APP_CHECKED_IN, app: app.rawValue, connection: connection.uniqueName, reason: reason,
+                realtimeMicroseconds: now))
         case .appStateChanged(let app, let state):
             // Only for installed apps: any client may check in as any free id.
             if state != .active || registry.entry(for: app) != nil { usage.record(app, active: state == .active, at: now) }

@@ -298,7 +298,7 @@ public final class Daemon {
                 freezer.thaw(app, refs)
             case .drainChanged:
                 drainChanged = true
-            case .launch, .deliverWake, .wakeCompleted, .wakeExpired, .wakeFailed, .appCheckedIn, .appStateChanged, .appGone:
+            case .launch, .deliverWake, .wakeCompleted, .wakeExpired, .wakeFailed, .appCheckedIn, .appCheckedInAgain, .appStateChanged, .appGone:
                 performAppAction(action)
             }
         }
