@@ -82,9 +82,11 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
                 verdict = .fatal("cannot truncate \(job.partial): \(String(cString: strerror(errno)))")
                 return
             }
-            expected = head.headers.first(name: "Content-Length").flatMap { UInt64($0) }
+            // A 204 or 205 has no body, whatever length it claims (a server's mistake).
+            expected = [204, 205].contains(status) ? 0 : head.headers.first(name: "Content-Length").flatMap { UInt64($0) }
             total = expected ?? 0
-        case 416:
+        case 416 where have > 0 && job.validator != nil:
+            // The range asked for (see HTTPTransferRunner); without one, 416 is an error as any other.
             return startAgain(status, "the server cannot continue from byte \(have) (416): starting again")
         default:
             if TransferRedirects.statuses.contains(status), let location = head.headers.first(name: "Location") {

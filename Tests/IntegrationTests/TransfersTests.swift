@@ -503,6 +503,24 @@ import Testing
         #expect(partialFiles(in: cache(daemon)).isEmpty)
     }
 
+    /// A 416 to a request that asked for no range was taken for "cannot
+    /// continue from here" and retried until the transfer's timeout (7 days);
+    /// it fails as other errors do. A 204 that carries a Content-Length was
+    /// retried as a body cut short; a 204 has no body whatever it claims.
+    @Test func a416WithoutARangeFailsAndA204ClaimingALengthIsEmpty() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let refused = try start(client, url: server.url("/blob/1M?status=416"), path: cache(daemon) + "/refused.bin")
+        let failed = try #require(try waitForFinished(client, refused, timeout: .seconds(15)), "\(daemon.log)")
+        #expect(failed.result == "failed" && failed.info["status"] == .uint64(416), "\(failed.info)")
+        let empty = try start(client, url: server.url("/blob/1M?status=204&claim=11"), path: cache(daemon) + "/empty.bin")
+        let done = try #require(try waitForFinished(client, empty, timeout: .seconds(15)), "\(daemon.log)")
+        #expect(done.result == "success" && done.info["status"] == .uint64(204), "\(done.info)")
+        #expect((try? Data(contentsOf: URL(fileURLWithPath: cache(daemon) + "/empty.bin")))?.isEmpty == true)
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A password in the URL reaches the server, never the log nor what
     /// the daemon tells of the transfer; nor does one in a URL refused.
     @Test func aPasswordInTheURLIsNotShown() throws {

@@ -40,6 +40,8 @@ GET|HEAD /blob/<size>[?query]
                  than the range holds, then closes the connection: a body
                  delimited by the close, which looks whole
       status=C   always answer status C (200..599) with a short text body
+                 (none for 204 and 304); with claim=N, a 204 or 304 also
+                 carries Content-Length: N, which it must not
 
 PUT|POST /upload/<name>[?fail=K&status=C]
     Reads the body (Content-Length or chunked; Expect: 100-continue is
@@ -367,7 +369,9 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest(f'bad total={claimed_total}')
         body = self.query_int(query, 'body')
         if status is not None:
-            return self.reply(status, f'status {status}\n')
+            claim = self.query_int(query, 'claim')
+            wrong = [('Content-Length', str(claim))] if claim is not None and status in (204, 304) else []
+            return self.reply(status, f'status {status}\n', headers=wrong)
         if fail and ordinal <= fail:
             retry_after = self.query_int(query, 'retry_after') if 'retry_after' in query else 1
             return self.reply(503, f'failing request {ordinal} of {fail}\n', headers=[('Retry-After', str(retry_after))])
