@@ -92,7 +92,7 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
             if TransferRedirects.statuses.contains(status), let location = head.headers.first(name: "Location") {
                 redirect = (status, location)
             }
-            verdict = .status(status, retryAfter: head.headers.first(name: "Retry-After").flatMap { Double($0) })
+            verdict = .status(status, retryAfter: HTTPTransferRunner.retryAfter(in: head.headers))
             return
         }
         guard lseek(fd, off_t(have), SEEK_SET) >= 0 else {

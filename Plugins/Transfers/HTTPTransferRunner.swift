@@ -159,6 +159,14 @@ final class HTTPTransferRunner: Sendable {
         return headers
     }
 
+    /// The seconds an answer's `Retry-After` asks to wait (seconds or a date), if it asks.
+    static func retryAfter(in headers: HTTPHeaders) -> Double? {
+        guard let value = headers.first(name: "Retry-After") else { return nil }
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return TransferBackoff.retryAfter(value, now: Double(now.tv_sec))
+    }
+
     /// A strong ETag, else Last-Modified: what If-Range may send back.
     static func validator(of headers: HTTPHeaders) -> String? {
         if let etag = headers.first(name: "ETag"), !etag.hasPrefix("W/"), !etag.isEmpty { return etag }
@@ -226,7 +234,7 @@ final class HTTPTransferRunner: Sendable {
                     break
                 }
                 guard (200...299).contains(status) else {
-                    return .status(status, retryAfter: response.headers.first(name: "Retry-After").flatMap { Double($0) })
+                    return .status(status, retryAfter: Self.retryAfter(in: response.headers))
                 }
                 return .success(status: status, bytes: size)
             } catch {

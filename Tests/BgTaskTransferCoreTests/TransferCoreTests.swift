@@ -1,4 +1,4 @@
-import BgTaskTransferCore
+@testable import BgTaskTransferCore
 import Testing
 
 /// The transfer mode's pure rules: paths, conditions, backoff, options, records.
@@ -92,6 +92,21 @@ import Testing
         #expect(saidUnmetered.blocker(for: wifiOnly) == nil)
         let saidMetered = TransferConditions(connectivity: 4, metered: 1, networkUnreadable: true)
         #expect(saidMetered.blocker(for: wifiOnly) == "unmetered network")
+    }
+
+    /// `Retry-After` as a date (valid HTTP) was ignored: only seconds were read.
+    @Test func retryAfterIsReadAsSecondsOrAsADate() {
+        let now = 1_795_818_453.0  // Fri, 27 Nov 2026 22:27:33 GMT
+        #expect(TransferBackoff.httpDate("Fri, 27 Nov 2026 22:27:33 GMT") == now)
+        #expect(TransferBackoff.httpDate("Thu, 01 Jan 1970 00:00:00 GMT") == 0)
+        #expect(TransferBackoff.httpDate("Tue, 29 Feb 2028 12:00:00 GMT") == 1_835_438_400)
+        #expect(TransferBackoff.retryAfter("Fri, 27 Nov 2026 22:30:53 GMT", now: now) == 200)
+        #expect(TransferBackoff.retryAfter("Fri, 27 Nov 2026 22:00:00 GMT", now: now) == 0, "a date past is no wait")
+        #expect(TransferBackoff.retryAfter(" 120 ", now: now) == 120)
+        for bad in ["", "-5", "1.5", "soon", "Fri, 27 Nov 2026 22:30:53 CET", "Fri, 27 Foo 2026 22:30:53 GMT",
+                    "Fri, 32 Nov 2026 22:30:53 GMT", "Fri, 27 Nov 2026 25:30:53 GMT", "Friday, 27-Nov-26 22:30:53 GMT"] {
+            #expect(TransferBackoff.retryAfter(bad, now: now) == nil, "\(bad)")
+        }
     }
 
     @Test func backoffDoublesToItsCeilingAndHonoursRetryAfter() {

@@ -968,6 +968,20 @@ import Testing
         try FileManager.default.removeItem(atPath: destination)
     }
 
+    /// `Retry-After` given as a date (valid HTTP) was ignored: the retry
+    /// came after the plain backoff's 1 s.
+    @Test func aRetryAfterDateIsHonoured() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        _ = try start(client, url: server.url("/blob/1K?fail=1&retry_at=600"), path: cache(daemon) + "/later.bin")
+        #expect(daemon.waitForLog(containing: "attempt 2 in "), "\(daemon.log)")
+        let line = try #require(daemon.log.split(separator: "\n").first { $0.contains("attempt 2 in ") })
+        let seconds = line.components(separatedBy: "attempt 2 in ").last.flatMap { Double($0.prefix { $0 != " " }) }
+        #expect((590...600).contains(seconds ?? 0), "\(line)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A transfer told to come back in an hour tries again as soon as the network comes back.
     @Test func theNetworkComingBackEndsTheWaitForARetry() throws {
         let system = try MockSystemBus(services: [.networkManager(connectivity: 4, metered: 2)])

@@ -23,7 +23,8 @@ GET|HEAD /blob/<size>[?query]
                  "X": a file that changed between attempts, on a server that
                  ignores If-Range
       fail=K     the first K requests for this URL (path and query, any method)
-                 answer 503 with Retry-After: 1 (or retry_after=S seconds) and a short body
+                 answer 503 with Retry-After: 1 (or retry_after=S seconds, or
+                 retry_at=S: the date S seconds from now) and a short body
       drop=N     the first GET for this URL that sends a body (after any fail=
                  answers) writes only the first N bytes of it, then shuts the
                  socket down; later requests are served in full
@@ -84,7 +85,7 @@ import socketserver
 import sys
 import threading
 import time
-from email.utils import parsedate_to_datetime
+from email.utils import formatdate, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -373,8 +374,10 @@ class Handler(BaseHTTPRequestHandler):
             wrong = [('Content-Length', str(claim))] if claim is not None and status in (204, 304) else []
             return self.reply(status, f'status {status}\n', headers=wrong)
         if fail and ordinal <= fail:
-            retry_after = self.query_int(query, 'retry_after') if 'retry_after' in query else 1
-            return self.reply(503, f'failing request {ordinal} of {fail}\n', headers=[('Retry-After', str(retry_after))])
+            retry_after = str(self.query_int(query, 'retry_after') if 'retry_after' in query else 1)
+            if 'retry_at' in query:
+                retry_after = formatdate(time.time() + self.query_int(query, 'retry_at'), usegmt=True)
+            return self.reply(503, f'failing request {ordinal} of {fail}\n', headers=[('Retry-After', retry_after)])
         etag = '"%s"' % query.get('etag', f'blob-{size}-v1')
         start, length, code = 0, size, 200
         headers = [('ETag', etag), ('Last-Modified', LAST_MODIFIED)]
