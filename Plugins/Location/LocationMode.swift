@@ -84,10 +84,10 @@ final class LocationMode: ModePlugin {
     /// changes, nor at the restart grace. In memory: after a restart each
     /// gets its one redelivery.
     private var waitingForWake: Set<String> = []
-    /// Events made in this run: whether their signal has gone out to the app
-    /// (`true`) or not yet. Events from before a restart are not here: they
-    /// may have reached the app. See ``supersedeWaiting(by:)``.
-    private var toldThisRun: [String: Bool] = [:]
+    /// Whether the signal of each event made in this run has gone out to
+    /// the app. Events from before a restart are not here: they may have
+    /// reached it. See ``supersedeWaiting(by:)``.
+    private var deliveries: [String: EventDelivery] = [:]
     private var counters: [String: LocationAppCounters] = [:]
     private var lastSequence: UInt64 = 0
     /// Regions whose record has no sequence yet (see ``load()``): their
@@ -299,14 +299,14 @@ final class LocationMode: ModePlugin {
         undo.set(id, to: event, in: &events) { [unowned self] in $0(&self.events) }
         if event == nil {
             setWaitingForWake(id, false)
-            setTold(id, nil)
+            setDelivery(id, nil)
             loggedWaits[id] = nil
         }
     }
 
-    private func setTold(_ id: String, _ told: Bool?) {
-        guard toldThisRun[id] != told else { return }
-        undo.set(id, to: told, in: &toldThisRun) { [unowned self] in $0(&self.toldThisRun) }
+    private func setDelivery(_ id: String, _ delivery: EventDelivery?) {
+        guard deliveries[id] != delivery else { return }
+        undo.set(id, to: delivery, in: &deliveries) { [unowned self] in $0(&self.deliveries) }
     }
 
     private func setToken(_ token: String, _ id: String?) {
@@ -595,9 +595,9 @@ final class LocationMode: ModePlugin {
 
     /// Stores an event, then wakes its app for it (or leaves it waiting).
     private func newEvent(_ event: LocationEvent) {
-        guard supersedeWaiting(by: event) else { return }
+        guard let anchored = supersedeWaiting(by: event) else { return }
         setEvent(event.id, event)
-        setTold(event.id, false)
+        setDelivery(event.id, .unsent(anchored: anchored))
         persist("store location event \(event.id)") {
             try host.put(event.json, collection: "events", key: event.id)
         }
@@ -616,23 +616,24 @@ final class LocationMode: ModePlugin {
     /// so that an app that cannot be woken for months finds at most one
     /// event a region and one position, not thousands of wakes. The new
     /// crossing goes too when it only restates the side the app was last
-    /// told: by the latest of these events on its way or whose signal
-    /// reached it in this run, or, when there is none and all were made in
-    /// this run, the side before the first of them (crossings alternate).
-    /// When that is not known (an event from before a restart may have
-    /// reached the app) it is sent.
-    /// Returns whether the new event is still to be stored and sent.
-    private func supersedeWaiting(by event: LocationEvent) -> Bool {
-        guard !events.isEmpty else { return true }
-        let others = related(to: event)
+    /// told: by the latest of these events on its way or sent in this run,
+    /// or, when none is and none was sent, the side before the first of
+    /// them (crossings alternate) if that side is known (the first was made
+    /// in this run after an event the app was told or took). When the side
+    /// is not known the new crossing is sent.
+    /// Returns nil when the new event goes, else whether what it follows is
+    /// known (see ``EventDelivery``).
+    private func supersedeWaiting(by event: LocationEvent) -> Bool? {
+        let others = events.isEmpty ? [] : related(to: event)
         guard !others.isEmpty else { return true }
         // What the app was or is being told (an event on its way reaches it,
         // or is dropped for a later one), read before the stale events go.
         let told: RegionEvent?
-        if let last = others.last(where: { inFlight.contains($0.id) || toldThisRun[$0.id] == true }) {
+        if let last = others.last(where: { inFlight.contains($0.id) || deliveries[$0.id] == .sent }) {
             told = last.regionEvent
-        } else if others.allSatisfy({ toldThisRun[$0.id] == false }), let first = others.first?.regionEvent {
-            told = first == .enter ? .exit : .enter
+        } else if let first = others.first, deliveries[first.id] == .unsent(anchored: true),
+                  others.allSatisfy({ deliveries[$0.id]?.isUnsent == true }), let crossing = first.regionEvent {
+            told = crossing == .enter ? .exit : .enter
         } else {
             told = nil
         }
@@ -645,22 +646,28 @@ final class LocationMode: ModePlugin {
             if !stale.isEmpty {
                 host.logWhenCommitted(.info, "\(event.app): \(stale.count) waiting location event(s) replaced by \(event.id)")
             }
-            return true
+            return told != nil
         }
         persist("store region \(region) of \(event.app)") { try saveRegion(RegionMonitor.Key(app: event.app, region: region)) }
         host.logWhenCommitted(.info, "\(event.app): \(event.crossing ?? "") region \(region) restates the side it was last told; \(stale.count) waiting event(s) of it dropped")
-        return false
+        return nil
     }
 
     /// An event whose wake expired or failed, when a later one about the
     /// same region (or a later position) exists, is out of date: it goes
     /// rather than wait for a wake that would send it after the later one.
-    /// Returns whether it went.
+    /// If it was never sent, what the app was told before the later ones is
+    /// no longer known from them. Returns whether it went.
     private func dropIfSuperseded(_ id: String) -> Bool {
-        guard let event = events[id], let later = related(to: event).last, later.sequence > event.sequence else { return false }
+        guard let event = events[id] else { return false }
+        let later = related(to: event).filter { $0.sequence > event.sequence }
+        guard !later.isEmpty else { return false }
+        if deliveries[id]?.isUnsent == true {
+            for next in later where deliveries[next.id]?.isUnsent == true { setDelivery(next.id, .unsent(anchored: false)) }
+        }
         setEvent(id, nil)
         persist("delete location event \(id)") { try host.delete(collection: "events", key: id) }
-        host.logWhenCommitted(.info, "\(event.app): location event \(id) dropped: \(later.id) came after it")
+        host.logWhenCommitted(.info, "\(event.app): location event \(id) dropped: \(later.last!.id) came after it")
         return true
     }
 
@@ -719,7 +726,7 @@ final class LocationMode: ModePlugin {
         case .tokenReady(_, let token, let connection):
             guard let id = tokens[token], let stored = events[id] else { return }
             send(stored, token: token, to: connection)
-            if toldThisRun[id] == false { setTold(id, true) }
+            if deliveries[id]?.isUnsent == true { setDelivery(id, .sent) }
         case .tokenExpired(let app, let token):
             guard let id = tokens[token] else { return }
             setToken(token, nil)
