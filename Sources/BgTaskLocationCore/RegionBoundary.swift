@@ -90,7 +90,8 @@ public struct RegionBoundary: Sendable, Equatable {
     public static let evidenceWindow = 3.0
 
     /// Metres past the boundary beyond which a fix says no more: it counts
-    /// as this far. Unbounded, one fix hundreds of kilometres off (from the
+    /// as this far (or three of its standard deviations and the margin, if
+    /// that is farther, so that coarse fixes can still decide). Unbounded, one fix hundreds of kilometres off (from the
     /// network, before GPS) tilted the fitted line so far that the fixes
     /// after it, 11 km out, were fitted inside, and the side never held.
     public static let evidenceCap = 1000.0
@@ -192,7 +193,9 @@ public struct RegionBoundary: Sendable, Equatable {
 
     private mutating func weigh(_ fix: LocationFix, distance: Double, in region: MonitoredRegion, toward side: Side) {
         let sigma = fix.accuracy.isFinite ? max(fix.accuracy / 2, 1) : 1e6
-        let offset = min(max(side == .outside ? distance - region.radius : region.radius - distance, -Self.evidenceCap), Self.evidenceCap)
+        // Capped beyond what the fix's own spread could reach: a fix of 2 km accuracy 5 km out still decides.
+        let cap = max(Self.evidenceCap, 3 * sigma + Self.evidenceMargin)
+        let offset = min(max(side == .outside ? distance - region.radius : region.radius - distance, -cap), cap)
         // Times count back from the newest fix: move the sums to it, older fixes weighing less.
         let gap = weights > 0 && fix.time > weighedAt ? Double(fix.time - weighedAt) / 1e6 : 0
         let decay = exp(-gap / Self.evidenceWindow)

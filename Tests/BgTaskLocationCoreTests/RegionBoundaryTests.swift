@@ -43,6 +43,20 @@ struct RegionBoundaryTests {
         #expect(entering.compactMap { $0 } == [.enter])
     }
 
+    /// Fixes of kilometres' accuracy (from the network, with no GPS) a few
+    /// kilometres out of a large region: with every fix counted as at most
+    /// a kilometre out, none was evidence enough, and the exit never came.
+    @Test func coarseFixesFarOutStillDecide() throws {
+        let large = try MonitoredRegion(validatingID: "city", latitude: Self.center.latitude, longitude: Self.center.longitude,
+                                        radius: 20_000, minimumRadius: 100)
+        var boundary = RegionBoundary(side: .inside)
+        let events = (0..<60 as Range<UInt64>).map { second in
+            boundary.update(with: LocationFix(coordinate: Self.center.moved(metres: 27_000, bearing: 30), accuracy: 2_000,
+                                              time: second * Self.second), in: large)
+        }
+        #expect(events.compactMap { $0 } == [.exit])
+    }
+
     /// A device parked just inside the boundary: now and then a fix strays
     /// far enough out to decide, but most lean in, so no exit; when it really
     /// leaves, the exit comes.
