@@ -51,6 +51,12 @@ import Testing
         _ = directory
     }
 
+    /// A note naming a relative path (`--plugin-dir build`) was ignored.
+    @Test func aRelativePluginPathIsNoted() {
+        #expect(PluginTrial.FileIdentity(line: "1 2 3 4 5 build/libbgtaskd-mode-a.so")?.path == "build/libbgtaskd-mode-a.so")
+        #expect(PluginTrial.FileIdentity(line: "1 2 3 4 5 ") == nil)
+    }
+
     /// Neither file is read or written through a link planted in its place.
     @Test func aLinkInTheListsPlaceIsNeitherReadNorWrittenThrough() throws {
         let (directory, state, plugin) = try setUp()

@@ -45,9 +45,10 @@ final class PluginTrial {
         /// Reads a line ``line`` wrote; nil for anything else.
         init?(line: Substring) {
             let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: false)
+            // The path as the loader named it: relative when --plugin-dir was.
             guard fields.count == 6, let device = UInt64(fields[0]), let inode = UInt64(fields[1]),
                   let size = Int64(fields[2]), let seconds = Int64(fields[3]), let nanoseconds = Int64(fields[4]),
-                  fields[5].hasPrefix("/")
+                  !fields[5].isEmpty
             else { return nil }
             self.device = device
             self.inode = inode
