@@ -41,6 +41,11 @@ import Testing
         #expect(value.description.contains("bytes left out"))
         let key = try #require(failure("[Tasks]\nBudget\(String(repeating: "S", count: 200_000))=3\n"))
         #expect(key.description.utf8.count < 1000 && key.description.hasSuffix("unknown key"), "\(key.description.prefix(400))")
+        // One character of 100,000 combining marks, and wide characters, are cut by bytes too.
+        for odd in ["a" + String(repeating: "\u{301}", count: 100_000), String(repeating: "漢", count: 120)] {
+            let error = try #require(failure("[Tasks]\nBudgetSec=\(odd)\n"))
+            #expect(error.description.utf8.count < 1000 && !error.description.contains("-"), "\(error.description.prefix(300))")
+        }
         let override = try #require(overrideFailure("Tasks.BudgetSec=" + huge))
         #expect(override.description.utf8.count < 1500 && override.description.hasSuffix("is not a number of seconds"), "\(override.description.prefix(400))")
     }

@@ -105,12 +105,15 @@ public struct Configuration: Sendable {
             [origin.description, key, reason].compactMap { $0 }.map(Self.clipped).joined(separator: ": ")
         }
 
-        /// `text`, or its head and tail around a note of how much was left out.
+        /// `text`, or its head and tail around a note of how much was left
+        /// out. Cut between Unicode scalars, not characters: one character
+        /// can hold a megabyte of combining marks.
         static func clipped(_ text: String) -> String {
-            let bytes = text.utf8.count
-            guard bytes > 320 else { return text }
-            let head = text.prefix(160), tail = text.suffix(80)
-            return "\(head)… (\(bytes - head.utf8.count - tail.utf8.count) bytes left out) …\(tail)"
+            let scalars = text.unicodeScalars
+            guard text.utf8.count > 320, scalars.count > 240 else { return text }
+            let head = String(String.UnicodeScalarView(scalars.prefix(160)))
+            let tail = String(String.UnicodeScalarView(scalars.suffix(80)))
+            return "\(head)… (\(text.utf8.count - head.utf8.count - tail.utf8.count) bytes left out) …\(tail)"
         }
     }
 
