@@ -82,8 +82,8 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
                 verdict = .fatal("cannot truncate \(job.partial): \(String(cString: strerror(errno)))")
                 return
             }
-            // A 204 or 205 has no body, whatever length it claims (a server's mistake).
-            expected = [204, 205].contains(status) ? 0 : head.headers.first(name: "Content-Length").flatMap { UInt64($0) }
+            // A 204 has no body, whatever length it claims (a server's mistake; the parser reads none).
+            expected = status == 204 ? 0 : head.headers.first(name: "Content-Length").flatMap { UInt64($0) }
             total = expected ?? 0
         case 416 where have > 0 && job.validator != nil:
             // The range asked for (see HTTPTransferRunner); without one, 416 is an error as any other.
