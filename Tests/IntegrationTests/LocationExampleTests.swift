@@ -58,8 +58,9 @@ import Testing
         #expect(counters?["location_offences"] == .uint64(0), "completed in time: \(String(describing: counters))")
         // Its output goes where the daemon's goes.
         #expect(daemon.process.waitForLine { $0 == "left home" } != nil, "\(daemon.process.lines)")
-        #expect(daemon.process.lines.contains("checked in as \(SDKLocationTests.app) (launched for location, 1 event(s) waiting)"),
-                "\(daemon.process.lines)")
+        // Said once the CheckIn is answered, which may be after the event it brought was handled.
+        let checkedIn = "checked in as \(SDKLocationTests.app) (launched for location, 1 event(s) waiting)"
+        #expect(daemon.process.waitForLine { $0 == checkedIn } != nil, "\(daemon.process.lines)")
         // Done, in the background with nothing to do: suspended (frozen), as iOS suspends it.
         #expect(daemon.waitForLog(containing: "froze \(SDKLocationTests.app)"), "\(daemon.log)")
         #expect(try SDKLocationTests.application(admin)?["suspended"] == .bool(true))
