@@ -143,32 +143,60 @@ import Testing
     /// journal names. It thaws the cgroups of its launches too.
     @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
     func aStartThatGivesUpThawsItsLaunchesWithoutTheJournal() throws {
-        let (daemon, _, cgroup) = try Self.suspendedLaunch(of: "org.example.Frozen")
-        defer {
-            // No daemon is left to remove it.
-            try? "1".write(toFile: cgroup + "/cgroup.kill", atomically: false, encoding: .utf8)
-            let goneBy = ContinuousClock.now + .seconds(10)
-            while rmdir(cgroup) != 0, errno == EBUSY, ContinuousClock.now < goneBy { Thread.sleep(forTimeInterval: 0.05) }
-            rmdir(URL(fileURLWithPath: cgroup).deletingLastPathComponent().path)
-        }
-        func events() -> String { (try? String(contentsOfFile: cgroup + "/cgroup.events", encoding: .utf8)) ?? "" }
-        let frozenBy = ContinuousClock.now + .seconds(10)
-        while !events().contains("frozen 1"), ContinuousClock.now < frozenBy { Thread.sleep(forTimeInterval: 0.05) }
-        #expect(events().contains("frozen 1"), "\(daemon.log.suffix(1500))")
-
-        daemon.process.send(SIGKILL)
-        _ = daemon.process.waitForExit(timeout: .seconds(10))
+        let (daemon, cgroup) = try Self.killedWithAFrozenLaunch(of: "org.example.Frozen")
+        defer { Self.removeCgroup(cgroup) }
         // As a full disk would have left it: no journal; and a database the next start refuses.
         #expect(unlink(daemon.stateDirectory + "/bgtaskd.sqlite3.frozen") == 0 || errno == ENOENT)
         #expect(truncate(daemon.stateDirectory + "/bgtaskd.sqlite3", 0) == 0)
-        let refused = try CommandResult.run(
-            BinaryLocator.path(of: "bgtaskd"), ["--bus", daemon.bus.address, "--state-dir", daemon.stateDirectory],
-            environment: ["HOME": daemon.home, "XDG_DATA_HOME": daemon.home + "/data", "XDG_CONFIG_HOME": daemon.home + "/config"])
+        let refused = try Self.startAgain(daemon, bus: daemon.bus.address)
         #expect(refused.exit == .status(65), "\(refused)")
         #expect(refused.standardError.contains("thawed 1 apps it launched left frozen"), "\(refused)")
-        let thawedBy = ContinuousClock.now + .seconds(5)
-        while !events().contains("frozen 0"), ContinuousClock.now < thawedBy { Thread.sleep(forTimeInterval: 0.05) }
-        #expect(events().contains("frozen 0"), "\(refused)")
+        #expect(Self.waitForCgroup(cgroup, "frozen 0"), "\(refused)")
+    }
+
+    /// A start that opened its database and then stopped (no bus here; a
+    /// full disk at its first write alike) left what a killed daemon had
+    /// frozen frozen: only a refused database thawed it.
+    @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func aStartWithNoBusThawsWhatWasLeftFrozen() throws {
+        let (daemon, cgroup) = try Self.killedWithAFrozenLaunch(of: "org.example.Stranded")
+        defer { Self.removeCgroup(cgroup) }
+        let stopped = try Self.startAgain(daemon, bus: "unix:path=/nonexistent/bgtaskd-test-bus")
+        #expect(stopped.exit == .status(69), "\(stopped)")
+        #expect(Self.waitForCgroup(cgroup, "frozen 0"), "\(stopped)")
+    }
+
+    /// A daemon killed while the app it launched (the test app, for a fetch)
+    /// was suspended in its cgroup, and that cgroup.
+    static func killedWithAFrozenLaunch(of app: String) throws -> (DaemonUnderTest, cgroup: String) {
+        let (daemon, _, cgroup) = try suspendedLaunch(of: app)
+        #expect(waitForCgroup(cgroup, "frozen 1"), "\(daemon.log.suffix(1500))")
+        daemon.process.send(SIGKILL)
+        _ = daemon.process.waitForExit(timeout: .seconds(10))
+        return (daemon, cgroup)
+    }
+
+    /// Whether the cgroup's `cgroup.events` says `state` within 10 s (freezing and thawing take a moment).
+    static func waitForCgroup(_ cgroup: String, _ state: String) -> Bool {
+        func events() -> String { (try? String(contentsOfFile: cgroup + "/cgroup.events", encoding: .utf8)) ?? "" }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !events().contains(state), ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        return events().contains(state)
+    }
+
+    /// Kills what runs in a cgroup no daemon is left to remove, and removes it and its group.
+    static func removeCgroup(_ cgroup: String) {
+        try? "1".write(toFile: cgroup + "/cgroup.kill", atomically: false, encoding: .utf8)
+        let goneBy = ContinuousClock.now + .seconds(10)
+        while rmdir(cgroup) != 0, errno == EBUSY, ContinuousClock.now < goneBy { Thread.sleep(forTimeInterval: 0.05) }
+        rmdir(URL(fileURLWithPath: cgroup).deletingLastPathComponent().path)
+    }
+
+    /// Another bgtaskd on `daemon`'s state and home, on `bus`, run to its end.
+    static func startAgain(_ daemon: DaemonUnderTest, bus: String) throws -> CommandResult {
+        try CommandResult.run(
+            BinaryLocator.path(of: "bgtaskd"), ["--bus", bus, "--state-dir", daemon.stateDirectory],
+            environment: ["HOME": daemon.home, "XDG_DATA_HOME": daemon.home + "/data", "XDG_CONFIG_HOME": daemon.home + "/config"])
     }
 
     /// An app launched into a systemd scope still runs when the daemon is

@@ -10,6 +10,13 @@ extension Daemon {
     /// daemon holds the database (`busy`): the journal is that daemon's.
     static func thawLeftovers(refusedWith error: StoreError, settings: Settings, logger: Logger) {
         guard error.code != .busy else { return }
+        thawLeftovers(settings: settings, logger: logger)
+    }
+
+    /// The same for a start that stops after it opened its database (a
+    /// full disk at its first write, no bus): it held the database, so what
+    /// the journal and its launches' cgroups hold is its own.
+    static func thawLeftovers(settings: Settings, logger: Logger) {
         // What another user could have put there is not acted on.
         guard StateStore.writableByOthers(settings.stateDirectory) == nil else { return }
         let database = StateStore.path(inDirectory: settings.stateDirectory)

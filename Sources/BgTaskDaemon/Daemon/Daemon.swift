@@ -106,6 +106,10 @@ public final class Daemon {
             Self.thawLeftovers(refusedWith: error, settings: settings, logger: logger)
             throw error
         }
+        // From here the database is this daemon's: a start that stops before
+        // its leftovers are taken over (run()) thaws them on its way out.
+        var started = false
+        defer { if !started { Self.thawLeftovers(settings: settings, logger: logger) } }
         refreshSettings = try store.refreshSettings()
         usage = UsageLog(store: store, logger: logger)
         try usage.closeOpen(at: wallClock.now.microseconds)
@@ -150,6 +154,7 @@ public final class Daemon {
             self.perform(self.engine.disconnect(identity.connection))
         }
         callers.launchedAppID = { [unowned self] pid in self.launcher.process(pid: pid)?.appID }
+        started = true
     }
 
     /// The cgroup directory of this daemon's launched apps: one per state
