@@ -117,7 +117,11 @@ typedef struct bgt_app_info {
 
 /* Events the host sends a plugin (bgt_plugin_descriptor.event). */
 enum {
-    /* A connection checked in as app_id; reason is its launch reason. */
+    /* A connection checked in as app_id; reason is its launch reason. Sent
+     * again when the same connection checks in again: the CheckIn reply
+     * counts what the plugin holds for the app (waiting_events), and the
+     * plugin sends it to that connection as the first time. Handle it as
+     * "send what waits", not as a new instance. */
     BGT_EVENT_APP_CHECKED_IN = 1,
     /* app_id moved to state ("active", "inactive", "background"). */
     BGT_EVENT_APP_STATE_CHANGED = 2,
