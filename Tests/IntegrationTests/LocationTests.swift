@@ -443,13 +443,7 @@ import Testing
     /// device was inside. Now the app is told the enter, and what it finds at
     /// its next check-in is that enter alone.
     @Test func anAppThatCompletesNothingEndsToldTheSideTheDeviceIsOn() throws {
-        let daemon = try daemon(["Location.DwellSec=0", "Location.WakeBudgetSec=2"])
-        let client = try app(daemon)
-        try monitor(client, "office")
-        try simulate(client, Self.north(1000))
-        pass(client, 0.3)
-        try simulate(client, Self.north(0))
-        #expect(client.waitForSignals(1))
+        let (daemon, client) = try enteredOffice(wakeBudget: 2)
         // The exit halfway through the enter's budget.
         pass(client, 1.0)
         try simulate(client, Self.north(1000))
@@ -471,17 +465,24 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
-    /// An app that checks in again on the connection it has is sent what
-    /// waits for it, as the CheckIn reply counts: it was counted and never
-    /// sent, and only a new connection got it.
-    @Test func checkingInAgainOnTheSameConnectionSendsWhatWaits() throws {
-        let daemon = try daemon(["Location.DwellSec=0", "Location.WakeBudgetSec=1"])
+    /// A daemon whose running app, monitoring the office from outside it,
+    /// has just been sent the enter (crossings count at once).
+    func enteredOffice(wakeBudget: Double) throws -> (DaemonUnderTest, RawClient) {
+        let daemon = try daemon(["Location.DwellSec=0", "Location.WakeBudgetSec=\(wakeBudget)"])
         let client = try app(daemon)
         try monitor(client, "office")
         try simulate(client, Self.north(1000))
         pass(client, 0.3)
         try simulate(client, Self.north(0))
         #expect(client.waitForSignals(1))
+        return (daemon, client)
+    }
+
+    /// An app that checks in again on the connection it has is sent what
+    /// waits for it, as the CheckIn reply counts: it was counted and never
+    /// sent, and only a new connection got it.
+    @Test func checkingInAgainOnTheSameConnectionSendsWhatWaits() throws {
+        let (daemon, client) = try enteredOffice(wakeBudget: 1)
         #expect(daemon.waitForLog(containing: "did not complete location event"), "\(daemon.log.suffix(2000))")
         let reply = try client.call("Manager", "CheckIn") { try $0.append(Self.app) }
         guard case .dictionary(_, _, let entries) = try reply.readValue() else { return #expect(Bool(false)) }
