@@ -731,10 +731,12 @@ final class LocationMode: ModePlugin {
             guard let id = tokens[token] else { return }
             setToken(token, nil)
             setInFlight(id, false)
-            if !dropIfSuperseded(id) { setWaitingForWake(id, true) }
+            let dropped = dropIfSuperseded(id)
+            if !dropped { setWaitingForWake(id, true) }
             changeCounters(app) { $0.offences += 1 }
             persist("store the counters of \(app)") { try saveCounters(app) }
-            host.logWhenCommitted(.notice, "\(app) did not complete location event \(id) within \(self.wakeBudget) s: offence counted; it waits for the next wake")
+            let then = dropped ? "a later event replaces it" : "it waits for the next wake"
+            host.logWhenCommitted(.notice, "\(app) did not complete location event \(id) within \(self.wakeBudget) s: offence counted; \(then)")
         case .launchFailed(let app, let token, let reason):
             if let token, let id = tokens[token] {
                 setToken(token, nil)
