@@ -13,9 +13,7 @@ import Testing
     @Test func theAppIsBackInTheBackgroundWhenTheUsersInstanceQuits() throws {
         let app = "org.example.Twice"
         let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
-        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
-            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(testapp) --fetch-result newData --tasks 0 --hold 60"),
-        ])
+        let daemon = try Self.daemonLaunching(app, exec: "\(testapp) --fetch-result newData --tasks 0 --hold 60")
         let admin = try RawClient(daemon)
         let backgroundStates: Set = ["background", "background, suspended"]
         try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
@@ -270,9 +268,7 @@ import Testing
         let (scratch, script) = try Self.scriptInScratch("#!/bin/sh\nsleep 120 &\nexit 0\n")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let app = "org.example.Leftover"
-        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=3"], desktopEntries: [
-            DesktopEntrySpec(id: app, modes: ["fetch"], exec: script),
-        ])
+        let daemon = try Self.daemonLaunching(app, exec: script, wakeBudget: 3)
         let admin = try RawClient(daemon)
         try admin.bus.send(try Self.simulateFetch(app, on: admin))
         admin.bus.flush()
@@ -303,9 +299,7 @@ import Testing
             "#!/bin/sh\n( sleep 0.3; exec '\(testapp)' --fetch-result newData --tasks 0 --hold 30 & )\nexit 0\n")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let app = "org.example.Forking"
-        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
-            DesktopEntrySpec(id: app, modes: ["fetch"], exec: script),
-        ])
+        let daemon = try Self.daemonLaunching(app, exec: script)
         let admin = try RawClient(daemon)
         #expect(throws: Never.self, "\(daemon.log.suffix(2000))") { try admin.call("Fetch", "SimulateFetch") { try $0.append(app) } }
         #expect(daemon.waitForLog(containing: "\(app) completed its fetch"), "\(daemon.log.suffix(2000))")
@@ -329,9 +323,7 @@ import Testing
             "#!/bin/sh\n( exec '\(testapp)' --fetch-result newData --tasks 1 --end-after 4 --hold 30 & )\nsleep 1\nexit 0\n")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let app = "org.example.Lingering"
-        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
-            DesktopEntrySpec(id: app, modes: ["fetch"], exec: script),
-        ])
+        let daemon = try Self.daemonLaunching(app, exec: script)
         let admin = try RawClient(daemon)
         try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
         #expect(daemon.waitForLog(containing: "\(app) completed its fetch"), "\(daemon.log.suffix(2000))")
@@ -353,9 +345,7 @@ import Testing
             "#!/bin/sh\n( sleep 1; exec '\(testapp)' --tasks 1 --end-after 4 --hold 30 & )\nsleep 3\nexit 0\n")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let app = "org.example.Opened"
-        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
-            DesktopEntrySpec(id: app, modes: ["fetch"], exec: script),
-        ])
+        let daemon = try Self.daemonLaunching(app, exec: script)
         let admin = try RawClient(daemon)
         try admin.bus.send(try Self.simulateFetch(app, on: admin))
         admin.bus.flush()
@@ -378,9 +368,7 @@ import Testing
             "#!/bin/sh\nsleep 120 &\n( sleep 0.3; exec '\(testapp)' --fetch-result newData --tasks 0 --hold 1 & )\nexit 0\n")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let app = "org.example.Leaving"
-        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
-            DesktopEntrySpec(id: app, modes: ["fetch"], exec: script),
-        ])
+        let daemon = try Self.daemonLaunching(app, exec: script)
         let admin = try RawClient(daemon)
         try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
         #expect(daemon.waitForLog(containing: "\(app) completed its fetch"), "\(daemon.log.suffix(2000))")
@@ -467,9 +455,7 @@ import Testing
     func aLaunchedAppTheUserOpenedStaysInTheForegroundAfterACrash() throws {
         let app = "org.example.Opened"
         let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
-        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
-            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(testapp) --fetch-result newData --tasks 0 --foreground --hold 120"),
-        ])
+        let daemon = try Self.daemonLaunching(app, exec: "\(testapp) --fetch-result newData --tasks 0 --foreground --hold 120")
         var admin = try RawClient(daemon)
         try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
         #expect(try admin.waitForAppState(app, in: ["active"]) == "active", "\(daemon.log.suffix(1500))")
@@ -503,9 +489,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let answer = scratch + "/answer"
         let app = "org.example.AskFirst"
-        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=40"], desktopEntries: [
-            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(script) \(answer)"),
-        ])
+        let daemon = try Self.daemonLaunching(app, exec: "\(script) \(answer)", wakeBudget: 40)
         let admin = try RawClient(daemon)
         // Answered once the launch is settled; the app never completes the fetch.
         try admin.bus.send(try Self.simulateFetch(app, on: admin))
@@ -586,14 +570,18 @@ import Testing
         return (directory, path)
     }
 
-    /// The cgroup the daemon launched `app` into, from its log line ("launched … in /sys/fs/cgroup/…").
+    /// A daemon whose one app, `app`, declares the fetch mode and is launched with `exec`.
+    static func daemonLaunching(_ app: String, exec: String, wakeBudget: Int = 60) throws -> DaemonUnderTest {
+        try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=\(wakeBudget)"], desktopEntries: [
+            DesktopEntrySpec(id: app, modes: ["fetch"], exec: exec),
+        ])
+    }
+
     /// A daemon that launched `app` (the test app) for a fetch into a cgroup
     /// of its own, and suspended it once it was done; with a client, and that cgroup.
     static func suspendedLaunch(of app: String) throws -> (DaemonUnderTest, RawClient, cgroup: String) {
         let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
-        let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=60"], desktopEntries: [
-            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "\(testapp) --fetch-result newData --tasks 0 --hold 120"),
-        ])
+        let daemon = try Self.daemonLaunching(app, exec: "\(testapp) --fetch-result newData --tasks 0 --hold 120")
         let admin = try RawClient(daemon)
         try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
         let cgroup = try launchedCgroup(of: app, in: daemon)
@@ -601,6 +589,7 @@ import Testing
         return (daemon, admin, cgroup)
     }
 
+    /// The cgroup the daemon launched `app` into, from its log line ("launched … in /sys/fs/cgroup/…").
     static func launchedCgroup(of app: String, in daemon: DaemonUnderTest) throws -> String {
         let line = try #require(daemon.log.split(separator: "\n").first {
             $0.contains("launched") && $0.contains(app) && $0.contains(" in /")
