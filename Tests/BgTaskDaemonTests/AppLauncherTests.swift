@@ -657,7 +657,10 @@ private func drive(_ loop: EventLoop, seconds: Double = 10, until done: () -> Bo
 
 /// Whether `pid` is no unreaped child of ours (and no zombie at all, unless reused).
 private func isReaped(_ pid: Int32) -> Bool {
-    guard waitpid(pid, nil, WNOHANG) == -1, errno == ECHILD else { return false }
+    // Asked without reaping (WNOWAIT): waitpid reaped the child itself when
+    // the launcher had not yet, which then read its end as unknown.
+    var info = siginfo_t()
+    guard waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == -1, errno == ECHILD else { return false }
     return processState(pid) != "Z"
 }
 

@@ -365,16 +365,25 @@ import Testing
     func aLaunchEndsWithTheAppItsScriptStartedNotWithWhatTheAppLeft() throws {
         let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
         let (scratch, script) = try Self.scriptInScratch(
-            "#!/bin/sh\nsleep 120 &\n( sleep 0.3; exec '\(testapp)' --fetch-result newData --tasks 0 --hold 1 & )\nexit 0\n")
+            "#!/bin/sh\nsleep 120 &\n( sleep 0.3; exec '\(testapp)' --fetch-result newData --tasks 0 --hold 30 & )\nexit 0\n")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let app = "org.example.Leaving"
         let daemon = try Self.daemonLaunching(app, exec: script)
+        defer {
+            // What the launches left (the helper, the second app).
+            for line in daemon.log.split(separator: "\n") where line.contains("launched \(app)") && line.contains(" in /") {
+                try? "1".write(toFile: String(line.split(separator: " in ").last!) + "/cgroup.kill", atomically: false, encoding: .utf8)
+            }
+        }
         let admin = try RawClient(daemon)
         try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
         #expect(daemon.waitForLog(containing: "\(app) completed its fetch"), "\(daemon.log.suffix(2000))")
+        // The app ends (killed: once done it may be frozen already, and a
+        // frozen app would not end by itself as `--hold 1` had it).
+        let checkedIn = try #require(daemon.log.components(separatedBy: "\(app) checked in from pid ").dropFirst().first)
+        let pid = try #require(Int32(checkedIn.prefix { $0.isNumber }))
+        #expect(kill(pid, SIGKILL) == 0)
         #expect(daemon.waitForLog(containing: "\(app) exited", timeout: .seconds(20)), "\(daemon.log.suffix(2000))")
-        let first = try Self.launchedCgroup(of: app, in: daemon)
-        defer { try? "1".write(toFile: first + "/cgroup.kill", atomically: false, encoding: .utf8) }
         try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
         #expect(daemon.log.components(separatedBy: "launched \(app) for fetch").count == 3, "launched again: \(daemon.log.suffix(2000))")
         #expect(daemon.waitForLog(containing: "\(app) completed its fetch", timeout: .seconds(20)))
