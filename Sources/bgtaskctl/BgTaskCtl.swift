@@ -20,7 +20,9 @@ struct BgTaskCtl: ParsableCommand {
             Exit status: 0 on success; 1 when the daemon is not running, the bus \
             cannot be reached or the daemon answers with an error (printed as \
             'bgtaskctl: <message> (<D-Bus error name>)'); 64 for a usage error; \
-            74 when its output cannot be written (a full disk, say).
+            74 when its output cannot be written (a full disk, say). With --json an \
+            error is also printed on standard output, as \
+            {"error":{"message":…,"name":…,"hint":…}}.
             """,
         version: "bgtaskctl \(BgTaskNames.releaseVersion) (D-Bus API \(BgTaskNames.apiVersion))",
         // New subcommands go here, each in a file of its own conforming to

@@ -54,11 +54,31 @@ struct ClientError: Error, CustomStringConvertible {
         name.map { "\(message) (\($0))" } ?? message
     }
 
-    /// Writes the error, and the hint if any, to standard error.
-    func report() {
+    /// Writes the error, and the hint if any, to standard error; with `json`
+    /// also `{"error":{"message":…,"name":…,"hint":…}}` to standard output
+    /// (`name` and `hint` only when there are such).
+    func report(json: Bool = false) {
         // The text may be another program's (an error from the bus): never the terminal's control sequences.
         var text = "bgtaskctl: \(LogText.escaped(description))\n"
         if let hint { text += "bgtaskctl: \(LogText.escaped(hint))\n" }
         BgTaskCtl.writeToStandardError(text)
+        // JSON escapes control characters itself; the document carries the text as it came.
+        if json { try? JSONOutput.print(Document(error: self)) }
+    }
+
+    /// The `--json` form of an error.
+    private struct Document: Encodable {
+        var error: ClientError
+    }
+}
+
+extension ClientError: Encodable {
+    private enum CodingKeys: String, CodingKey { case message, name, hint }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(message, forKey: .message)
+        try container.encodeIfPresent(name, forKey: .name)
+        try container.encodeIfPresent(hint, forKey: .hint)
     }
 }

@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import BgTaskTestKit
 import Foundation
 import Testing
@@ -117,6 +118,13 @@ import Testing
         #expect(push.standardError.contains("add remote-notification to X-BgTaskd-Modes="), "\(push)")
         let unknown = try daemon.bgtaskctl(["push", "org.example.Nobody", "-n"])
         #expect(unknown.standardError.contains("the daemon finds apps by their desktop entries"), "\(unknown)")
+        // With --json the error was on standard error only: a script reading the output got nothing to parse.
+        let json = try daemon.bgtaskctl(["--json", "push", "org.example.Nobody", "-n"])
+        #expect(json.exit == .status(1) && json.standardError.contains("bgtaskctl: "), "\(json)")
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any], "\(json)")
+        let error = try #require(document["error"] as? [String: Any], "\(json)")
+        #expect(error["name"] as? String == BgTaskError.Code.unknownApplication.rawValue, "\(json)")
+        #expect((error["message"] as? String)?.isEmpty == false && (error["hint"] as? String)?.contains("desktop entries") == true, "\(json)")
         #expect(daemon.stop() == .status(0))
     }
 
@@ -354,6 +362,11 @@ import Testing
         let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskctl"), ["--bus", bus.address, "status"])
         #expect(result.exit == .status(1))
         #expect(result.standardError.contains("bgtaskd is not running"), "\(result)")
+        let json = try CommandResult.run(BinaryLocator.path(of: "bgtaskctl"), ["--bus", bus.address, "status", "--json"])
+        #expect(json.exit == .status(1), "\(json)")
+        let document = try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: [String: String]]
+        #expect(document?["error"]?["message"]?.contains("bgtaskd is not running") == true && document?["error"]?["name"] == nil,
+                "\(json)")
         bus.stop()
     }
 
