@@ -166,6 +166,47 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A launch whose note (which process the app runs as) could not be
+    /// stored on a full disk was never noted later: after a crash of the
+    /// daemon the app it had launched ran on as the user's, never suspended.
+    /// The note is now tried again until there is room.
+    @Test(.enabled(if: StorageFullTests.canMount && IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func aLaunchNotedOnceThereIsRoomIsTakenOverAfterACrash() throws {
+        let disk = try SmallDisk(size: "1m")
+        let app = "org.example.Survivor"
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        let daemon = try DaemonUnderTest(
+            settings: ["RemoteNotifications.WakeBudgetSec=60"], stateDirectory: disk.path + "/state",
+            desktopEntries: [DesktopEntrySpec(id: app, modes: ["remote-notification"],
+                                              exec: "\(testapp) --push-result newData --tasks 0 --hold 120"),
+                             DesktopEntrySpec(id: Self.alerts, modes: ["fetch"], exec: "/bin/false")])
+        let admin = try RawClient(daemon)
+        // A push stored while the machine sleeps launches its app at the wake, when the disk is full.
+        try admin.call("Manager", "SimulateSleep")
+        try admin.call("RemoteNotifications", "DeliverPush", PushTests.push(#"{"aps":{"content-available":1}}"#, app: app))
+        disk.fill()
+        // Writes may still fit in what the write-ahead log holds: go on until one fails, then take the room it gave back.
+        var switched = false
+        while admin.errorName("Manager", "SetBackgroundRefreshEnabled", { try $0.append(Self.alerts); try $0.append(switched) }) == nil {
+            switched.toggle()
+        }
+        #expect(daemon.waitForLog(containing: "emptied the state database's write-ahead log"), "\(daemon.log.suffix(2000))")
+        disk.fill()
+        try admin.call("Manager", "SimulateWake")
+        #expect(daemon.waitForLog(containing: "cannot note which process \(app) runs as"), "\(daemon.log.suffix(2000))")
+        let cgroup = try LaunchTests.launchedCgroup(of: app, in: daemon)
+        defer { LaunchTests.removeCgroup(cgroup) }
+        disk.makeRoom()
+        #expect(daemon.waitForLog(containing: "noted which process \(app) runs as, now that it could be stored", timeout: .seconds(15)),
+                "\(daemon.log.suffix(2000))")
+
+        _ = try daemon.crashAndRestart()
+        #expect(daemon.waitForLog(containing: "took over \(app) (pid"), "\(daemon.log.suffix(2000))")
+        let again = try RawClient(daemon)
+        #expect(try again.waitForAppState(app, in: ["background, suspended"]) == "background, suspended", "\(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// On a small file system the daemon's own write-ahead log is what fills
     /// it: 400 pushes that replace one another (one collapse id) hold one
     /// push, yet the log grew to the whole 1 MB, and from then on every write

@@ -71,22 +71,44 @@ extension Daemon {
 
     private static let marksPlugin = "/daemon", marksCollection = "launched"
 
+    /// How often a mark that could not be stored is tried again.
+    static let launchMarkRetrySeconds: UInt64 = 5
+
     /// Which process each launched app runs as, and where (see ``LaunchMark``),
-    /// for a later run to take over. A mark that cannot be stored is logged;
-    /// that app is then not taken over after a crash.
+    /// for a later run to take over. A mark that cannot be stored is logged
+    /// and tried again every few seconds while the process runs: until it
+    /// is stored, that app is not taken over after a crash.
     private func markLaunched(_ process: LaunchedProcess) {
+        let retried = unstoredLaunchMarks.removeValue(forKey: process.unit) != nil
         guard let start = AppLauncher.startTime(of: process.pid) else { return }
         let mark = LaunchMark(pid: process.pid, startTime: start, reason: process.reason, placement: process.placement,
                               bootID: LaunchMark.currentBootID, owner: launcher.cgroupGroup)
         do {
             try store.putRecord(plugin: Self.marksPlugin, collection: Self.marksCollection, key: process.unit,
                                 data: Array(mark.text.utf8))
+            if retried { logger.notice("noted which process \(process.appID) runs as, now that it could be stored") }
         } catch {
-            logger.warning("cannot note which process \(process.appID) runs as (\(error)); after a crash of bgtaskd it runs on untracked")
+            if !retried {
+                let retry = Self.launchMarkRetrySeconds
+                logger.warning("cannot note which process \(process.appID) runs as (\(error)); tried again every \(retry) s: until then a crash of bgtaskd leaves it running untracked")
+            }
+            unstoredLaunchMarks[process.unit] = process
+            armLaunchMarksRetry()
         }
     }
 
+    private func armLaunchMarksRetry() {
+        if launchMarksRetry == nil {
+            launchMarksRetry = try? loop.makeTimer { [unowned self] in
+                for process in unstoredLaunchMarks.values { markLaunched(process) }
+                if !unstoredLaunchMarks.isEmpty { armLaunchMarksRetry() }
+            }
+        }
+        launchMarksRetry?.arm(at: bgt_monotonic_usec() + Self.launchMarkRetrySeconds * 1_000_000)
+    }
+
     private func unmarkLaunched(_ unit: String) {
+        unstoredLaunchMarks[unit] = nil
         do {
             _ = try store.deleteRecord(plugin: Self.marksPlugin, collection: Self.marksCollection, key: unit)
         } catch {

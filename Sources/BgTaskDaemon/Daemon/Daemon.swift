@@ -77,6 +77,10 @@ public final class Daemon {
     var batchCheckpoint: BatchCheckpoint?
     /// Where wake tokens' random bits come from.
     let randomPool = RandomPool()
+    /// Launched processes whose mark could not be stored (a full disk), by
+    /// unit: tried again every few seconds until stored or gone.
+    var unstoredLaunchMarks: [String: LaunchedProcess] = [:]
+    var launchMarksRetry: SDBus.Timer?
     private var objects: [ExportedObject] = []
     private var deadlineTimer: SDBus.Timer?
     private var usagePruneTimer: SDBus.Timer?
