@@ -110,6 +110,67 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A lock asked for again after a refusal was granted in the middle of
+    /// the next sleep and held through it, holding the sleep up for as long
+    /// as logind waits for delay locks. No lock is asked for, and none
+    /// kept, while logind prepares for sleep; the resume takes one.
+    @Test(.enabled(if: SleepTests.hasDBusMock, "needs python3-dbusmock"))
+    func noLockIsTakenWhileLogindPreparesForSleep() throws {
+        let system = try MockSystemBus(services: [.logind()])
+        defer { system.stop() }
+        let daemon = try DaemonUnderTest(environment: system.environment)
+        #expect(try eventually { try ourLocks(system) == 1 }, "\(daemon.log)")
+        func inhibit(_ code: String) throws {
+            let added = try system.busctl([
+                "call", "org.freedesktop.login1", "/org/freedesktop/login1", "org.freedesktop.DBus.Mock", "AddMethod", "sssss",
+                "org.freedesktop.login1.Manager", "Inhibit", "ssss", "h", code,
+            ])
+            #expect(added.succeeded, "\(added)")
+        }
+        func taken() -> Int { daemon.log.components(separatedBy: "took logind's sleep delay lock").count - 1 }
+        try inhibit("raise dbus.exceptions.DBusException('not now', name='org.freedesktop.DBus.Error.AccessDenied')")
+        try system.emitPrepareForSleep(true)
+        #expect(try eventually { try daemon.property("Sleeping").contains("true") })
+        try system.emitPrepareForSleep(false)
+        #expect(daemon.waitForLog(containing: "not now; asking again in 2 s"), "\(daemon.log)")
+        // Asleep again before the retry comes due, and logind grants locks again.
+        try system.emitPrepareForSleep(true)
+        #expect(try eventually { try daemon.property("Sleeping").contains("true") })
+        try inhibit("ret = dbus.types.UnixFd(os.open('/dev/null', os.O_RDONLY))")
+        let before = taken()
+        Thread.sleep(forTimeInterval: 3)
+        #expect(taken() == before, "no lock taken during the sleep: \(daemon.log.suffix(1500))")
+        try system.emitPrepareForSleep(false)
+        #expect(try eventually { taken() == before + 1 }, "the resume takes one: \(daemon.log.suffix(1500))")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// A daemon started while logind prepared for sleep (its PrepareForSleep
+    /// went out before) took a lock, said the machine was awake and let
+    /// SimulateWake through. logind's PreparingForSleep is read now.
+    @Test(.enabled(if: SleepTests.hasDBusMock, "needs python3-dbusmock"))
+    func aDaemonStartedWhileLogindPreparesForSleepSleeps() throws {
+        let system = try MockSystemBus(services: [.logind()])
+        defer { system.stop() }
+        func preparing(_ value: Bool) throws {
+            let set = try system.busctl(["set-property", "org.freedesktop.login1", "/org/freedesktop/login1",
+                                         "org.freedesktop.login1.Manager", "PreparingForSleep", "b", value ? "true" : "false"])
+            #expect(set.succeeded, "\(set)")
+        }
+        try preparing(true)
+        let daemon = try DaemonUnderTest(environment: system.environment)
+        #expect(daemon.waitForLog(containing: "logind is preparing for sleep (PreparingForSleep)"), "\(daemon.log)")
+        #expect(try eventually { try daemon.property("Sleeping").contains("true") }, "\(daemon.log)")
+        #expect(try ourLocks(system) == 0, "\(daemon.log)")
+        let refused = try daemon.gdbusCall("SimulateWake")
+        #expect(refused.standardError.contains("Error.NotPermitted"), "\(refused)")
+        try preparing(false)
+        try system.emitPrepareForSleep(false)
+        #expect(try eventually { try ourLocks(system) == 1 }, "\(daemon.log)")
+        #expect(try eventually { try daemon.property("Sleeping").contains("false") }, "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test(.enabled(if: SleepTests.hasDBusMock, "needs python3-dbusmock"))
     func logindComingAndGoingIsFollowed() throws {
         let system = try MockSystemBus(services: [])

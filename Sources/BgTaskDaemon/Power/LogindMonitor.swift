@@ -37,6 +37,11 @@ final class LogindMonitor {
     private(set) var inhibitor: Int32 = -1
     /// Whether logind is on the bus, as far as known.
     private(set) var isPresent = false
+    /// Whether logind said the machine goes to sleep (PrepareForSleep(true),
+    /// or its PreparingForSleep property when it was found) and has not said
+    /// it resumed. No lock is taken then: one would hold up the sleep under
+    /// way; the resume takes a new one.
+    private(set) var isPreparingForSleep = false
     /// logind's InhibitDelayMaxUSec: how long it waits for delay locks (µs).
     private(set) var delayMax: UInt64 = 5_000_000
     /// A request for a lock in flight (one at a time).
@@ -103,8 +108,9 @@ final class LogindMonitor {
             slots.append(try bus.addMatch(
                 "type='signal',sender='\(Self.service)',path='\(Self.path)',interface='\(Self.interface)',member='PrepareForSleep'"
             ) { [weak self] message in
-                guard let sleeping = try? message.readBool() else { return }
-                self?.onPrepareForSleep(sleeping)
+                guard let self, let sleeping = try? message.readBool() else { return }
+                isPreparingForSleep = sleeping
+                onPrepareForSleep(sleeping)
             })
         } catch {
             return error
@@ -137,9 +143,10 @@ final class LogindMonitor {
         bus = nil
     }
 
-    /// Takes a delay lock, unless one is held or being asked for.
+    /// Takes a delay lock, unless one is held or being asked for, or logind
+    /// prepares for sleep.
     func takeInhibitor() {
-        guard let bus, isPresent, inhibitor < 0, !inhibiting else { return }
+        guard let bus, isPresent, inhibitor < 0, !inhibiting, !isPreparingForSleep else { return }
         inhibiting = true
         let asked = presence
         do throws(BusError) {
@@ -174,6 +181,15 @@ final class LogindMonitor {
         guard asked == presence, isPresent else {
             if case .success(let reply) = result, let fd = try? reply.readUnixFD() { close(fd) }
             takeInhibitor()
+            return
+        }
+        // Asked before logind said the machine goes to sleep: the lock would
+        // hold that sleep up until logind gave up waiting. The resume asks again.
+        if isPreparingForSleep {
+            if case .success(let reply) = result, let fd = try? reply.readUnixFD() {
+                close(fd)
+                logger.info("dropped the sleep delay lock logind granted after it said the machine goes to sleep; taking one at the resume")
+            }
             return
         }
         switch result {
@@ -229,17 +245,52 @@ final class LogindMonitor {
         // A logind that comes or goes is asked afresh.
         nextRetryDelay = Self.retryDelay
         isPresent = present
+        isPreparingForSleep = false
         if present || was { presence &+= 1 }
         if present {
             // A logind that restarted forgot the old lock: take a new one.
             if was { releaseInhibitor() }
-            logger.info("logind is on the system bus: bgtaskd takes a sleep delay lock")
             readDelayMax()
-            takeInhibitor()
+            readPreparingForSleep()
         } else if was {
             releaseInhibitor()
             logger.notice("logind left the system bus: no sleep delay lock")
             onVanished()
+        }
+    }
+
+    /// Whether logind prepares for sleep already (bgtaskd started, or logind
+    /// came back, between its PrepareForSleep(true) and (false)): then that
+    /// is a sleep like any other; else a lock is taken.
+    private func readPreparingForSleep() {
+        let asked = presence
+        guard let bus else { return }
+        do throws(BusError) {
+            let call = try bus.newMethodCall(
+                destination: Self.service, path: Self.path, interface: "org.freedesktop.DBus.Properties", member: "Get")
+            try call.append(Self.interface)
+            try call.append("PreparingForSleep")
+            try bus.callAsync(call, timeout: Self.callTimeout) { [weak self] result in
+                guard let reply = try? result.get(), let value = try? reply.readValue(), case .bool(let preparing) = value.unwrapped
+                else { self?.found(preparingForSleep: false, asked: asked); return }
+                self?.found(preparingForSleep: preparing, asked: asked)
+            }
+        } catch {
+            logger.debug("cannot read PreparingForSleep: \(error.message)")
+            found(preparingForSleep: false, asked: asked)
+        }
+    }
+
+    private func found(preparingForSleep preparing: Bool, asked: UInt64) {
+        // Another logind since, or PrepareForSleep came first and said more.
+        guard asked == presence, isPresent, !isPreparingForSleep else { return }
+        if preparing {
+            isPreparingForSleep = true
+            logger.notice("logind is preparing for sleep (PreparingForSleep): the machine counts as going to sleep")
+            onPrepareForSleep(true)
+        } else {
+            logger.info("logind is on the system bus: bgtaskd takes a sleep delay lock")
+            takeInhibitor()
         }
     }
 
