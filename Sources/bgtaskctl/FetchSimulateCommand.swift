@@ -17,12 +17,14 @@ struct FetchSimulateCommand: ClientCommand {
             The command returns once the app has its PerformFetch; when the app had to be \
             launched, that is after it checked in, or after 5 s if it is still starting (then \
             it says so: the app gets PerformFetch once it checks in). While the machine \
-            sleeps the fetch waits for the wake, and it says that. A \
+            sleeps the fetch waits for the wake, and while the backlog after a wake drains \
+            in turns (Scheduler.MaxConcurrentWakes) an app whose turn has not come waits \
+            for it; it says that too. A \
             launch that fails (a command that does not exist, an app that exits without \
             checking in) is reported with the reason and exit status 1. Follow the fetch itself with \
             'bgtaskctl apps' or the daemon's log.
 
-            --json prints {"app_id": APP, "simulated": true, "waits_for": null, "wake" or "check-in"}.
+            --json prints {"app_id": APP, "simulated": true, "waits_for": null, "wake", "turn" or "check-in"}.
             """)
 
     @OptionGroup(title: "Global options")
@@ -34,7 +36,7 @@ struct FetchSimulateCommand: ClientCommand {
     struct Report: Encodable {
         var appID: String
         var simulated = true
-        /// What the PerformFetch still waits for: nil (the app has it), "wake" or "check-in".
+        /// What the PerformFetch still waits for: nil (the app has it), "wake", "turn" or "check-in".
         var waitsFor: String?
 
         private enum CodingKeys: String, CodingKey {
@@ -66,18 +68,25 @@ struct FetchSimulateCommand: ClientCommand {
         }
         switch waitsFor {
         case "wake": print("Simulated a background fetch for \(app): the machine sleeps; it gets its PerformFetch after the wake.")
+        case "turn": print("Simulated a background fetch for \(app): the backlog after a wake drains in turns; it gets its PerformFetch at its turn.")
         case "check-in": print("Simulated a background fetch for \(app): it was launched and is still starting; it gets its PerformFetch once it checks in.")
         default: print("Simulated a background fetch for \(app): it has its PerformFetch.")
         }
     }
 
     /// What the fetch just simulated still waits for: "wake" while the machine
-    /// sleeps, "check-in" while the app launched for it has not checked in; nil when it went out.
+    /// sleeps, "turn" while the app waits for its turn in the backlog after a
+    /// wake (not running, or frozen), "check-in" while the app launched for it
+    /// has not checked in; nil when it went out.
     static func waitsFor(_ app: String, client: DaemonClient) -> String? {
         if case .bool(true)? = try? client.property("Sleeping") { return "wake" }
         guard let reply = try? client.call(ManagerInterface.Method.getApplications.rawValue),
               let apps = try? ApplicationInfo.list(from: reply),
               let info = apps.first(where: { $0.appID == app }) else { return nil }
+        if case .array(_, let backlog)? = try? client.property("Backlog"),
+           backlog.contains(where: { $0.unwrapped == .string(app) }), !info.running || info.suspended {
+            return "turn"
+        }
         return info.launching && !info.running ? "check-in" : nil
     }
 

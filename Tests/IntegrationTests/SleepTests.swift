@@ -376,6 +376,29 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A simulated fetch for an app waiting for its turn in the backlog after
+    /// a wake was said to have reached the app ("it has its PerformFetch")
+    /// while the app was not even launched yet.
+    @Test(.enabled(if: ScopedApp.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func aSimulatedFetchWaitingForItsTurnSaysSo() throws {
+        let fetcher = "org.example.Fetcher"
+        let daemon = try DaemonUnderTest(
+            settings: ["Tasks.BudgetSec=120", "Scheduler.MaxConcurrentWakes=1", "Scheduler.ChunkSec=30"],
+            desktopEntries: [DesktopEntrySpec(id: fetcher, modes: ["fetch"],
+                                              exec: "\(BinaryLocator.path(of: "bgtaskd-testapp")) --fetch-result newData --tasks 0 --hold 60")])
+        let worker = try ScopedApp(daemon, appID: "org.example.Worker", ["--background", "--work", "20", "--hold", "60"])
+        defer { worker.stop() }
+        #expect(worker.process.waitForEvent("state") != nil, "\(worker.process.lines)")
+        #expect(try daemon.bgtaskctl(["sleep"]).succeeded)
+        #expect(try daemon.bgtaskctl(["wake"]).succeeded)
+        #expect(try daemon.property("Draining").contains("true"), "\(daemon.log)")
+        let simulated = try daemon.bgtaskctl(["fetch", "simulate", fetcher])
+        #expect(simulated.succeeded && simulated.standardOutput.contains("it gets its PerformFetch at its turn"), "\(simulated) \(daemon.log)")
+        let json = try daemon.bgtaskctl(["--json", "fetch", "simulate", fetcher])
+        #expect(json.standardOutput.contains(#""waits_for":"turn""#), "\(json)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// The most apps running at the same moment, from the times each one
     /// worked: an app runs from a step to the next when they are under `gap` µs apart.
     static func mostAtOnce(_ runs: [[Int]], gap: Int) -> Int {
