@@ -182,7 +182,9 @@ final class FetchMode: ModePlugin {
         }
         try save(app)
         try call.reply()
-        host.logWhenCommitted(.info, "\(app) asked for fetch interval \(interval.policy.rawValue) (\(seconds) s)")
+        // What is in force, not the number asked for: `minimum` is 0 on the bus and the floor here.
+        let effective = planner.effectiveInterval(of: app).map { "\($0) s" } ?? "no fetches"
+        host.logWhenCommitted(.info, "\(app) asked for fetch interval \(interval.policy.rawValue) (\(seconds) s asked, \(effective) in force)")
         armNextWake()
     }
 
