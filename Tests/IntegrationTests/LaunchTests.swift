@@ -236,7 +236,7 @@ import Testing
 
         try daemon.crashAndRestart()
         admin = try RawClient(daemon)
-        #expect(daemon.waitForLog(containing: "took over \(app) (pid \(pid), "), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "took over \(app) (pid \(pid)), "), "\(daemon.log)")
         #expect(daemon.waitForLog(containing: "launched for fetch by an earlier run and still running, held by its pidfd only"), "\(daemon.log)")
         // Thawed at the start (SIGCONT), it checks in again, in the background, and is stopped again when idle.
         let after = try admin.waitForAppState(app, in: ["background, suspended"])

@@ -194,6 +194,9 @@ import Testing
         system.stopService(.logind())
         #expect(daemon.process.waitForStandardError(containing: "counting that as a wake"), "\(daemon.log)")
         #expect(try daemon.property("Sleeping").contains("false"))
+        // The log said logind had sent PrepareForSleep(false).
+        #expect(daemon.log.contains("awake (logind left the bus)") && !daemon.log.contains("awake (logind: PrepareForSleep(false))"),
+                "\(daemon.log)")
         #expect(daemon.stop() == .status(0))
     }
 
@@ -338,6 +341,7 @@ import Testing
         let slept = try daemon.bgtaskctl(["sleep"])
         #expect(slept.succeeded && slept.standardOutput.contains("Asleep"), "\(slept)")
         for app in apps { #expect(app.isFrozen, "\(daemon.log)") }
+        #expect(daemon.log.contains(": 4 app instances frozen (each with what runs in its cgroup)"), "\(daemon.log)")
         let asleep = try daemon.bgtaskctl(["status"])
         #expect(asleep.standardOutput.contains("Sleeping: yes"), "\(asleep)")
         var clock = timespec()
@@ -396,6 +400,10 @@ import Testing
         #expect(simulated.succeeded && simulated.standardOutput.contains("it gets its PerformFetch at its turn"), "\(simulated) \(daemon.log)")
         let json = try daemon.bgtaskctl(["--json", "fetch", "simulate", fetcher])
         #expect(json.standardOutput.contains(#""waits_for":"turn""#), "\(json)")
+        // A sleep in the middle of the drain: the log said "backlog drained" with the backlog still there.
+        #expect(try daemon.bgtaskctl(["sleep"]).succeeded)
+        #expect(daemon.waitForLog(containing: "the backlog's turns stop for the sleep"), "\(daemon.log)")
+        #expect(!daemon.log.contains("backlog drained") && daemon.log.contains("in turns of at most 1 app, "), "\(daemon.log)")
         #expect(daemon.stop() == .status(0))
     }
 

@@ -40,7 +40,8 @@ final class LaunchCoordinator {
         launcher.launch(appID: app, commandLine: commandLine, reason: reason) { [unowned self] result in
             switch result {
             case .success(let process):
-                logger.info("launched \(app) for \(reason)", metadata: ["pid": "\(process.pid)", "unit": "\(process.unit)"])
+                logger.info("launched \(app) for \(reason)",
+                            metadata: process.placement == .process ? ["pid": "\(process.pid)"] : ["pid": "\(process.pid)", "unit": "\(process.unit)"])
                 onStarted(app, process)
             case .failure(let error):
                 // The launcher logged it.

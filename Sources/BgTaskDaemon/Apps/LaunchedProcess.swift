@@ -32,5 +32,6 @@ struct LaunchedProcess: Sendable, Hashable, CustomStringConvertible {
     let reason: String
     let placement: Placement
 
-    var description: String { "\(appID) (pid \(pid), \(unit))" }
+    /// The unit only where it names something: a plain child has no scope or cgroup of that name.
+    var description: String { placement == .process ? "\(appID) (pid \(pid))" : "\(appID) (pid \(pid), \(unit))" }
 }

@@ -52,7 +52,7 @@ extension Daemon {
             let elapsed = bgt_monotonic_usec() - started
             let unfinished = complete ? "" : " (some freezes had not completed)"
             self.logger.info(
-                "ready to sleep in \(elapsed / 1000).\(elapsed % 1000 / 100) ms: \(self.freezer.frozenCount) processes frozen\(unfinished)")
+                "ready to sleep in \(elapsed / 1000).\(elapsed % 1000 / 100) ms: \(self.freezer.frozenCount) app instances frozen (each with what runs in its cgroup)\(unfinished)")
             let waiters = self.sleepWaiters
             self.sleepWaiters.removeAll()
             for waiter in waiters { waiter(elapsed) }
@@ -60,7 +60,8 @@ extension Daemon {
     }
 
     /// The machine woke: clocks run again and the backlog drains in turns.
-    func leaveSleep(_ source: SleepSource) {
+    /// `cause` says what ended the sleep when it is not the source's own word.
+    func leaveSleep(_ source: SleepSource, cause: String? = nil) {
         guard let current = sleepSource else {
             logger.notice("told of a wake (\(source.rawValue)) while awake: nothing to do")
             return
@@ -71,7 +72,9 @@ extension Daemon {
         sleepWaiters.removeAll()
         if !waiters.isEmpty { logger.notice("woken before the sleep was ready") }
         for waiter in waiters { waiter(0) }
-        logger.info("awake (\(current == .logind ? "logind: PrepareForSleep(false)" : "SimulateWake")): draining the backlog in turns of at most \(settings.configuration.maxConcurrentWakes) apps, \(settings.configuration.chunkSec) s each")
+        let most = settings.configuration.maxConcurrentWakes
+        let why = cause ?? (current == .logind ? "logind: PrepareForSleep(false)" : "SimulateWake")
+        logger.info("awake (\(why)): draining the backlog in turns of at most \(most) \(most == 1 ? "app" : "apps"), \(settings.configuration.chunkSec) s each")
         perform(engine.setSleeping(false))
     }
 
@@ -105,7 +108,7 @@ extension Daemon {
     func logindVanished() {
         if sleepSource == .logind {
             logger.notice("logind left the bus while the machine was asleep by its word: counting that as a wake")
-            leaveSleep(.logind)
+            leaveSleep(.logind, cause: "logind left the bus")
         }
     }
 
@@ -113,7 +116,9 @@ extension Daemon {
 
     func logDrain() {
         let (running, waiting) = engine.backlog
-        if !engine.isDraining {
+        if !engine.isDraining, sleepSource != nil {
+            logger.info("the backlog's turns stop for the sleep: the next wake drains what is left")
+        } else if !engine.isDraining {
             logger.info("backlog drained: background apps run as usual")
         } else {
             logger.info("draining the backlog: running \(running.map(\.description).joined(separator: ", ")); waiting \(waiting.count)")
