@@ -536,8 +536,21 @@ import Glibc
         #expect(error.description.hasPrefix(
             "\(shared): the state directory is writable by everyone (mode 1777); another user could"), "\(error)")
         #expect(!FileManager.default.fileExists(atPath: shared + "/bgtaskd.sqlite3"), "nothing is made there")
+        #expect(error.description.contains("(chmod go-w \(shared))"), "\(error)")
         #expect(chmod(shared, 0o700) == 0)
         try open(shared).close()
+    }
+
+    /// A state directory of another owner was to be fixed with `chmod go-w`,
+    /// which cannot give it back (found by an outside test).
+    @Test(.enabled(if: geteuid() == 0, "needs root to give a directory away"))
+    func aStateDirectoryOfAnotherOwnerIsToBeChowned() throws {
+        let theirs = directory.path("theirs")
+        try FileManager.default.createDirectory(atPath: theirs, withIntermediateDirectories: true)
+        #expect(chmod(theirs, 0o700) == 0 && chown(theirs, 65534, 65534) == 0)
+        let error = try #require(refusal(theirs))
+        #expect(error.description.contains("belongs to uid 65534") && error.description.contains("(chown \(geteuid()) \(theirs))"),
+                "\(error)")
     }
 
     /// A umask of 002 makes directories writable by the user's private

@@ -41,11 +41,13 @@ extension StateStore {
                 message: "\(directory): the state directory is not a directory. Move it away or choose another one with --state-dir.")
         }
         if let why = writableByOthers(directory) {
+            // Another owner is fixed by chown (chmod cannot give it back); a mode by chmod.
+            let fix = why.hasPrefix("belongs to") ? "chown \(geteuid()) \(directory)" : "chmod go-w \(directory)"
             throw StoreError(
                 .notWritable, path: path,
                 message: "\(directory): the state directory \(why); another user could put links there that bgtaskd "
                     + "would write through, or change its state. Refusing to start. Make it the user's own "
-                    + "(chmod go-w \(directory)), or choose another one with --state-dir.")
+                    + "(\(fix)), or choose another one with --state-dir.")
         }
         guard access(directory, W_OK | X_OK) == 0 else {
             throw StoreError(
