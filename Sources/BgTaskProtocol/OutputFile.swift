@@ -17,6 +17,12 @@ public enum OutputFile {
     /// Why a write failed, as `strerror` says it.
     public struct Failure: Error, Sendable, CustomStringConvertible {
         public let description: String
+        /// The errno behind it (0 when there is none).
+        public var errorNumber: Int32 = 0
+
+        /// Whether the file system had no room (or quota) left: an I/O
+        /// failure (EX_IOERR, 74) rather than a file that cannot be made.
+        public var isOutOfRoom: Bool { errorNumber == ENOSPC || errorNumber == EDQUOT }
     }
 
     /// Writes `text` to `path` (see ``OutputFile``).
@@ -88,7 +94,10 @@ public enum OutputFile {
         guard close(descriptor) == 0 else { throw failure() }
     }
 
-    private static func failure() -> Failure { Failure(description: String(cString: strerror(errno))) }
+    private static func failure() -> Failure {
+        let number = errno
+        return Failure(description: String(cString: strerror(number)), errorNumber: number)
+    }
 
     /// The process's umask (read by setting it and back: there is no getter).
     private static func currentUmask() -> mode_t {

@@ -59,6 +59,9 @@ import Testing
         #expect(!unwritable.standardError.contains("Error Domain"), "\(unwritable)")
         let directory = try CommandResult.run(bgtaskd, ["--bus-introspect", NSTemporaryDirectory()])
         #expect(directory.exit == .status(73) && directory.standardError.contains("it is a directory"), "\(directory)")
+        // A full disk was 73 too, where everything else says 74 for it.
+        let full = try CommandResult.run(bgtaskd, ["--bus-introspect", "/dev/full"])
+        #expect(full.exit == .status(74) && full.standardError.contains("No space left on device"), "\(full)")
     }
 
     /// The XML was written beside and renamed over the name given: a

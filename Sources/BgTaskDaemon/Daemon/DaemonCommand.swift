@@ -27,7 +27,8 @@ public struct DaemonCommand: ParsableCommand {
             while it runs stops it with 74. Start-up stops with: 78, a bad \
             configuration (naming file, line and key); 65, a state database it must not touch \
             (damaged, another program's, from a newer bgtaskd, empty but not new, or in use by \
-            another bgtaskd); 74, a full disk under the state directory; 73, a state directory \
+            another bgtaskd); 74, a full disk under the state directory (or under the \
+            --bus-introspect file); 73, a state directory \
             (or --bus-introspect file) it cannot create, or one it cannot write (a read-only mount, another owner); 69, no bus, the bus name is taken, or the bus went away; \
             64, a command line it does not understand.
             """,
@@ -191,11 +192,12 @@ public struct DaemonCommand: ParsableCommand {
             logger.critical("cannot write the introspection XML to \(path): it is a directory (name a file in it, or '-' for standard output)")
             throw ExitCode(73)  // EX_CANTCREAT
         }
-        do {
+        do throws(OutputFile.Failure) {
             try OutputFile.write(xml, to: path)
         } catch {
             logger.critical("cannot write the introspection XML to \(path): \(error)")
-            throw ExitCode(73)  // EX_CANTCREAT
+            // A full disk is 74 (EX_IOERR), as everywhere else; a file that cannot be made 73.
+            throw ExitCode(error.isOutOfRoom ? 74 : 73)  // EX_CANTCREAT
         }
     }
 
