@@ -157,6 +157,14 @@ import Testing
         #expect(entry?.execProblem == nil)
     }
 
+    /// An app that declares a mode and has no command was counted "without a
+    /// usable command line" but named nowhere until a launch of it failed.
+    @Test func aDeclaringEntryWithNoExecSaysWhy() throws {
+        let entry = try #require(parse("[Desktop Entry]\nType=Application\nName=Weather\nX-BgTaskd-Modes=fetch;\n"))
+        #expect(entry.commandLine == nil)
+        #expect(entry.execProblem == "no Exec= or X-BgTaskd-Exec= line")
+    }
+
     @Test func aBadExecSaysWhy() throws {
         let entry = try #require(parse("[Desktop Entry]\nType=Application\nExec=sh -c 'cd ~ && weather'\n"))
         #expect(entry.commandLine == nil)

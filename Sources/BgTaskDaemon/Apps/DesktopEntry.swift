@@ -92,12 +92,16 @@ struct DesktopEntry: Sendable, Equatable {
             var commandLine: [String]?
             var execProblem: String?
             let execSource = backgroundExec.map { (key: DesktopEntry.backgroundExecKey, value: $0) } ?? exec.map { (key: "Exec", value: $0) }
+            let declared = modes.map(modeList) ?? []
             if let execSource {
                 do {
                     commandLine = try ExecLine.parse(string(execSource.value))
                 } catch {
                     execProblem = "\(execSource.key): \(error)"
                 }
+            } else if !declared.isEmpty {
+                // Nothing to launch it with: said when the entry is read, not at its first failed launch.
+                execProblem = "no Exec= or X-BgTaskd-Exec= line"
             }
             let hiddenValue = hidden.map(string)
             return DesktopEntry(
@@ -105,7 +109,7 @@ struct DesktopEntry: Sendable, Equatable {
                 path: path,
                 name: name.map(string).flatMap { $0.isEmpty ? nil : $0 },
                 icon: icon.map(string).flatMap { $0.isEmpty ? nil : $0 },
-                modes: modes.map(modeList) ?? [],
+                modes: declared,
                 commandLine: commandLine,
                 execProblem: execProblem,
                 hidden: hiddenValue == "true" || hiddenValue == "1")
