@@ -10,9 +10,9 @@ import SDBus
 // the SDK, on its own thread:
 //   - drops what belonged to the old daemon: queued PerformFetch,
 //     NotificationReceived and location events (+Fetch,
-//     +RemoteNotifications, +Location) and the
-//     expiration handlers of its tasks (+Tasks), as the observers registered
-//     earlier do before this one runs;
+//     +RemoteNotifications, +Location), and notes that no daemon holds the
+//     app's tasks (+Tasks), as the observers registered earlier do before
+//     this one runs;
 //   - checks in again with the app id it checked in with (calls the app
 //     issued to the old daemon fail with .daemonUnavailable; one issued at
 //     the very moment the new daemon appears may reach it just before the
@@ -22,6 +22,8 @@ import SDBus
 //     and an instance the old daemon launched starts in the background),
 //     unless the app's own SetApplicationState went out after the CheckIn:
 //     sent behind that, the old state would undo it;
+//   - begins the app's open tasks again, each under the id the app holds
+//     (+Tasks);
 //   - calls onReconnect.
 // The match rules for the signals belong to the bus and stay in place, so
 // the new daemon's signals reach the same handlers: the events it sends right
@@ -36,10 +38,9 @@ extension BackgroundTaskManager {
     /// Runs on the SDK's thread: keep it short.
     ///
     /// Nothing needs doing in it: the handlers stay installed, the fetch
-    /// interval is kept by the daemon, and the app's state is sent again.
-    /// Background tasks of the old daemon are gone, though (their
-    /// expiration handlers will not run): an app that needs more time begins
-    /// a new task.
+    /// interval is kept by the daemon, the app's state is sent again, and
+    /// its open background tasks are begun again under the ids it holds
+    /// (with a fresh budget: the old daemon's count is gone).
     ///
     /// ```swift
     /// manager.onReconnect = { launch, error in
@@ -78,6 +79,7 @@ extension BackgroundTaskManager {
         let appID = session.withLock { $0.appID }
         guard let appID else {
             restoreState(generation: generation)
+            restoreTasks(generation: generation)
             reportReconnect(generation: generation, nil, nil)
             return
         }
@@ -94,6 +96,7 @@ extension BackgroundTaskManager {
                 switch result {
                 case .success(let launch):
                     restoreState(generation: generation)
+                    restoreTasks(generation: generation)
                     reportReconnect(generation: generation, launch, nil)
                 case .failure(let error):
                     reportReconnect(generation: generation, nil, error)

@@ -9,8 +9,11 @@ import SDBus
 // TaskExpiring only after that reply (even for a task begun inside the warning
 // window), and the SDK's thread handles messages in order, so a handler can
 // never miss its task's warning. It runs at most once, and is dropped when the
-// app ends the task, when the task expires, and when the daemon leaves the bus
-// (a restarted daemon knows none of the old ids).
+// app ends the task or the task expires.
+//
+// The SDK keeps the open tasks (OpenTasks): when the daemon restarts, it
+// begins each again in the new daemon after checking in (+Restart), under
+// the id the app holds; the new daemon's id is mapped back to it.
 
 /// What ``BackgroundTaskManager/withBackgroundTask(name:_:)``'s child tasks yield.
 private enum ChildOutcome<Value: Sendable>: Sendable {
@@ -64,9 +67,7 @@ extension BackgroundTaskManager {
             decode: { [self] (reply) throws(BusError) in
                 let id = try reply.readUInt32()
                 _ = try reply.readDouble()  // seconds_remaining: the same as backgroundTimeRemaining
-                if let expirationHandler {
-                    callbacks.withLock { $0.expirationHandlers[id] = expirationHandler }
-                }
+                openTasks.withLock { $0.began(id, name: name, expirationHandler: expirationHandler) }
                 return BackgroundTaskIdentifier(rawValue: id)
             })
     }
@@ -79,13 +80,17 @@ extension BackgroundTaskManager {
     /// try await manager.endBackgroundTask(id)
     /// ```
     ///
+    /// A task begun before the daemon restarted is ended in the new daemon,
+    /// which the SDK asked for it again; one ended while that is under way
+    /// (or while no daemon runs) needs no call.
+    ///
     /// - Throws: ``BackgroundTasksError``: `.noSuchTask` when the task already
     ///   expired, was ended, or is not this manager's; `.daemonUnavailable`,
     ///   `.disconnected`.
     public func endBackgroundTask(_ id: BackgroundTaskIdentifier) async throws {
-        _ = callbacks.withLock { $0.expirationHandlers.removeValue(forKey: id.rawValue) }
+        guard let daemonID = openTasks.withLock({ $0.end(id.rawValue) }) else { return }
         try await connection.call(
-            ManagerInterface.Method.endBackgroundTask.rawValue, arguments: { (call) throws(BusError) in try call.append(id.rawValue) },
+            ManagerInterface.Method.endBackgroundTask.rawValue, arguments: { (call) throws(BusError) in try call.append(daemonID) },
             decode: { (_) throws(BusError) in })
     }
 
@@ -191,24 +196,54 @@ extension BackgroundTaskManager {
             self?.taskExpired(id)
         }
         connection.observeServiceOwner { [weak self] _ in
-            // Tasks live in the daemon: when it leaves or is replaced, they are gone.
-            self?.callbacks.withLock { $0.expirationHandlers.removeAll() }
+            // Tasks live in the daemon: when it leaves or is replaced, none holds them until they are begun again.
+            _ = self?.openTasks.withLock { $0.detachAll() }
         }
     }
 
-    private func taskExpiring(_ id: UInt32, secondsLeft: Double) {
-        let (observer, handler) = callbacks.withLock { callbacks in
-            (callbacks.onTaskExpiring, callbacks.expirationHandlers.removeValue(forKey: id))
-        }
+    private func taskExpiring(_ daemonID: UInt32, secondsLeft: Double) {
+        let (id, handler) = openTasks.withLock { $0.takeExpirationHandler(daemonID: daemonID) }
+        let observer = callbacks.withLock { $0.onTaskExpiring }
         observer?(BackgroundTaskIdentifier(rawValue: id), secondsLeft)
         handler?()
     }
 
-    private func taskExpired(_ id: UInt32) {
-        let observer = callbacks.withLock { callbacks in
-            callbacks.expirationHandlers[id] = nil
-            return callbacks.onTaskExpired
-        }
+    private func taskExpired(_ daemonID: UInt32) {
+        let id = openTasks.withLock { $0.expired(daemonID: daemonID) }
+        let observer = callbacks.withLock { $0.onTaskExpired }
         observer?(BackgroundTaskIdentifier(rawValue: id))
+    }
+
+    /// Begins the app's open tasks again in a daemon that restarted (SDK
+    /// thread, after the check-in and the state): each keeps the id the app
+    /// holds. A task the new daemon refuses (no background time is left, say)
+    /// is gone: its expiration handler runs, as for a task whose time ran out.
+    func restoreTasks(generation: Int) {
+        let tasks = openTasks.withLock { open in open.tasks.keys.sorted().compactMap { id in
+            open.tasks[id].map { (id, $0.name) }
+        } }
+        for (id, name) in tasks {
+            connection.callInBackground(
+                ManagerInterface.Method.beginBackgroundTask.rawValue,
+                arguments: { (call) throws(BusError) in try call.append(name) },
+                decode: { (reply) throws(BusError) in try reply.readUInt32() },
+                completion: { [weak self] result in
+                    guard let self else { return }
+                    // The daemon changed hands again: the next restore asks for it.
+                    guard session.withLock({ $0.ownerGeneration == generation }) else { return }
+                    switch result {
+                    case .success(let daemonID):
+                        // Ended by the app meanwhile: end it in the daemon too.
+                        if !openTasks.withLock({ $0.reattach(id, as: daemonID) }) {
+                            connection.callInBackground(
+                                ManagerInterface.Method.endBackgroundTask.rawValue,
+                                arguments: { (call) throws(BusError) in try call.append(daemonID) }, completion: { _ in })
+                        }
+                    case .failure:
+                        let handler = openTasks.withLock { $0.lost(id) }
+                        handler?()
+                    }
+                })
+        }
     }
 }

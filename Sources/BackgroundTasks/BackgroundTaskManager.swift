@@ -31,10 +31,12 @@ import Synchronization
 /// daemon the state the app last asked for (unless the app's own call
 /// follows the check-in), and carries on:
 /// fetches, pushes, location events and task warnings of the new daemon
-/// reach the same handlers, and the app does nothing. What lived only in the
-/// old daemon is gone: its background tasks (their expiration handlers are
-/// dropped; the new daemon hands out new ids, and ending an old one answers
-/// `.noSuchTask`) and the wakes it had handed out
+/// reach the same handlers, and the app does nothing. The app's open
+/// background tasks are begun again in the new daemon, under the ids the app
+/// holds and with their expiration handlers (the background time the old
+/// daemon had counted is not kept: the new one counts afresh; a task it
+/// refuses, for want of time, runs its expiration handler). What lived only
+/// in the old daemon is gone: the wakes it had handed out
 /// (completing them answers `.noSuchToken`; the new daemon delivers pushes
 /// and location events that were not completed again). ``onReconnect`` says
 /// when it happened.
@@ -95,7 +97,6 @@ public final class BackgroundTaskManager: Sendable {
 
     /// The app's handlers, read on the SDK's thread when signals arrive.
     struct Callbacks {
-        var expirationHandlers: [UInt32: @Sendable () -> Void] = [:]
         var onTaskExpiring: (@Sendable (BackgroundTaskIdentifier, TimeInterval) -> Void)?
         var onTaskExpired: (@Sendable (BackgroundTaskIdentifier) -> Void)?
         var onPerformFetch: (@Sendable (String) -> Void)?
@@ -110,6 +111,8 @@ public final class BackgroundTaskManager: Sendable {
     }
 
     let callbacks = Mutex(Callbacks())
+    /// The app's open tasks, begun again when the daemon restarts.
+    let openTasks = Mutex(OpenTasks())
 
     /// What the SDK tells a restarted daemon again (see `+Restart`).
     struct Session {

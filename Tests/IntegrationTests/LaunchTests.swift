@@ -197,6 +197,31 @@ import Testing
             environment: ["HOME": daemon.home, "XDG_DATA_HOME": daemon.home + "/data", "XDG_CONFIG_HOME": daemon.home + "/config"])
     }
 
+    /// A launched app working in a task when the daemon crashed lost the
+    /// task: taken over, it checked in again with nothing open, was
+    /// suspended as idle in the middle of its work and stayed frozen. Its
+    /// SDK begins the task again now, and the app works on to its end.
+    @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func aLaunchedAppWorkingInATaskWhenTheDaemonCrashesFinishesItsWork() throws {
+        let app = "org.example.Busy"
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        let daemon = try Self.daemonLaunching(app, exec: "\(testapp) --fetch-result newData --tasks 1 --work 4 --hold 60")
+        let admin = try RawClient(daemon)
+        try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
+        let cgroup = try Self.launchedCgroup(of: app, in: daemon)
+        defer { Self.removeCgroup(cgroup) }
+        #expect(try daemon.waitForTasks { $0.contains(app) }.contains(app), "\(daemon.log.suffix(1500))")
+
+        try daemon.crashAndRestart()
+        #expect(daemon.waitForLog(containing: "took over \(app) (pid"), "\(daemon.log)")
+        #expect(try daemon.waitForTasks { $0.contains(app) }.contains(app), "its task is begun again: \(daemon.log.suffix(1500))")
+        // The work done, the app ends its task; then, idle, it is suspended.
+        #expect(!(try daemon.waitForTasks(timeout: .seconds(30)) { !$0.contains(app) }).contains(app), "\(daemon.log.suffix(1500))")
+        let again = try RawClient(daemon)
+        #expect(try again.waitForAppState(app, in: ["background, suspended"]) == "background, suspended", "\(daemon.log.suffix(1500))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// An app launched into a systemd scope still runs when the daemon is
     /// killed. Only apps in cgroups of the daemon's own were taken over, so it
     /// checked in again as the user's app: never suspended, held to no

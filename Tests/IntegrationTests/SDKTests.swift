@@ -26,6 +26,39 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A crash of the daemon lost the app's open tasks: ending one answered
+    /// `.noSuchTask`, its expiration handler never ran, and a launched app
+    /// was suspended as idle in the middle of its work. The SDK begins them
+    /// again in the restarted daemon, under the ids the app holds: ending
+    /// one ends the new daemon's task, and its warning names the app's id.
+    @Test func openTasksAreBegunAgainAfterTheDaemonRestarts() async throws {
+        let daemon = try DaemonUnderTest(settings: ["Tasks.BudgetSec=120", "Tasks.WarningSec=119"])
+        let manager = try await BackgroundTaskManager.connect(bus: .address(daemon.bus.address), appID: "org.example.Keeper")
+        let reconnects = SDKRestartTests.Reconnects(manager)
+        let warned = Mutex<[BackgroundTaskIdentifier]>([])
+        let handled = Mutex(0)
+        manager.onTaskExpiring = { id, _ in warned.withLock { $0.append(id) } }
+        let upload = try await manager.beginBackgroundTask(name: "upload") { handled.withLock { $0 += 1 } }
+        let save = try await manager.beginBackgroundTask(name: "save")
+        _ = try daemon.crashAndRestart()
+        #expect(reconnects.wait())
+        let tasks = try daemon.waitForTasks { $0.contains("\"upload\"") && $0.contains("\"save\"") }
+        #expect(tasks.contains("\"upload\"") && tasks.contains("\"save\""), "\(tasks) \(daemon.log.suffix(1500))")
+        for id in [upload, save] { #expect(!tasks.contains(" \(id.rawValue) \"org.example.Keeper\""), "new ids in the new daemon: \(tasks)") }
+
+        try await manager.endBackgroundTask(save)
+        #expect(!(try daemon.waitForTasks { !$0.contains("\"save\"") }).contains("\"save\""))
+        // In the background the warning comes a second later: for the app's id, with its handler.
+        try await manager.setApplicationState(.background)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while handled.withLock({ $0 }) == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(handled.withLock { $0 } == 1 && warned.withLock { $0 } == [upload], "\(warned.withLock { $0 })")
+        try await manager.endBackgroundTask(upload)
+        #expect(try daemon.waitForTasks { $0 == "a(ussd) 0" } == "a(ussd) 0")
+        manager.close()
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A daemon without a mode's plugin answers its calls UnknownMethod,
     /// which the SDK passed on as `.other`, though its docs promise
     /// `.daemonUnavailable` for that case.

@@ -1,0 +1,85 @@
+/// The app's open background tasks as the SDK keeps them, so that a daemon
+/// that restarted (and knows none of them) can be asked for them again.
+///
+/// The app keeps the id the daemon first handed out for a task. A task begun
+/// again in a restarted daemon gets a new id there; the daemon's signals name
+/// that id, and this maps it back to the app's.
+struct OpenTasks: Sendable {
+    struct Task: Sendable {
+        var name: String
+        /// Its id in the daemon that holds it; nil while it is asked for again.
+        var daemonID: UInt32?
+        /// Runs at most once: cleared when it runs.
+        var expirationHandler: (@Sendable () -> Void)?
+    }
+
+    /// By the app's id.
+    private(set) var tasks: [UInt32: Task] = [:]
+    /// The app's id of each daemon id that differs from it.
+    private var renamed: [UInt32: UInt32] = [:]
+
+    /// The daemon answered BeginBackgroundTask with `id`.
+    mutating func began(_ id: UInt32, name: String, expirationHandler: (@Sendable () -> Void)?) {
+        tasks[id] = Task(name: name, daemonID: id, expirationHandler: expirationHandler)
+    }
+
+    /// The app ends its task `id`: forgets it and returns the id to end in
+    /// the daemon, or nil when no daemon holds it (it is being asked for
+    /// again: the answer ends it then). An id this does not know goes to the
+    /// daemon as it is, which answers for it.
+    mutating func end(_ id: UInt32) -> UInt32? {
+        guard let task = tasks.removeValue(forKey: id) else { return id }
+        guard let daemonID = task.daemonID else { return nil }
+        renamed[daemonID] = nil
+        return daemonID
+    }
+
+    /// The app's id for the daemon's `daemonID`.
+    func appID(for daemonID: UInt32) -> UInt32 {
+        renamed[daemonID] ?? daemonID
+    }
+
+    /// The expiration handler of the task the daemon calls `daemonID`, taken
+    /// out so that it runs once; with the app's id.
+    mutating func takeExpirationHandler(daemonID: UInt32) -> (id: UInt32, handler: (@Sendable () -> Void)?) {
+        let id = appID(for: daemonID)
+        let handler = tasks[id]?.expirationHandler
+        tasks[id]?.expirationHandler = nil
+        return (id, handler)
+    }
+
+    /// The daemon closed the task it calls `daemonID` (it expired): forgotten;
+    /// returns the app's id.
+    mutating func expired(daemonID: UInt32) -> UInt32 {
+        let id = appID(for: daemonID)
+        if tasks[id]?.daemonID == daemonID { tasks[id] = nil }
+        renamed[daemonID] = nil
+        return id
+    }
+
+    /// The daemon went away: no daemon holds any task now. Returns every
+    /// task to ask the next one for, by the app's id, in the order begun.
+    mutating func detachAll() -> [(id: UInt32, name: String)] {
+        renamed.removeAll()
+        for id in tasks.keys { tasks[id]?.daemonID = nil }
+        return tasks.keys.sorted().map { ($0, tasks[$0]!.name) }
+    }
+
+    /// A restarted daemon began the app's task `id` again as `daemonID`.
+    /// False when the app ended it meanwhile (or the daemon went again and
+    /// it is asked for anew): then `daemonID` is to be ended.
+    mutating func reattach(_ id: UInt32, as daemonID: UInt32) -> Bool {
+        guard tasks[id] != nil, tasks[id]?.daemonID == nil else { return false }
+        tasks[id]?.daemonID = daemonID
+        if daemonID != id { renamed[daemonID] = id }
+        return true
+    }
+
+    /// A restarted daemon refused to begin the task again: it is gone.
+    /// Returns its expiration handler, if it had not run.
+    mutating func lost(_ id: UInt32) -> (@Sendable () -> Void)? {
+        guard let task = tasks[id], task.daemonID == nil else { return nil }
+        tasks[id] = nil
+        return task.expirationHandler
+    }
+}
