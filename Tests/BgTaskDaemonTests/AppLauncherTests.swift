@@ -411,6 +411,35 @@ private typealias LaunchExit = BgTaskDaemon.ExitStatus
         #expect(isReaped(process.pid))
     }
 
+    /// Without a cgroup only the main process was stopped: what it started
+    /// ran on through the sleep (a "frozen" app using CPU). The launch leads
+    /// a session of its own, and its whole process group is stopped now.
+    @Test func aFreezeBySIGSTOPStopsWhatTheAppStarted() throws {
+        let loop = try EventLoop()
+        let launcher = AppLauncher(loop: loop, sessionBus: nil, appBusAddress: nil, logger: logger, cgroupHierarchy: nil)
+        var exit: LaunchExit?
+        launcher.onExit = { _, status in exit = status }
+        var result: Result<LaunchedProcess, LaunchError>?
+        launcher.launch(appID: appID, commandLine: ["/bin/sh", "-c", "sleep 30 & wait"], reason: "fetch") { result = $0 }
+        #expect(drive(loop) { result != nil })
+        let process = try #require(result).get()
+        defer { if exit == nil { launcher.killAll(process); _ = drive(loop) { exit != nil } } }
+        func child() -> Int32? {
+            let text = try? String(contentsOfFile: "/proc/\(process.pid)/task/\(process.pid)/children", encoding: .utf8)
+            return text?.split(separator: " ").first.flatMap { Int32($0) }
+        }
+        #expect(drive(loop) { child() != nil })
+        let sleeper = try #require(child())
+        defer { kill(sleeper, SIGKILL) }
+        let (freezer, ref, table) = try freezer(for: process, launcher, loop)
+        defer { table.release(ref) }
+
+        freezer.freeze(.app(appID), [ref])
+        #expect(drive(loop) { processState(process.pid) == "T" && processState(sleeper) == "T" }, "\(String(describing: processState(sleeper)))")
+        freezer.thaw(.app(appID), [ref])
+        #expect(drive(loop) { processState(process.pid) == "S" && processState(sleeper) == "S" }, "\(String(describing: processState(sleeper)))")
+    }
+
     /// The main process exits while another process is still in the app's
     /// cgroup: the cgroup stays until killAll empties it, then goes.
     /// Another daemon starting up removes the empty groups of daemons it does

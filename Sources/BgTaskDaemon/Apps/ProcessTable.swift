@@ -142,9 +142,24 @@ final class ProcessTable {
 
     /// Stops (SIGSTOP) or continues (SIGCONT) the process: freezing's last
     /// resort. Returns whether the signal went out.
+    ///
+    /// A process that leads a session of its own (every process the daemon
+    /// launches does) is signalled with its process group: what it started
+    /// is in that group, and stopping the leader alone left its children
+    /// running (a "frozen" app using CPU).
     func stop(_ ref: ProcessRef, _ stopped: Bool) -> Bool {
         guard let handle = handles[ref], ref.pid != ownPID, ref.pid > 1 else { return false }
-        return bgt_pidfd_send_signal(handle.pidfd, stopped ? SIGSTOP : SIGCONT) >= 0
+        let signal = stopped ? SIGSTOP : SIGCONT
+        guard bgt_pidfd_send_signal(handle.pidfd, signal) >= 0 else { return false }
+        Self.signalGroup(ledBy: ref.pid, signal)
+        return true
+    }
+
+    /// Sends `signal` to the process group of `pid` when `pid` leads its
+    /// session and its group, and that is not the daemon's own.
+    static func signalGroup(ledBy pid: Int32, _ signal: Int32) {
+        guard pid > 1, getsid(pid) == pid, getpgid(pid) == pid, getpgid(0) != pid else { return }
+        kill(-pid, signal)
     }
 
     /// The process is gone but its connection may live on in a child that

@@ -89,7 +89,10 @@ final class FreezeJournal {
             thawUnit(name)
         case .process(let pid, let start):
             // Only the very process that was stopped: a pid can have been reused since.
-            if startTime(of: pid) == start { kill(pid, SIGCONT) }
+            if startTime(of: pid) == start {
+                kill(pid, SIGCONT)
+                ProcessTable.signalGroup(ledBy: pid, SIGCONT)
+            }
         }
     }
 
