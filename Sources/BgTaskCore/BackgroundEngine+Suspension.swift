@@ -167,12 +167,22 @@ extension BackgroundEngine {
 
     // MARK: The backlog
 
-    /// After a wake: every background app with work left waits for its turn.
+    /// After a wake: every background app with work left waits for its turn,
+    /// those whose last turn began longest ago first (never: first of all),
+    /// then by id. In app-id order alone, wakes too short for a whole round
+    /// gave the first apps every turn and the last ones none.
     mutating func startDrain(into actions: inout [CoreAction]) {
         let backlog = apps.keys.filter { key in
             guard let app = apps[key], isBackground(app), hasWork(key) else { return false }
             return canHoldBack(key)
-        }.sorted { $0.description < $1.description }
+        }.sorted { a, b in
+            switch (apps[a]?.lastTurn, apps[b]?.lastTurn) {
+            case (nil, .some): true
+            case (.some, nil): false
+            case (.some(let x), .some(let y)) where x != y: x < y
+            default: a.description < b.description
+            }
+        }
         if !backlog.isEmpty {
             drain = DrainState(queue: backlog)
             actions.append(.drainChanged)
@@ -236,7 +246,9 @@ extension BackgroundEngine {
                 if apps[key] != nil { reconcile(key, into: &actions) }
                 continue
             }
-            let until = clock.now + policy.chunk
+            let now = clock.now
+            let until = now + policy.chunk
+            apps[key]?.lastTurn = now
             drain!.running.append((key, until))
             timers.schedule(.chunk(key), at: until)
             reconcile(key, into: &actions)  // thawed before its events reach it
