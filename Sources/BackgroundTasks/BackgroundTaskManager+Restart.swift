@@ -22,8 +22,8 @@ import SDBus
 //     and an instance the old daemon launched starts in the background),
 //     unless the app's own SetApplicationState went out after the CheckIn:
 //     sent behind that, the old state would undo it;
-//   - begins the app's open tasks again, each under the id the app holds
-//     (+Tasks);
+//   - begins the app's open tasks again, right behind the CheckIn, each
+//     under the id the app holds (+Tasks);
 //   - calls onReconnect.
 // The match rules for the signals belong to the bus and stay in place, so
 // the new daemon's signals reach the same handlers: the events it sends right
@@ -96,12 +96,15 @@ extension BackgroundTaskManager {
                 switch result {
                 case .success(let launch):
                     restoreState(generation: generation)
-                    restoreTasks(generation: generation)
                     reportReconnect(generation: generation, launch, nil)
                 case .failure(let error):
                     reportReconnect(generation: generation, nil, error)
                 }
             })
+        // Right behind the check-in, not after its answer: the daemon takes
+        // them in order, so an app it took over is never idle in between (it
+        // would be suspended). A check-in refused leaves them the connection's own.
+        restoreTasks(generation: generation)
     }
 
     /// Sends the app's state again if the app set one: `active` too, which a

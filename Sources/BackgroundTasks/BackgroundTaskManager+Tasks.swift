@@ -9,7 +9,8 @@ import SDBus
 // TaskExpiring only after that reply (even for a task begun inside the warning
 // window), and the SDK's thread handles messages in order, so a handler can
 // never miss its task's warning. It runs at most once, and is dropped when the
-// app ends the task or the task expires.
+// app ends the task, when the task expires, and when a restarted daemon
+// refuses to begin the task again (it runs then, as for a task out of time).
 //
 // The SDK keeps the open tasks (OpenTasks): when the daemon restarts, it
 // begins each again in the new daemon after checking in (+Restart), under
@@ -67,8 +68,8 @@ extension BackgroundTaskManager {
             decode: { [self] (reply) throws(BusError) in
                 let id = try reply.readUInt32()
                 _ = try reply.readDouble()  // seconds_remaining: the same as backgroundTimeRemaining
-                openTasks.withLock { $0.began(id, name: name, expirationHandler: expirationHandler) }
-                return BackgroundTaskIdentifier(rawValue: id)
+                let appsID = openTasks.withLock { $0.began(id, name: name, expirationHandler: expirationHandler) }
+                return BackgroundTaskIdentifier(rawValue: appsID)
             })
     }
 
@@ -197,7 +198,7 @@ extension BackgroundTaskManager {
         }
         connection.observeServiceOwner { [weak self] _ in
             // Tasks live in the daemon: when it leaves or is replaced, none holds them until they are begun again.
-            _ = self?.openTasks.withLock { $0.detachAll() }
+            self?.openTasks.withLock { $0.detachAll() }
         }
     }
 
@@ -215,35 +216,43 @@ extension BackgroundTaskManager {
     }
 
     /// Begins the app's open tasks again in a daemon that restarted (SDK
-    /// thread, after the check-in and the state): each keeps the id the app
-    /// holds. A task the new daemon refuses (no background time is left, say)
-    /// is gone: its expiration handler runs, as for a task whose time ran out.
+    /// thread, right behind the check-in, so that an app the new daemon took
+    /// over is not suspended as idle first): each keeps the id the app
+    /// holds. A task the daemon refuses (no background time is left, say) is
+    /// gone: its expiration handler runs, as for a task whose time ran out.
+    /// One whose call failed otherwise (the daemon went again, no answer)
+    /// stays to be asked for at the next restore.
     func restoreTasks(generation: Int) {
-        let tasks = openTasks.withLock { open in open.tasks.keys.sorted().compactMap { id in
-            open.tasks[id].map { (id, $0.name) }
-        } }
-        for (id, name) in tasks {
+        for (id, name) in openTasks.withLock({ $0.detached }) {
             connection.callInBackground(
                 ManagerInterface.Method.beginBackgroundTask.rawValue,
                 arguments: { (call) throws(BusError) in try call.append(name) },
                 decode: { (reply) throws(BusError) in try reply.readUInt32() },
                 completion: { [weak self] result in
                     guard let self else { return }
-                    // The daemon changed hands again: the next restore asks for it.
-                    guard session.withLock({ $0.ownerGeneration == generation }) else { return }
+                    let current = session.withLock { $0.ownerGeneration == generation }
                     switch result {
                     case .success(let daemonID):
-                        // Ended by the app meanwhile: end it in the daemon too.
-                        if !openTasks.withLock({ $0.reattach(id, as: daemonID) }) {
+                        // Ended by the app meanwhile, or begun in a daemon that is not
+                        // the present one's (the next restore asks that one): ended there.
+                        if !current || !openTasks.withLock({ $0.reattach(id, as: daemonID) }) {
                             connection.callInBackground(
                                 ManagerInterface.Method.endBackgroundTask.rawValue,
                                 arguments: { (call) throws(BusError) in try call.append(daemonID) }, completion: { _ in })
                         }
-                    case .failure:
+                    case .failure(let error) where current && Self.refusesTask(error):
                         let handler = openTasks.withLock { $0.lost(id) }
                         handler?()
+                    case .failure:
+                        break
                     }
                 })
         }
+    }
+
+    /// Whether the daemon itself refused to begin the task (rather than the
+    /// call failing on its way).
+    private static func refusesTask(_ error: BackgroundTasksError) -> Bool {
+        [.limitExceeded, .invalidArgument, .storageFailed, .notPermitted].contains(error.code)
     }
 }

@@ -18,9 +18,16 @@ struct OpenTasks: Sendable {
     /// The app's id of each daemon id that differs from it.
     private var renamed: [UInt32: UInt32] = [:]
 
-    /// The daemon answered BeginBackgroundTask with `id`.
-    mutating func began(_ id: UInt32, name: String, expirationHandler: (@Sendable () -> Void)?) {
-        tasks[id] = Task(name: name, daemonID: id, expirationHandler: expirationHandler)
+    /// The daemon answered BeginBackgroundTask with `daemonID`; returns the
+    /// id the app gets: the daemon's, unless the app holds that id already
+    /// for a task of an earlier daemon (a new daemon may hand out the same
+    /// ids again), then the next free one, mapped to the daemon's.
+    mutating func began(_ daemonID: UInt32, name: String, expirationHandler: (@Sendable () -> Void)?) -> UInt32 {
+        var id = daemonID
+        while tasks[id] != nil || (id != daemonID && renamed[id] != nil) || id == 0 { id &+= 1 }
+        tasks[id] = Task(name: name, daemonID: daemonID, expirationHandler: expirationHandler)
+        if id != daemonID { renamed[daemonID] = id }
+        return id
     }
 
     /// The app ends its task `id`: forgets it and returns the id to end in
@@ -43,6 +50,7 @@ struct OpenTasks: Sendable {
     /// out so that it runs once; with the app's id.
     mutating func takeExpirationHandler(daemonID: UInt32) -> (id: UInt32, handler: (@Sendable () -> Void)?) {
         let id = appID(for: daemonID)
+        guard tasks[id]?.daemonID == daemonID else { return (id, nil) }
         let handler = tasks[id]?.expirationHandler
         tasks[id]?.expirationHandler = nil
         return (id, handler)
@@ -57,12 +65,16 @@ struct OpenTasks: Sendable {
         return id
     }
 
-    /// The daemon went away: no daemon holds any task now. Returns every
-    /// task to ask the next one for, by the app's id, in the order begun.
-    mutating func detachAll() -> [(id: UInt32, name: String)] {
+    /// The daemon went away: no daemon holds any task now.
+    mutating func detachAll() {
         renamed.removeAll()
         for id in tasks.keys { tasks[id]?.daemonID = nil }
-        return tasks.keys.sorted().map { ($0, tasks[$0]!.name) }
+    }
+
+    /// The tasks no daemon holds, to ask the present one for, by the app's
+    /// id in the order begun (not those begun in it already).
+    var detached: [(id: UInt32, name: String)] {
+        tasks.keys.sorted().compactMap { id in tasks[id]!.daemonID == nil ? (id, tasks[id]!.name) : nil }
     }
 
     /// A restarted daemon began the app's task `id` again as `daemonID`.

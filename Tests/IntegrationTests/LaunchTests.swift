@@ -205,7 +205,8 @@ import Testing
     func aLaunchedAppWorkingInATaskWhenTheDaemonCrashesFinishesItsWork() throws {
         let app = "org.example.Busy"
         let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
-        let daemon = try Self.daemonLaunching(app, exec: "\(testapp) --fetch-result newData --tasks 1 --work 4 --hold 60")
+        // Work that outlasts the crash and the restart on a loaded machine.
+        let daemon = try Self.daemonLaunching(app, exec: "\(testapp) --fetch-result newData --tasks 1 --work 15 --hold 60")
         let admin = try RawClient(daemon)
         try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
         let cgroup = try Self.launchedCgroup(of: app, in: daemon)
@@ -216,7 +217,7 @@ import Testing
         #expect(daemon.waitForLog(containing: "took over \(app) (pid"), "\(daemon.log)")
         #expect(try daemon.waitForTasks { $0.contains(app) }.contains(app), "its task is begun again: \(daemon.log.suffix(1500))")
         // The work done, the app ends its task; then, idle, it is suspended.
-        #expect(!(try daemon.waitForTasks(timeout: .seconds(30)) { !$0.contains(app) }).contains(app), "\(daemon.log.suffix(1500))")
+        #expect(!(try daemon.waitForTasks(timeout: .seconds(60)) { !$0.contains(app) }).contains(app), "\(daemon.log.suffix(1500))")
         let again = try RawClient(daemon)
         #expect(try again.waitForAppState(app, in: ["background, suspended"]) == "background, suspended", "\(daemon.log.suffix(1500))")
         #expect(daemon.stop() == .status(0))

@@ -5,9 +5,9 @@ import Testing
 @Suite struct OpenTasksTests {
     @Test func aTaskBegunAgainKeepsTheAppsIDAndEndsUnderTheDaemons() {
         var open = OpenTasks()
-        open.began(3, name: "upload", expirationHandler: nil)
-        let detached = open.detachAll()
-        #expect(detached.map(\.id) == [3])
+        _ = open.began(3, name: "upload", expirationHandler: nil)
+        open.detachAll()
+        #expect(open.detached.map(\.id) == [3])
         let reattached = open.reattach(3, as: 65537)
         #expect(reattached)
         #expect(open.appID(for: 65537) == 3)
@@ -18,8 +18,8 @@ import Testing
 
     @Test func aTaskEndedWhileNoDaemonHoldsItNeedsNoCallAndItsNewIDIsEnded() {
         var open = OpenTasks()
-        open.began(3, name: "upload", expirationHandler: nil)
-        _ = open.detachAll()
+        _ = open.began(3, name: "upload", expirationHandler: nil)
+        open.detachAll()
         let whileDetached = open.end(3)
         #expect(whileDetached == nil, "no daemon holds it: nothing to call")
         let reattached = open.reattach(3, as: 65537)
@@ -30,8 +30,8 @@ import Testing
 
     @Test func theHandlerRunsOnceAndAnExpiryForgetsTheTask() {
         var open = OpenTasks()
-        open.began(3, name: "upload", expirationHandler: {})
-        _ = open.detachAll()
+        _ = open.began(3, name: "upload", expirationHandler: {})
+        open.detachAll()
         _ = open.reattach(3, as: 65537)
         let first = open.takeExpirationHandler(daemonID: 65537)
         #expect(first.id == 3 && first.handler != nil)
@@ -44,11 +44,32 @@ import Testing
 
     @Test func aTaskTheNewDaemonRefusesIsLostWithItsHandler() {
         var open = OpenTasks()
-        open.began(3, name: "upload", expirationHandler: {})
-        open.began(4, name: "save", expirationHandler: nil)
-        let detached = open.detachAll()
-        #expect(detached.map(\.name) == ["upload", "save"])
+        _ = open.began(3, name: "upload", expirationHandler: {})
+        _ = open.began(4, name: "save", expirationHandler: nil)
+        open.detachAll()
+        #expect(open.detached.map(\.name) == ["upload", "save"])
         let upload = open.lost(3), save = open.lost(4)
         #expect(upload != nil && save == nil && open.tasks.isEmpty)
+    }
+
+    /// A new daemon may hand out an id the app still holds for a task of an
+    /// earlier one (its ids start again when they run out, or its state was
+    /// lost): the new task took the old one's place, and ending the old
+    /// ended the new. It gets another id of the app's now.
+    @Test func aNewDaemonsIDTheAppHoldsAlreadyIsGivenAnother() {
+        var open = OpenTasks()
+        _ = open.began(1, name: "old", expirationHandler: nil)
+        open.detachAll()
+        let id = open.began(1, name: "new", expirationHandler: nil)
+        #expect(id == 2)
+        #expect(open.detached.map(\.name) == ["old"], "only the old one is to be asked for again")
+        let reattached = open.reattach(1, as: 7)
+        #expect(reattached)
+        #expect(open.appID(for: 1) == 2 && open.appID(for: 7) == 1)
+        let ended = open.end(2)
+        #expect(ended == 1, "the new task is the daemon's 1")
+        // A warning for a daemon id the app does not hold runs no other task's handler.
+        let handler = open.takeExpirationHandler(daemonID: 2).handler
+        #expect(handler == nil)
     }
 }
