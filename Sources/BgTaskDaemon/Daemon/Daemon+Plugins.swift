@@ -79,10 +79,15 @@ extension Daemon {
     /// and tried again every few seconds while the process runs: until it
     /// is stored, that app is not taken over after a crash.
     private func markLaunched(_ process: LaunchedProcess) {
-        let retried = unstoredLaunchMarks.removeValue(forKey: process.unit) != nil
+        unstoredLaunchMarks[process.unit] = nil
         guard let start = AppLauncher.startTime(of: process.pid) else { return }
         let mark = LaunchMark(pid: process.pid, startTime: start, reason: process.reason, placement: process.placement,
                               bootID: LaunchMark.currentBootID, owner: launcher.cgroupGroup)
+        putMark(mark, of: process, retried: false)
+    }
+
+    /// Stores a mark; one that cannot be stored waits for the next try.
+    private func putMark(_ mark: LaunchMark, of process: LaunchedProcess, retried: Bool) {
         do {
             try store.putRecord(plugin: Self.marksPlugin, collection: Self.marksCollection, key: process.unit,
                                 data: Array(mark.text.utf8))
@@ -92,16 +97,24 @@ extension Daemon {
                 let retry = Self.launchMarkRetrySeconds
                 logger.warning("cannot note which process \(process.appID) runs as (\(error)); tried again every \(retry) s: until then a crash of bgtaskd leaves it running untracked")
             }
-            unstoredLaunchMarks[process.unit] = process
+            unstoredLaunchMarks[process.unit] = (process, mark)
             armLaunchMarksRetry()
         }
     }
 
     private func armLaunchMarksRetry() {
         if launchMarksRetry == nil {
-            launchMarksRetry = try? loop.makeTimer { [unowned self] in
-                for process in unstoredLaunchMarks.values { markLaunched(process) }
-                if !unstoredLaunchMarks.isEmpty { armLaunchMarksRetry() }
+            do {
+                launchMarksRetry = try loop.makeTimer { [unowned self] in
+                    // The mark made at the launch: the main process may be gone (its cgroup lives on), its pid reused.
+                    let waiting = unstoredLaunchMarks
+                    unstoredLaunchMarks.removeAll()
+                    for (process, mark) in waiting.values { putMark(mark, of: process, retried: true) }
+                    if !unstoredLaunchMarks.isEmpty { armLaunchMarksRetry() }
+                }
+            } catch {
+                logger.warning("cannot arm the retry of launch notes (\(error)): they are not tried again")
+                return
             }
         }
         launchMarksRetry?.arm(at: bgt_monotonic_usec() + Self.launchMarkRetrySeconds * 1_000_000)

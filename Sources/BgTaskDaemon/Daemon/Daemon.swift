@@ -79,7 +79,7 @@ public final class Daemon {
     let randomPool = RandomPool()
     /// Launched processes whose mark could not be stored (a full disk), by
     /// unit: tried again every few seconds until stored or gone.
-    var unstoredLaunchMarks: [String: LaunchedProcess] = [:]
+    var unstoredLaunchMarks: [String: (process: LaunchedProcess, mark: LaunchMark)] = [:]
     var launchMarksRetry: SDBus.Timer?
     private var objects: [ExportedObject] = []
     private var deadlineTimer: SDBus.Timer?
