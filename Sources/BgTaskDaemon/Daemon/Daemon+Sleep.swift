@@ -52,7 +52,7 @@ extension Daemon {
             let elapsed = bgt_monotonic_usec() - started
             let unfinished = complete ? "" : " (some freezes had not completed)"
             self.logger.info(
-                "ready to sleep in \(elapsed / 1000).\(elapsed % 1000 / 100) ms: \(self.freezer.frozenCount) app instances frozen (each with what runs in its cgroup)\(unfinished)")
+                "ready to sleep in \(elapsed / 1000).\(elapsed % 1000 / 100) ms: \(self.freezer.frozenCount) app instances frozen\(unfinished)")
             let waiters = self.sleepWaiters
             self.sleepWaiters.removeAll()
             for waiter in waiters { waiter(elapsed) }
