@@ -20,9 +20,10 @@ public enum OutputFile {
         /// The errno behind it (0 when there is none).
         public var errorNumber: Int32 = 0
 
-        /// Whether the file system had no room (or quota) left: an I/O
-        /// failure (EX_IOERR, 74) rather than a file that cannot be made.
-        public var isOutOfRoom: Bool { errorNumber == ENOSPC || errorNumber == EDQUOT }
+        /// Whether writing failed (no room or quota left, an I/O error, a
+        /// file too large): EX_IOERR (74), rather than a file that cannot be
+        /// made (EX_CANTCREAT, 73).
+        public var isWriteFailure: Bool { [ENOSPC, EDQUOT, EIO, EFBIG].contains(errorNumber) }
     }
 
     /// Writes `text` to `path` (see ``OutputFile``).

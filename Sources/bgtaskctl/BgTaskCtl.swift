@@ -20,8 +20,8 @@ struct BgTaskCtl: ParsableCommand {
             Exit status: 0 on success; 1 when the daemon is not running, the bus \
             cannot be reached or the daemon answers with an error (printed as \
             'bgtaskctl: <message> (<D-Bus error name>)'); 64 for a usage error; \
-            74 when its output cannot be written (a full disk, say). With --json an \
-            error is also printed on standard output, as \
+            74 when its output cannot be written (a full disk, say). With --json a \
+            failure of status 1 is also printed on standard output, as \
             {"error":{"message":…,"name":…,"hint":…}}.
             """,
         version: "bgtaskctl \(BgTaskNames.releaseVersion) (D-Bus API \(BgTaskNames.apiVersion))",

@@ -549,7 +549,7 @@ import Glibc
         try FileManager.default.createDirectory(atPath: theirs, withIntermediateDirectories: true)
         #expect(chmod(theirs, 0o700) == 0 && chown(theirs, 65534, 65534) == 0)
         let error = try #require(refusal(theirs))
-        #expect(error.description.contains("belongs to uid 65534") && error.description.contains("(chown \(geteuid()) \(theirs))"),
+        #expect(error.description.contains("belongs to uid 65534") && error.description.contains("(as root: chown \(geteuid()) \(theirs))"),
                 "\(error)")
     }
 

@@ -196,8 +196,8 @@ public struct DaemonCommand: ParsableCommand {
             try OutputFile.write(xml, to: path)
         } catch {
             logger.critical("cannot write the introspection XML to \(path): \(error)")
-            // A full disk is 74 (EX_IOERR), as everywhere else; a file that cannot be made 73.
-            throw ExitCode(error.isOutOfRoom ? 74 : 73)  // EX_CANTCREAT
+            // A write that failed (a full disk) is 74, EX_IOERR, as everywhere else; a file that cannot be made 73, EX_CANTCREAT.
+            throw ExitCode(error.isWriteFailure ? 74 : 73)
         }
     }
 

@@ -42,7 +42,7 @@ extension StateStore {
         }
         if let why = writableByOthers(directory) {
             // Another owner is fixed by chown (chmod cannot give it back); a mode by chmod.
-            let fix = why.hasPrefix("belongs to") ? "chown \(geteuid()) \(directory)" : "chmod go-w \(directory)"
+            let fix = why.hasPrefix("belongs to") ? "as root: chown \(geteuid()) \(directory)" : "chmod go-w \(directory)"
             throw StoreError(
                 .notWritable, path: path,
                 message: "\(directory): the state directory \(why); another user could put links there that bgtaskd "

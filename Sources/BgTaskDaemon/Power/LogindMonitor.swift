@@ -10,8 +10,10 @@ import SDBus
 // resume. A `delay` inhibitor for `sleep` — an fd from
 // Manager.Inhibit("sleep", "bgtaskd", why, "delay") — makes logind wait,
 // up to InhibitDelayMaxUSec (5 s by default), until every such fd is closed:
-// the daemon takes one at start and after every resume, and closes it once
-// the background apps are frozen and the state is on disk.
+// the daemon takes one at start (unless logind is preparing for sleep then)
+// and after every resume, and closes it once the background apps are frozen
+// and the state is on disk; none is taken or kept between PrepareForSleep
+// (true) and (false).
 //
 // The monitor follows logind's name: matches for NameOwnerChanged and
 // PrepareForSleep go out first, then the name is looked up; when logind
