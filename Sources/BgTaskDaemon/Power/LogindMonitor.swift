@@ -266,21 +266,11 @@ final class LogindMonitor {
     /// is a sleep like any other; else a lock is taken.
     private func readPreparingForSleep() {
         let asked = presence
-        guard let bus else { return }
-        do throws(BusError) {
-            let call = try bus.newMethodCall(
-                destination: Self.service, path: Self.path, interface: "org.freedesktop.DBus.Properties", member: "Get")
-            try call.append(Self.interface)
-            try call.append("PreparingForSleep")
-            try bus.callAsync(call, timeout: Self.callTimeout) { [weak self] result in
-                guard let reply = try? result.get(), let value = try? reply.readValue(), case .bool(let preparing) = value.unwrapped
-                else { self?.found(preparingForSleep: false, asked: asked); return }
-                self?.found(preparingForSleep: preparing, asked: asked)
-            }
-        } catch {
-            logger.debug("cannot read PreparingForSleep: \(error.message)")
-            found(preparingForSleep: false, asked: asked)
+        let sent = readProperty("PreparingForSleep") { [weak self] value in
+            guard case .bool(let preparing)? = value else { self?.found(preparingForSleep: false, asked: asked); return }
+            self?.found(preparingForSleep: preparing, asked: asked)
         }
+        if !sent { found(preparingForSleep: false, asked: asked) }
     }
 
     private func found(preparingForSleep preparing: Bool, asked: UInt64) {
@@ -297,24 +287,34 @@ final class LogindMonitor {
     }
 
     private func readDelayMax() {
-        guard let bus else { return }
+        readProperty("InhibitDelayMaxUSec") { [weak self] value in
+            guard let self else { return }
+            guard case .uint64(let usec)? = value else {
+                logger.info("logind does not say how long it waits for delay locks (InhibitDelayMaxUSec); assuming \(delayMax / 1000) ms")
+                return
+            }
+            delayMax = usec
+            logger.info("logind waits up to \(usec / 1000) ms for delay locks (InhibitDelayMaxUSec)")
+        }
+    }
+
+    /// Asks logind's Manager for a property; `answer` gets its value, nil
+    /// when logind did not give one. False (logged) when the call could not go out.
+    @discardableResult
+    private func readProperty(_ name: String, _ answer: @escaping (BusValue?) -> Void) -> Bool {
+        guard let bus else { return false }
         do throws(BusError) {
             let call = try bus.newMethodCall(
                 destination: Self.service, path: Self.path, interface: "org.freedesktop.DBus.Properties", member: "Get")
             try call.append(Self.interface)
-            try call.append("InhibitDelayMaxUSec")
-            try bus.callAsync(call, timeout: Self.callTimeout) { [weak self] result in
-                guard let self else { return }
-                guard let reply = try? result.get(), let value = try? reply.readValue(), case .uint64(let usec) = value.unwrapped
-                else {
-                    self.logger.info("logind does not say how long it waits for delay locks (InhibitDelayMaxUSec); assuming \(self.delayMax / 1000) ms")
-                    return
-                }
-                self.delayMax = usec
-                self.logger.info("logind waits up to \(usec / 1000) ms for delay locks (InhibitDelayMaxUSec)")
+            try call.append(name)
+            try bus.callAsync(call, timeout: Self.callTimeout) { result in
+                answer((try? result.get()).flatMap { try? $0.readValue() }?.unwrapped)
             }
+            return true
         } catch {
-            logger.debug("cannot read InhibitDelayMaxUSec: \(error.message)")
+            logger.debug("cannot read \(name): \(error.message)")
+            return false
         }
     }
 }
