@@ -29,9 +29,6 @@ struct AppRecord: Sendable {
     /// Since when an app the daemon launched has had nothing to do in the
     /// background; it is suspended `policy.idleGrace` later. nil otherwise.
     var idleSince: MonotonicInstant?
-    /// When its latest turn in a backlog after a wake began: the next
-    /// backlog puts those served longest ago (or never) first.
-    var lastTurn: MonotonicInstant?
     /// Its processes the shell was told to freeze (and not yet to thaw).
     var frozen: [ProcessRef] = []
     /// A SIGTERM went to its processes and the SIGKILL is pending: it must

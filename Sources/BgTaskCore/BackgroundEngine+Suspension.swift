@@ -176,7 +176,7 @@ extension BackgroundEngine {
             guard let app = apps[key], isBackground(app), hasWork(key) else { return false }
             return canHoldBack(key)
         }.sorted { a, b in
-            switch (apps[a]?.lastTurn, apps[b]?.lastTurn) {
+            switch (lastTurn(of: a), lastTurn(of: b)) {
             case (nil, .some): true
             case (.some, nil): false
             case (.some(let x), .some(let y)) where x != y: x < y
@@ -197,6 +197,10 @@ extension BackgroundEngine {
         for key in apps.keys.sorted(by: { $0.description < $1.description }) where drain?.isRunning(key) != true {
             reconcile(key, into: &actions)
         }
+    }
+
+    private func lastTurn(of key: AppKey) -> MonotonicInstant? {
+        if case .app(let id) = key { lastTurns[id] } else { nil }
     }
 
     /// The app has work and waits for its turn (which may come at once).
@@ -248,7 +252,7 @@ extension BackgroundEngine {
             }
             let now = clock.now
             let until = now + policy.chunk
-            apps[key]?.lastTurn = now
+            if case .app(let id) = key { lastTurns[id] = now }
             drain!.running.append((key, until))
             timers.schedule(.chunk(key), at: until)
             reconcile(key, into: &actions)  // thawed before its events reach it

@@ -64,6 +64,11 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     var tasks: [UInt32: TaskRecord] = [:]
     var wakes: [String: WakeRecord] = [:]
     var backoffs: [AppID: LaunchBackoff] = [:]
+    /// When each app's latest turn in a backlog after a wake began: the next
+    /// backlog puts those served longest ago (or never) first. Kept apart
+    /// from the app's record, which goes whenever nothing of the app runs (a
+    /// launched app that exits), so that it does not count as never served.
+    var lastTurns: [AppID: MonotonicInstant] = [:]
     var lastTaskID: UInt32 = 0
 
     /// The last task id handed out.

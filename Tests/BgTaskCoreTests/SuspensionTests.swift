@@ -397,6 +397,42 @@ import Testing
         _ = engine.setSleeping(false)
         #expect(engine.backlog.running == [.app(Self.app(3)), .app(Self.app(1))], "\(engine.backlog)")
         #expect(engine.backlog.waiting == [.app(Self.app(2))], "\(engine.backlog)")
+
+    }
+
+    /// The order of turns was kept in the app's record, which goes whenever
+    /// nothing of the app runs: an app served last came back as never
+    /// served, first in line (found in review).
+    @Test mutating func anAppWhoseRecordWentKeepsItsPlaceInTheTurns() throws {
+        engine = BackgroundEngine(
+            policy: TaskPolicy(budget: .seconds(600), warning: .seconds(5), killGrace: .seconds(2), maxConcurrentWakes: 1),
+            clock: clock)
+        let (first, second) = (verified(1), verified(2))
+        var tasks: [UInt32] = []
+        for caller in [first, second] {
+            _ = try engine.checkIn(appID: caller.appID!.rawValue, caller: caller)
+            tasks.append(try engine.beginTask(named: "sync", caller: caller).id)
+            _ = engine.setState(.background, caller: caller)
+        }
+        _ = engine.setSleeping(true)
+        _ = engine.setSleeping(false)
+        #expect(engine.backlog.running == [.app(Self.app(1))])
+        clock.advance(by: .seconds(10))
+        _ = engine.fireDueTimers()
+        clock.advance(by: .seconds(10))
+        _ = engine.fireDueTimers()
+        #expect(engine.backlog.running == [.app(Self.app(1))], "App1 had the latest turn: \(engine.backlog)")
+        // App2 is done; App1 goes away altogether (its record with it), and both come back with work.
+        _ = try engine.endTask(tasks[1], caller: second.connection)
+        _ = engine.disconnect(first.connection)
+        #expect(!engine.isDraining)
+        _ = try engine.checkIn(appID: first.appID!.rawValue, caller: first)
+        _ = try engine.beginTask(named: "sync", caller: first)
+        _ = engine.setState(.background, caller: first)
+        _ = try engine.beginTask(named: "sync", caller: second)
+        _ = engine.setSleeping(true)
+        _ = engine.setSleeping(false)
+        #expect(engine.backlog.running == [.app(Self.app(2))], "served longest ago: \(engine.backlog)")
     }
 
     /// While the machine sleeps nothing is delivered to a held app and
