@@ -204,13 +204,14 @@ extension BackgroundTaskManager {
 
     private func taskExpiring(_ daemonID: UInt32, secondsLeft: Double) {
         let (id, handler) = openTasks.withLock { $0.takeExpirationHandler(daemonID: daemonID) }
+        guard let id else { return }  // names a task of the app's that this daemon does not hold
         let observer = callbacks.withLock { $0.onTaskExpiring }
         observer?(BackgroundTaskIdentifier(rawValue: id), secondsLeft)
         handler?()
     }
 
     private func taskExpired(_ daemonID: UInt32) {
-        let id = openTasks.withLock { $0.expired(daemonID: daemonID) }
+        guard let id = openTasks.withLock({ $0.expired(daemonID: daemonID) }) else { return }
         let observer = callbacks.withLock { $0.onTaskExpired }
         observer?(BackgroundTaskIdentifier(rawValue: id))
     }
@@ -220,10 +221,11 @@ extension BackgroundTaskManager {
     /// over is not suspended as idle first): each keeps the id the app
     /// holds. A task the daemon refuses (no background time is left, say) is
     /// gone: its expiration handler runs, as for a task whose time ran out.
-    /// One whose call failed otherwise (the daemon went again, no answer)
-    /// stays to be asked for at the next restore.
-    func restoreTasks(generation: Int) {
-        for (id, name) in openTasks.withLock({ $0.detached }) {
+    /// One whose daemon went again waits for the next restore; one the
+    /// present daemon did not answer (a timeout) is asked for again, twice
+    /// at most, then given up as refused.
+    func restoreTasks(generation: Int, only: Set<UInt32>? = nil, attempt: Int = 1) {
+        for (id, name) in openTasks.withLock({ $0.detached }) where only?.contains(id) ?? true {
             connection.callInBackground(
                 ManagerInterface.Method.beginBackgroundTask.rawValue,
                 arguments: { (call) throws(BusError) in try call.append(name) },
@@ -240,19 +242,16 @@ extension BackgroundTaskManager {
                                 ManagerInterface.Method.endBackgroundTask.rawValue,
                                 arguments: { (call) throws(BusError) in try call.append(daemonID) }, completion: { _ in })
                         }
-                    case .failure(let error) where current && Self.refusesTask(error):
+                    case .failure(let error) where !current || error.code == .disconnected:
+                        break  // the next daemon's restore asks for it; a closed manager has no daemon
+                    case .failure(let error) where error.code == .daemonUnavailable && attempt < 3:
+                        restoreTasks(generation: generation, only: [id], attempt: attempt + 1)
+                    case .failure:
                         let handler = openTasks.withLock { $0.lost(id) }
                         handler?()
-                    case .failure:
-                        break
                     }
                 })
         }
     }
 
-    /// Whether the daemon itself refused to begin the task (rather than the
-    /// call failing on its way).
-    private static func refusesTask(_ error: BackgroundTasksError) -> Bool {
-        [.limitExceeded, .invalidArgument, .storageFailed, .notPermitted].contains(error.code)
-    }
 }

@@ -47,21 +47,25 @@ struct OpenTasks: Sendable {
     }
 
     /// The expiration handler of the task the daemon calls `daemonID`, taken
-    /// out so that it runs once; with the app's id.
-    mutating func takeExpirationHandler(daemonID: UInt32) -> (id: UInt32, handler: (@Sendable () -> Void)?) {
+    /// out so that it runs once; with the app's id, nil when that id is of
+    /// another task of the app's (one no daemon holds, or another's).
+    mutating func takeExpirationHandler(daemonID: UInt32) -> (id: UInt32?, handler: (@Sendable () -> Void)?) {
         let id = appID(for: daemonID)
-        guard tasks[id]?.daemonID == daemonID else { return (id, nil) }
+        guard let task = tasks[id] else { return (id, nil) }
+        guard task.daemonID == daemonID else { return (nil, nil) }
         let handler = tasks[id]?.expirationHandler
         tasks[id]?.expirationHandler = nil
         return (id, handler)
     }
 
     /// The daemon closed the task it calls `daemonID` (it expired): forgotten;
-    /// returns the app's id.
-    mutating func expired(daemonID: UInt32) -> UInt32 {
+    /// returns the app's id, nil when that id is of another task of the app's.
+    mutating func expired(daemonID: UInt32) -> UInt32? {
         let id = appID(for: daemonID)
-        if tasks[id]?.daemonID == daemonID { tasks[id] = nil }
         renamed[daemonID] = nil
+        guard let task = tasks[id] else { return id }
+        guard task.daemonID == daemonID else { return nil }
+        tasks[id] = nil
         return id
     }
 

@@ -71,5 +71,10 @@ import Testing
         // A warning for a daemon id the app does not hold runs no other task's handler.
         let handler = open.takeExpirationHandler(daemonID: 2).handler
         #expect(handler == nil)
+        // One that names another task of the app's (held by no daemon) is not that task's.
+        open.detachAll()
+        let stray = open.takeExpirationHandler(daemonID: 1)
+        let strayExpiry = open.expired(daemonID: 1)
+        #expect(stray.id == nil && strayExpiry == nil && open.tasks.count == 1)
     }
 }
