@@ -92,6 +92,7 @@ struct TestApp: AsyncParsableCommand {
               location_event    token, kind, and region_id, crossing (kind "region") or latitude, longitude, accuracy (kind "significant_change") (an event handed to the location handler)
               location_completed  the same fields (the daemon accepted CompleteEvent)
               rechecked_in      reason, pending (the daemon restarted; the SDK checked in again)
+              reconnected       (the daemon restarted; the app had not checked in, so nothing was)
               recheck_failed    name, message (the daemon restarted; checking in again failed)
               begun      task_id, seconds_remaining (the app's background time)
               state      state ("background", or "active" with --foreground)
@@ -211,11 +212,13 @@ struct TestApp: AsyncParsableCommand {
         manager.onReconnect = { launch, error in
             if let error {
                 EventLog.emit("recheck_failed", ["name": .string(error.name), "message": .string(error.message)])
-            } else {
-                let launch = launch ?? LaunchInfo()
+            } else if let launch {
                 EventLog.emit("rechecked_in", [
                     "reason": .string(launch.reason.rawValue), "pending": .int(Int(launch.pending)),
                 ])
+            } else {
+                // A manager that never checked in gets (nil, nil): nothing was checked in, no reason to tell.
+                EventLog.emit("reconnected", [:])
             }
         }
         if let pushResult { Self.installNotificationHandler(pushResult, on: manager) }
