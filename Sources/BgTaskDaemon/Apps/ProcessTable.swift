@@ -151,14 +151,17 @@ final class ProcessTable {
         guard let handle = handles[ref], ref.pid != ownPID, ref.pid > 1 else { return false }
         let signal = stopped ? SIGSTOP : SIGCONT
         guard bgt_pidfd_send_signal(handle.pidfd, signal) >= 0 else { return false }
-        Self.signalGroup(ledBy: ref.pid, signal)
+        // Only while the pidfd says it lives: its pid, read again by the group calls, is still its own.
+        Self.signalGroup(ledBy: ref.pid, signal) { bgt_pidfd_exited(handle.pidfd) == 0 }
         return true
     }
 
     /// Sends `signal` to the process group of `pid` when `pid` leads its
     /// session and its group, and that is not the daemon's own.
-    static func signalGroup(ledBy pid: Int32, _ signal: Int32) {
-        guard pid > 1, getsid(pid) == pid, getpgid(pid) == pid, getpgid(0) != pid else { return }
+    /// `stillItself` says, after the group is looked up, that `pid` is
+    /// still the process meant (a pidfd that has not exited, a start time).
+    static func signalGroup(ledBy pid: Int32, _ signal: Int32, stillItself: () -> Bool) {
+        guard pid > 1, getsid(pid) == pid, getpgid(pid) == pid, getpgid(0) != pid, stillItself() else { return }
         kill(-pid, signal)
     }
 

@@ -91,7 +91,7 @@ final class FreezeJournal {
             // Only the very process that was stopped: a pid can have been reused since.
             if startTime(of: pid) == start {
                 kill(pid, SIGCONT)
-                ProcessTable.signalGroup(ledBy: pid, SIGCONT)
+                ProcessTable.signalGroup(ledBy: pid, SIGCONT) { startTime(of: pid) == start }
             }
         }
     }
