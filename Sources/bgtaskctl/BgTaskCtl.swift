@@ -22,7 +22,7 @@ struct BgTaskCtl: ParsableCommand {
             'bgtaskctl: <message> (<D-Bus error name>)'); 64 for a usage error; \
             74 when its output cannot be written (a full disk, say). With --json a \
             failure of status 1 is also printed on standard output, as \
-            {"error":{"message":…,"name":…,"hint":…}}.
+            {"error":{"message":…,"name":…,"hint":…}} (name and hint where there are such).
             """,
         version: "bgtaskctl \(BgTaskNames.releaseVersion) (D-Bus API \(BgTaskNames.apiVersion))",
         // New subcommands go here, each in a file of its own conforming to

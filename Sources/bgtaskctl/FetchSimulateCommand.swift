@@ -83,8 +83,8 @@ struct FetchSimulateCommand: ClientCommand {
         guard let reply = try? client.call(ManagerInterface.Method.getApplications.rawValue),
               let apps = try? ApplicationInfo.list(from: reply),
               let info = apps.first(where: { $0.appID == app }) else { return nil }
-        // Launched at its turn and still starting: that is the check-in (a queued app is launched only at its turn).
-        if info.launching && !info.running { return "check-in" }
+        // Launched and still starting, not held back: that is the check-in (a launch frozen in the queue waits for its turn).
+        if info.launching && !info.running && !info.suspended { return "check-in" }
         if case .array(_, let backlog)? = try? client.property("Backlog"),
            backlog.contains(where: { $0.unwrapped == .string(app) }), !info.running || info.suspended {
             return "turn"

@@ -113,7 +113,7 @@ extension Daemon {
                     if !unstoredLaunchMarks.isEmpty { armLaunchMarksRetry() }
                 }
             } catch {
-                logger.warning("cannot arm the retry of launch notes (\(error)): they are not tried again")
+                logger.warning("cannot arm the retry of launch notes (\(error)): they wait for the next note that arms it")
                 return
             }
         }
