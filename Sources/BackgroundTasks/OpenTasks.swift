@@ -24,7 +24,7 @@ struct OpenTasks: Sendable {
     /// ids again), then the next free one, mapped to the daemon's.
     mutating func began(_ daemonID: UInt32, name: String, expirationHandler: (@Sendable () -> Void)?) -> UInt32 {
         var id = daemonID
-        while tasks[id] != nil || (id != daemonID && renamed[id] != nil) || id == 0 { id &+= 1 }
+        while tasks[id] != nil || id == 0 { id &+= 1 }
         tasks[id] = Task(name: name, daemonID: daemonID, expirationHandler: expirationHandler)
         if id != daemonID { renamed[daemonID] = id }
         return id

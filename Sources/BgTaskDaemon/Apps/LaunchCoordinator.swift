@@ -40,8 +40,8 @@ final class LaunchCoordinator {
         launcher.launch(appID: app, commandLine: commandLine, reason: reason) { [unowned self] result in
             switch result {
             case .success(let process):
-                logger.info("launched \(app) for \(reason)",
-                            metadata: process.placement == .process ? ["pid": "\(process.pid)"] : ["pid": "\(process.pid)", "unit": "\(process.unit)"])
+                // The launcher's own line names its scope or cgroup, where it has one.
+                logger.info("launched \(app) for \(reason)", metadata: ["pid": "\(process.pid)"])
                 onStarted(app, process)
             case .failure(let error):
                 // The launcher logged it.
