@@ -422,20 +422,19 @@ import Testing
     @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
     func anAppTerminatedForOverstayingTakesWhatItStartedWithIt() throws {
         let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
-        let (scratch, script) = try Self.scriptInScratch("")
+        let (scratch, script) = try Self.scriptInScratch { directory in """
+            #!/bin/sh
+            sleep 120 &
+            echo $! > '\(directory)/helper.pid'
+            ( trap '' TERM; exec sleep 120 ) &
+            echo $! > '\(directory)/stubborn.pid'
+            exec '\(testapp)' --fetch-result never --tasks 0
+
+            """
+        }
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let pidFile = scratch + "/helper.pid"
         let stubbornFile = scratch + "/stubborn.pid"
-        try """
-            #!/bin/sh
-            sleep 120 &
-            echo $! > '\(pidFile)'
-            ( trap '' TERM; exec sleep 120 ) &
-            echo $! > '\(stubbornFile)'
-            exec '\(testapp)' --fetch-result never --tasks 0
-
-            """.write(toFile: script, atomically: true, encoding: .utf8)
-        chmod(script, 0o755)
         let app = "org.example.Helped"
         let daemon = try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=2", "Tasks.KillGraceSec=1"], desktopEntries: [
             DesktopEntrySpec(id: app, modes: ["fetch"], exec: script),
@@ -593,17 +592,29 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
-    /// A SimulateFetch call for `app`, to send without waiting for its answer.
-    /// An executable shell script of `text` in a fresh directory of its own
-    /// (the caller removes it): the directory and the script's path.
-    static func scriptInScratch(_ text: String) throws -> (directory: String, path: String) {
+    /// A shell script of `text` in a fresh directory of its own (the caller
+    /// removes it): the directory and the command line that runs the script.
+    ///
+    /// The command runs the script with `/bin/sh` rather than executing it:
+    /// Foundation writes the file through a descriptor without O_CLOEXEC, and
+    /// a process another test forks at that moment holds it open for writing
+    /// until its exec, during which executing the script fails with ETXTBSY
+    /// (seen in CI). `sh` only reads it.
+    static func scriptInScratch(_ text: String) throws -> (directory: String, command: String) {
+        try scriptInScratch { _ in text }
+    }
+
+    /// The same with a script that names files in its directory: `text` is
+    /// given the directory.
+    static func scriptInScratch(_ text: (_ directory: String) -> String) throws -> (directory: String, command: String) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-script-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let path = directory + "/app.sh"
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
-        chmod(path, 0o755)
-        return (directory, path)
+        try text(directory).write(toFile: path, atomically: true, encoding: .utf8)
+        return (directory, "/bin/sh \(path)")
     }
+
+    /// A SimulateFetch call for `app`, to send without waiting for its answer.
 
     /// A daemon whose one app, `app`, declares the fetch mode and is launched with `exec`.
     static func daemonLaunching(_ app: String, exec: String, wakeBudget: Int = 60) throws -> DaemonUnderTest {
