@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import SDBus
 
 /// Renders calls as commands a person can run against a bgtaskd on their
@@ -21,7 +22,7 @@ enum ReproLine {
         }
         guard words.allSatisfy({ $0.utf8.count <= maximumArgumentBytes }),
               words.reduce(0, { $0 + $1.utf8.count }) < 1_000_000 else { return nil }
-        var line = words.map(shellQuoted).joined(separator: " ")
+        var line = words.map(ShellWord.quoted).joined(separator: " ")
         if case .app(let app) = call.role { line += "   # from a connection checked in as \(app)" }
         return line
     }
@@ -80,29 +81,6 @@ enum ReproLine {
         if value.isNaN { return "nan" }
         if value.isInfinite { return value < 0 ? "-inf" : "inf" }
         return "\(value)"
-    }
-
-    /// One shell word: bare when safe, in single quotes, or in $'…' with escapes for control characters.
-    static func shellQuoted(_ word: String) -> String {
-        let safe = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,@+-{}()%")
-        if !word.isEmpty, word.allSatisfy({ safe.contains($0) }) { return word }
-        if !word.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-            return "'" + word.replacing("'", with: "'\\''") + "'"
-        }
-        var out = "$'"
-        for scalar in word.unicodeScalars {
-            switch scalar {
-            case "\n": out += "\\n"
-            case "\t": out += "\\t"
-            case "\r": out += "\\r"
-            case "'": out += "\\'"
-            case "\\": out += "\\\\"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                out += "\\x" + (scalar.value < 16 ? "0" : "") + String(scalar.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "'"
     }
 
     // MARK: python3

@@ -100,6 +100,18 @@ import Testing
         #expect(why.contains("chmod go-w \(dir)/libbgtaskd-mode-demo.so"), "\(why)")
     }
 
+    /// The fix printed for a path with a space quotes it, so that pasted it
+    /// changes that file and not two others.
+    @Test func theFixForAPathWithASpaceIsQuoted() throws {
+        let dir = try Self.directory([])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/my build.so"
+        try "x".write(toFile: path, atomically: false, encoding: .utf8)
+        chmod(path, 0o664)
+        let why = try #require(PluginLoader.writableByOthers(path))
+        #expect(why.hasSuffix("chmod go-w '\(path)'"), "\(why)")
+    }
+
     @Test func directoryWritableByOthersIsIgnored() throws {
         let dir = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo"))])
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -526,9 +526,10 @@ import Glibc
 
     /// A state directory another user may write to: a link put there as
     /// `bgtaskd.sqlite3.frozen`, to a file of the user's, was emptied and
-    /// written through (found by an outside test).
+    /// written through (found by an outside test). The fix it prints quotes
+    /// the path for the shell.
     @Test func aStateDirectoryOthersCanWriteToIsRefused() throws {
-        let shared = directory.path("shared")
+        let shared = directory.path("shared by all")
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
         #expect(chmod(shared, 0o1777) == 0)
         let error = try #require(refusal(shared))
@@ -536,7 +537,7 @@ import Glibc
         #expect(error.description.hasPrefix(
             "\(shared): the state directory is writable by everyone (mode 1777); another user could"), "\(error)")
         #expect(!FileManager.default.fileExists(atPath: shared + "/bgtaskd.sqlite3"), "nothing is made there")
-        #expect(error.description.contains("(chmod go-w \(shared))"), "\(error)")
+        #expect(error.description.contains("(chmod go-w '\(shared)')"), "\(error)")
         #expect(chmod(shared, 0o700) == 0)
         try open(shared).close()
     }
@@ -545,11 +546,11 @@ import Glibc
     /// which cannot give it back (found by an outside test).
     @Test(.enabled(if: geteuid() == 0, "needs root to give a directory away"))
     func aStateDirectoryOfAnotherOwnerIsToBeChowned() throws {
-        let theirs = directory.path("theirs")
+        let theirs = directory.path("theirs too")
         try FileManager.default.createDirectory(atPath: theirs, withIntermediateDirectories: true)
         #expect(chmod(theirs, 0o700) == 0 && chown(theirs, 65534, 65534) == 0)
         let error = try #require(refusal(theirs))
-        #expect(error.description.contains("belongs to uid 65534") && error.description.contains("(as root: chown \(geteuid()) \(theirs))"),
+        #expect(error.description.contains("belongs to uid 65534") && error.description.contains("(as root: chown \(geteuid()) '\(theirs)')"),
                 "\(error)")
     }
 

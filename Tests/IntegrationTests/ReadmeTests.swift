@@ -112,11 +112,6 @@ import Testing
         return .succeeds(output: output.isEmpty ? nil : output)
     }
 
-    /// `text` as one word for the shell.
-    static func shellQuoted(_ text: String) -> String {
-        "'" + text.replacingOccurrences(of: "'", with: #"'\''"#) + "'"
-    }
-
     // MARK: The test
 
     @Test func readmeParsingFindsWhatItShould() throws {
@@ -178,7 +173,7 @@ import Testing
         for example in examples {
             var command = example.command
             if command.hasPrefix("bgtaskctl ") {
-                command = Self.shellQuoted(bgtaskctl) + " --bus " + Self.shellQuoted(daemon.bus.address)
+                command = ShellWord.quoted(bgtaskctl) + " --bus " + ShellWord.quoted(daemon.bus.address)
                     + command.dropFirst("bgtaskctl".count)
             }
             var environment = daemon.environment

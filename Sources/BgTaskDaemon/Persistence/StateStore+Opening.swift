@@ -1,3 +1,4 @@
+import BgTaskProtocol
 import Foundation
 import GRDB
 import Logging
@@ -40,14 +41,12 @@ extension StateStore {
                 .notWritable, path: path,
                 message: "\(directory): the state directory is not a directory. Move it away or choose another one with --state-dir.")
         }
-        if let why = writableByOthers(directory) {
-            // Another owner is fixed by chown (chmod cannot give it back); a mode by chmod.
-            let fix = why.hasPrefix("belongs to") ? "as root: chown \(geteuid()) \(directory)" : "chmod go-w \(directory)"
+        if let shared = writableByOthers(directory) {
             throw StoreError(
                 .notWritable, path: path,
-                message: "\(directory): the state directory \(why); another user could put links there that bgtaskd "
+                message: "\(directory): the state directory \(shared.why); another user could put links there that bgtaskd "
                     + "would write through, or change its state. Refusing to start. Make it the user's own "
-                    + "(\(fix)), or choose another one with --state-dir.")
+                    + "(\(shared.fix)), or choose another one with --state-dir.")
         }
         guard access(directory, W_OK | X_OK) == 0 else {
             throw StoreError(
@@ -129,13 +128,20 @@ extension StateStore {
     /// does not stop new files and links). A umask of 002 (Fedora, RHEL)
     /// makes directories writable by the user's private group, which holds
     /// no one else.
-    static func writableByOthers(_ directory: String) -> String? {
+    ///
+    /// Returns why, and the command that makes it the user's own (for the
+    /// user to paste): another owner is fixed by chown, as root (chmod cannot
+    /// give it back), a mode by chmod.
+    static func writableByOthers(_ directory: String) -> (why: String, fix: String)? {
         var info = stat()
         guard stat(directory, &info) == 0 else { return nil }
-        if info.st_uid != 0 && info.st_uid != geteuid() { return "belongs to uid \(info.st_uid)" }
+        let path = ShellWord.quoted(directory)
+        if info.st_uid != 0 && info.st_uid != geteuid() { return ("belongs to uid \(info.st_uid)", "as root: chown \(geteuid()) \(path)") }
         let mode = String(info.st_mode & 0o7777, radix: 8)
-        if info.st_mode & S_IWOTH != 0 { return "is writable by everyone (mode \(mode))" }
-        if info.st_mode & S_IWGRP != 0, !isPrivateGroup(info.st_gid) { return "is writable by its group, gid \(info.st_gid) (mode \(mode))" }
+        if info.st_mode & S_IWOTH != 0 { return ("is writable by everyone (mode \(mode))", "chmod go-w \(path)") }
+        if info.st_mode & S_IWGRP != 0, !isPrivateGroup(info.st_gid) {
+            return ("is writable by its group, gid \(info.st_gid) (mode \(mode))", "chmod go-w \(path)")
+        }
         return nil
     }
 

@@ -234,7 +234,7 @@ struct PluginLoader {
         if info.st_mode & (S_IWGRP | S_IWOTH) != 0 {
             // A umask of 002 (Fedora, RHEL) leaves a build tree so: say how to load it.
             return "it is writable by its group or by everyone (mode \(String(info.st_mode & 0o7777, radix: 8))); "
-                + "plugins load only from what only their owner can change: chmod go-w \(path)"
+                + "plugins load only from what only their owner can change: chmod go-w \(ShellWord.quoted(path))"
         }
         return nil
     }
