@@ -18,7 +18,9 @@ struct AppsCommand: ClientCommand {
             background and held still (the machine asleep, waiting for its turn after a \
             wake, or launched by the daemon with nothing left to do; its processes frozen \
             where the daemon can tie them to it), 'launching' while the daemon starts it, else 'not running'. NEXT FETCH is when the next \
-            background fetch is planned, in local time and from now; 'never' when the \
+            background fetch is planned, in local time and from now; 'due' once that time \
+            has passed (the fetch waits for the app's turn or its check-in), 'at the wake' \
+            while the machine sleeps; 'never' when the \
             app did not ask for fetch, 'held' while it is out of the schedule. WHY is the \
             planner's reason for that time: the time of day the app is usually opened, \
             how far apart fetches pay there and how often it has news, whether its habits \
@@ -57,6 +59,9 @@ struct AppsCommand: ClientCommand {
             print("No app declares a background mode (X-BgTaskd-Modes=) and none is connected.")
             return
         }
+        // A fetch that fell due while the machine sleeps waits for the wake:
+        // its time alone, in the past, would read as a fetch missed.
+        let asleep = (try? client.property(ManagerInterface.Property.sleeping.rawValue, destination: uniqueName)) == .bool(true)
         let now = Date()
         var table = TextTable([
             .init("APP", maxWidth: 48), .init("MODES", maxWidth: 40), .init("REFRESH"), .init("STATE"),
@@ -66,7 +71,7 @@ struct AppsCommand: ClientCommand {
         for app in apps {
             table.append([
                 app.appID, app.modes.isEmpty ? "-" : app.modes.joined(separator: ","), app.refreshStatus ?? "?",
-                Self.state(of: app), Self.nextFetch(of: app, now: now), app.fetchPlan ?? "-", Self.lastFetch(of: app, now: now),
+                Self.state(of: app), Self.nextFetch(of: app, now: now, asleep: asleep), app.fetchPlan ?? "-", Self.lastFetch(of: app, now: now),
                 app.pushEndpoint ?? "-", Self.notes(for: app).joined(separator: "; "),
             ])
         }
@@ -80,10 +85,14 @@ struct AppsCommand: ClientCommand {
         return app.launching ? "launching" : "not running"
     }
 
-    static func nextFetch(of app: ApplicationInfo, now: Date) -> String {
+    static func nextFetch(of app: ApplicationInfo, now: Date, asleep: Bool) -> String {
         guard app.modes.contains("fetch") else { return "-" }
         if app.fetchHeld != nil { return "held" }
-        if let next = app.fetchNextMicroseconds, next > 0 { return WallClockTime.text(microseconds: next, now: now) }
+        if let next = app.fetchNextMicroseconds, next > 0 {
+            let planned = WallClockTime.text(microseconds: next, now: now)
+            guard TimeInterval(next) / 1_000_000 <= now.timeIntervalSince1970 else { return planned }
+            return asleep ? "at the wake (due \(planned))" : "due (\(planned))"
+        }
         // No plan: the app never asked (policy never) or has no record yet.
         return "never"
     }

@@ -214,6 +214,9 @@ import Testing
         #expect(app.waitForEvent("perform_fetch") != nil, "fetched every second while awake: \(daemon.log)")
         _ = try daemon.callManager("SimulateSleep")
         Thread.sleep(forTimeInterval: 3)
+        // The fetch that fell due is listed as waiting for the wake, not as a time gone by.
+        let apps = try daemon.bgtaskctl(["apps"])
+        #expect(apps.succeeded && apps.standardOutput.contains("at the wake (due "), "\(apps)")
         _ = try daemon.callManager("SimulateWake")
         #expect(daemon.process.waitForStandardError(containing: "awake (SimulateWake)"))
         let log = daemon.log
