@@ -63,11 +63,16 @@ extension BackgroundTaskManager {
                 session.ownerGeneration += 1
                 return session.ownerGeneration
             }
-            if owner != nil { restoreSession(generation: generation) }
+            if let owner { restoreSession(generation: generation, owner: owner) }
         }
     }
 
     /// Checks in again and restores the app's state (SDK thread).
+    ///
+    /// The calls go to `owner`, the new daemon's unique name, not to the
+    /// well-known one: should that daemon end before the bus routes them,
+    /// they would reach the next daemon, which gets its own restore, and an
+    /// end of a task id the dead daemon gave would end one of the next's.
     ///
     /// The state sent is the one the app asked for last as the restoring
     /// call goes out, and none if the app's own `SetApplicationState` went
@@ -75,16 +80,16 @@ extension BackgroundTaskManager {
     /// check-in, and a restore sent behind it would undo it (an app the user
     /// brought to the foreground meanwhile was put back in the background,
     /// and killed at its deadline).
-    private func restoreSession(generation: Int) {
+    private func restoreSession(generation: Int, owner: String) {
         let appID = session.withLock { $0.appID }
         guard let appID else {
-            restoreState(generation: generation)
-            restoreTasks(generation: generation)
+            restoreState(generation: generation, owner: owner)
+            restoreTasks(generation: generation, owner: owner)
             reportReconnect(generation: generation, nil, nil)
             return
         }
         connection.callInBackground(
-            ManagerInterface.Method.checkIn.rawValue,
+            ManagerInterface.Method.checkIn.rawValue, on: .manager.at(owner),
             arguments: { [weak self] (call) throws(BusError) in
                 // As the CheckIn goes out (on the SDK's thread, in call order).
                 self?.session.withLock { $0.stateCallsAtReCheckIn = (generation, $0.stateCalls) }
@@ -95,7 +100,7 @@ extension BackgroundTaskManager {
                 guard let self else { return }
                 switch result {
                 case .success(let launch):
-                    restoreState(generation: generation)
+                    restoreState(generation: generation, owner: owner)
                     reportReconnect(generation: generation, launch, nil)
                 case .failure(let error):
                     reportReconnect(generation: generation, nil, error)
@@ -104,7 +109,7 @@ extension BackgroundTaskManager {
         // Right behind the check-in, not after its answer: the daemon takes
         // them in order, so an app it took over is never idle in between (it
         // would be suspended). A check-in refused leaves them the connection's own.
-        restoreTasks(generation: generation)
+        restoreTasks(generation: generation, owner: owner)
     }
 
     /// Sends the app's state again if the app set one: `active` too, which a
@@ -114,9 +119,9 @@ extension BackgroundTaskManager {
     /// Decided as the call goes out (on the SDK's thread, in call order), not
     /// when it is posted: an app's own call posted meanwhile goes out first,
     /// and must not be undone.
-    private func restoreState(generation: Int) {
+    private func restoreState(generation: Int, owner: String) {
         connection.callInBackground(
-            ManagerInterface.Method.setApplicationState.rawValue,
+            ManagerInterface.Method.setApplicationState.rawValue, on: .manager.at(owner),
             arguments: { [weak self] (call) throws(BusError) in
                 let state: ApplicationState? = self?.session.withLock { session in
                     // The app's own call went out after the CheckIn: it stands.

@@ -224,10 +224,10 @@ extension BackgroundTaskManager {
     /// One whose daemon went again waits for the next restore; one the
     /// present daemon did not answer (a timeout) is asked for again, twice
     /// at most, then given up as refused.
-    func restoreTasks(generation: Int, only: Set<UInt32>? = nil, attempt: Int = 1) {
+    func restoreTasks(generation: Int, owner: String, only: Set<UInt32>? = nil, attempt: Int = 1) {
         for (id, name) in openTasks.withLock({ $0.detached }) where only?.contains(id) ?? true {
             connection.callInBackground(
-                ManagerInterface.Method.beginBackgroundTask.rawValue,
+                ManagerInterface.Method.beginBackgroundTask.rawValue, on: .manager.at(owner),
                 arguments: { (call) throws(BusError) in try call.append(name) },
                 decode: { (reply) throws(BusError) in try reply.readUInt32() },
                 completion: { [weak self] result in
@@ -239,13 +239,13 @@ extension BackgroundTaskManager {
                         // the present one's (the next restore asks that one): ended there.
                         if !current || !openTasks.withLock({ $0.reattach(id, as: daemonID) }) {
                             connection.callInBackground(
-                                ManagerInterface.Method.endBackgroundTask.rawValue,
+                                ManagerInterface.Method.endBackgroundTask.rawValue, on: .manager.at(owner),
                                 arguments: { (call) throws(BusError) in try call.append(daemonID) }, completion: { _ in })
                         }
                     case .failure(let error) where !current || error.code == .disconnected:
                         break  // the next daemon's restore asks for it; a closed manager has no daemon
                     case .failure(let error) where error.code == .daemonUnavailable && attempt < 3:
-                        restoreTasks(generation: generation, only: [id], attempt: attempt + 1)
+                        restoreTasks(generation: generation, owner: owner, only: [id], attempt: attempt + 1)
                     case .failure:
                         let handler = openTasks.withLock { $0.lost(id) }
                         handler?()

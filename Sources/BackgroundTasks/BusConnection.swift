@@ -64,6 +64,12 @@ final class BusConnection: @unchecked Sendable {
         /// The bus itself.
         static let busDriver = Target(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus")
+
+        /// The same object and interface at one connection (a unique name):
+        /// a call that must reach that daemon process and no later one.
+        func at(_ destination: String) -> Target {
+            Target(destination: destination, path: path, interface: interface)
+        }
     }
 
     /// A signal of the daemon's object, by interface and member.

@@ -5,8 +5,9 @@ import Synchronization
 import Testing
 
 /// The state the SDK tells a restarted daemon is the app's latest, and never
-/// one that undoes the app's own call. Played against a stand-in daemon
-/// that answers `CheckIn` late, so that the app's call lands in the window.
+/// one that undoes the app's own call; what it restores reaches the daemon
+/// it is for. Played against a stand-in daemon that answers `CheckIn` late,
+/// so that the app's call lands in the window.
 @Suite struct SDKRestartTests {
     static let app = "org.example.Restart"
     static let fixture = BinaryLocator.packageRoot() + "/Tests/IntegrationTests/Fixtures/slow-checkin-daemon.py"
@@ -86,5 +87,43 @@ import Testing
         #expect(reconnects.wait(), "\(second.lines)")
         _ = try await manager.backgroundTimeRemaining
         #expect(states(second) == ["active"], "\(second.lines)")
+    }
+
+    /// The SDK's restore went to the daemon's well-known name: for a daemon
+    /// that was gone again by the time the bus routed it, it reached the
+    /// next daemon, which got two rounds of check-ins and begins (refused
+    /// past `Tasks.MaxPerConnection`), and ends of the first round's ids
+    /// (found in review). Each round goes to the daemon it is for.
+    @Test func theRestoreForADaemonThatWentAgainDoesNotReachTheNext() async throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let first = try standIn(on: bus, checkInDelay: 0)
+        let manager = try await BackgroundTaskManager.connect(bus: .address(bus.address), appID: Self.app)
+        defer { manager.close() }
+        _ = try await manager.beginBackgroundTask(name: "upload")
+        // The first re-check-in's callback holds the SDK's thread while two
+        // more daemons come and one goes: their owner changes wait behind it.
+        let held = Mutex(0), release = Mutex(false)
+        manager.onReconnect = { _, _ in
+            guard held.withLock({ $0 += 1; return $0 }) == 1 else { return }
+            while !release.withLock({ $0 }) { Thread.sleep(forTimeInterval: 0.01) }
+        }
+        _ = first.stop()
+        let second = try standIn(on: bus, checkInDelay: 0)
+        let deadline = ContinuousClock.now + .seconds(20)
+        while held.withLock({ $0 }) == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(held.withLock { $0 } == 1, "\(second.lines)")
+        _ = second.stop()
+        let third = try standIn(on: bus, checkInDelay: 0)
+        _ = third.stop()
+        let fourth = try standIn(on: bus, checkInDelay: 0)
+        defer { _ = fourth.stop() }
+        release.withLock { $0 = true }
+
+        while held.withLock({ $0 }) < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(held.withLock { $0 } == 2, "\(fourth.lines)")
+        _ = try await manager.backgroundTimeRemaining
+        let calls = fourth.lines.filter { $0.hasPrefix("call ") && !$0.hasPrefix("call GetBackgroundTimeRemaining") }
+        #expect(calls == ["call CheckIn \(Self.app)", "call BeginBackgroundTask upload"], "\(fourth.lines)")
     }
 }

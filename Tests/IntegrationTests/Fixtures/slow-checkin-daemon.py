@@ -6,6 +6,8 @@ app's own SetApplicationState goes out behind a re-check-in. Prints "ready"
 once it owns the name, then one line per call ("call CheckIn org.example.A",
 "call SetApplicationState active") and "replied CheckIn" when it answers one.
 GetBackgroundTimeRemaining answers 0: a call that marks a point in the order.
+BeginBackgroundTask answers ids 1, 2, ... with 600 s ("call BeginBackgroundTask upload");
+EndBackgroundTask is printed ("call EndBackgroundTask 1").
 """
 import argparse
 
@@ -23,6 +25,7 @@ class SlowDaemon(dbus.service.Object):
     def __init__(self, bus, delay):
         super().__init__(bus, PATH)
         self.delay = delay
+        self.last_task = 0
 
     @dbus.service.method(MANAGER, in_signature='s', out_signature='a{sv}',
                          async_callbacks=('reply', 'error'))
@@ -43,6 +46,16 @@ class SlowDaemon(dbus.service.Object):
     def GetBackgroundTimeRemaining(self):
         print('call GetBackgroundTimeRemaining', flush=True)
         return 0.0
+
+    @dbus.service.method(MANAGER, in_signature='s', out_signature='ud')
+    def BeginBackgroundTask(self, name):
+        print('call BeginBackgroundTask', name, flush=True)
+        self.last_task += 1
+        return (dbus.UInt32(self.last_task), 600.0)
+
+    @dbus.service.method(MANAGER, in_signature='u', out_signature='')
+    def EndBackgroundTask(self, task):
+        print('call EndBackgroundTask', int(task), flush=True)
 
 
 def main():
