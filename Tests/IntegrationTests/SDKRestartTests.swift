@@ -126,4 +126,24 @@ import Testing
         let calls = fourth.lines.filter { $0.hasPrefix("call ") && !$0.hasPrefix("call GetBackgroundTimeRemaining") }
         #expect(calls == ["call CheckIn \(Self.app)", "call BeginBackgroundTask upload"], "\(fourth.lines)")
     }
+
+    /// The open tasks are begun again right behind the re-check-in, not
+    /// after its answer: a daemon that took the app over as one it had
+    /// launched would suspend it as idle in between.
+    @Test func openTasksAreBegunAgainBeforeTheCheckInIsAnswered() async throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let first = try standIn(on: bus, checkInDelay: 0)
+        let manager = try await BackgroundTaskManager.connect(bus: .address(bus.address), appID: Self.app)
+        defer { manager.close() }
+        let reconnects = Reconnects(manager)
+        _ = try await manager.beginBackgroundTask(name: "upload")
+        _ = first.stop()
+
+        let second = try standIn(on: bus, checkInDelay: 1)
+        defer { _ = second.stop() }
+        #expect(reconnects.wait(), "\(second.lines)")
+        let order = second.lines.filter { $0.hasPrefix("call CheckIn") || $0.hasPrefix("call BeginBackgroundTask") || $0 == "replied CheckIn" }
+        #expect(order == ["call CheckIn \(Self.app)", "call BeginBackgroundTask upload", "replied CheckIn"], "\(second.lines)")
+    }
 }
