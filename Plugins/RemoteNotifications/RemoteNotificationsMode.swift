@@ -449,6 +449,7 @@ final class RemoteNotificationsMode: ModePlugin {
         switch event {
         case .tokenReady(let app, let token, let connection):
             guard let (_, id) = tokens[token], let push = inboxes[app]?.pushes.first(where: { $0.id == id }) else { return }
+            if dropStale(app, id, token: token, connection: connection) { return }
             do {
                 try host.emit(RemoteNotificationsInterface.Signal.notificationReceived.rawValue, interface: BgTaskNames.remoteNotifications, to: connection) {
                     (signal) throws(ModeError) in
@@ -598,6 +599,25 @@ final class RemoteNotificationsMode: ModePlugin {
         }
         dropNowOrNever(app)
         persist("store the state of \(app)") { try saveState(app) }
+    }
+
+    /// A push whose wake came after it expired, or after a newer push with
+    /// its collapse id came, goes instead of reaching the app (it waited for
+    /// the machine to wake, the app to start, or the daemon to restart).
+    /// Its wake is completed once that is stored, as if the app had handled
+    /// it: the app is not at fault. Returns whether it went.
+    private func dropStale(_ app: String, _ id: String, token: String, connection: String) -> Bool {
+        touch(app)
+        guard let reason = inboxes[app]?.dropStale(id, at: host.realtimeMicroseconds) else { return false }
+        setToken(token, nil)
+        setInFlight(id, false)
+        persist("delete push \(id)") { try host.delete(collection: "pushes", key: id) }
+        persist("store the state of \(app)") { try saveState(app) }
+        host.logWhenCommitted(.info, "dropped push \(id) for \(app): \(reason)")
+        host.whenCommitted { [weak self] in try? self?.host.complete(token: token, connection: connection) }
+        // Room for the next push waiting its turn.
+        deliverDue(app)
+        return true
     }
 
     /// Pushes with expiration 0 whose wake did not happen go, as their sender asked.

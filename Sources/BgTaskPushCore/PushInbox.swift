@@ -11,7 +11,10 @@ import BgTaskProtocol
 //   - held otherwise: over the silent budget, refresh not available, or a
 //     push that asks for no wake at all. Held pushes ride along with the
 //     app's next wake of any kind, without spending tokens.
-// A newer push with the same collapse id replaces a held one. Over `limit`
+// A newer push with the same collapse id replaces a held one, and one due
+// with no wake yet; one on its way whose wake comes after the newer one
+// arrived goes then, as does one that expired while it waited for its wake
+// (the machine asleep, the app starting, a restart). Over `limit`
 // waiting pushes (held, or due with no wake yet: an app being launched that
 // never checks in keeps them due), the oldest silent ones go, then the
 // oldest alerts; a push on its way to the app never does.
@@ -93,11 +96,12 @@ public struct PushInbox: Sendable, Equatable {
         }
         var removed: [(push: PushRecord, reason: String)] = []
         if let collapse = push.collapseID {
-            for old in pushes where old.state == .held && old.collapseID == collapse {
+            // One on its way goes when its wake comes (dropStale): its token is out.
+            for old in pushes where old.collapseID == collapse && !isOnItsWay(old) {
                 removed.append((old, "replaced by \(push.id) (collapse id \(collapse))"))
                 counts.collapsed += 1
             }
-            pushes.removeAll { $0.state == .held && $0.collapseID == collapse }
+            pushes.removeAll { $0.collapseID == collapse && !isOnItsWay($0) }
         }
         push.state = admission == .deliverNow ? .due : .held
         pushes.append(push)
@@ -138,6 +142,28 @@ public struct PushInbox: Sendable, Equatable {
         pushes.removeAll { $0.state == .held && $0.isExpired(at: now) }
         counts.expired += expired.count
         return expired
+    }
+
+    /// A push on its way whose wake came (the app can take it now) that
+    /// should no longer reach the app: it expired while it waited for the
+    /// wake (the machine asleep, the app starting, the daemon restarting),
+    /// or a newer push with the same collapse id came meanwhile. Removes it
+    /// and says why; nil: it goes to the app.
+    public mutating func dropStale(_ id: String, at now: UInt64) -> String? {
+        guard let index = pushes.firstIndex(where: { $0.id == id }) else { return nil }
+        let push = pushes[index]
+        if push.isExpired(at: now) {
+            pushes.remove(at: index)
+            counts.expired += 1
+            return "it expired before it reached the app"
+        }
+        // Pushes are in the order they came.
+        if let collapse = push.collapseID, let newer = pushes[(index + 1)...].last(where: { $0.collapseID == collapse }) {
+            pushes.remove(at: index)
+            counts.collapsed += 1
+            return "replaced by \(newer.id) (collapse id \(collapse))"
+        }
+        return nil
     }
 
     /// The earliest expiration among held pushes (Unix seconds).

@@ -139,6 +139,43 @@ import Testing
         #expect(inbox.counts.collapsed == 1)
     }
 
+    /// A push due with no wake yet (waiting its turn among those on their
+    /// way) was kept beside the newer one with its collapse id: both reached
+    /// the app (found by an outside test). One on its way stays until its wake.
+    @Test mutating func collapseReplacesOneDueButNotOnItsWay() {
+        var inbox = PushInbox(bucket: TokenBucket(capacity: 0, now: now))
+        var flying = push("c1", alert: true, collapse: "score")
+        var waiting = push("c2", alert: true, collapse: "score")
+        var newest = push("c3", alert: true, collapse: "score")
+        #expect(inbox.admit(&flying, canWake: true, now: now).admission == .deliverNow)
+        #expect(inbox.admit(&waiting, canWake: true, now: now) { $0.id == "c1" }.removed.isEmpty)
+        let result = inbox.admit(&newest, canWake: true, now: now) { $0.id == "c1" }
+        #expect(result.removed.map(\.push.id) == ["c2"])
+        #expect(inbox.pushes.map(\.id) == ["c1", "c3"])
+    }
+
+    /// A push on its way whose wake came late: dropped if it expired or a
+    /// newer push with its collapse id came meanwhile (found by an outside
+    /// test: the machine asleep, both reached the app at the wake, and one
+    /// expired long before); otherwise it goes.
+    @Test mutating func aPushWhoseWakeCameLateIsDroppedIfStale() {
+        var inbox = PushInbox(bucket: TokenBucket(capacity: 0, now: now))
+        let second = now / 1_000_000
+        var records = [push("e1", alert: true, expiration: second + 2)]
+        records.append(push("c1", alert: true, collapse: "score"))
+        records.append(push("c2", alert: true, collapse: "score"))
+        records.append(push("p1", alert: true, expiration: second + 100))
+        // All on their way: none replaces another as it comes.
+        for index in records.indices { _ = inbox.admit(&records[index], canWake: true, now: now) { _ in true } }
+        let later = now + 5_000_000
+        #expect(inbox.dropStale("e1", at: later) == "it expired before it reached the app")
+        #expect(inbox.dropStale("c1", at: later) == "replaced by c2 (collapse id score)")
+        #expect(inbox.dropStale("c2", at: later) == nil)
+        #expect(inbox.dropStale("p1", at: later) == nil)
+        #expect(inbox.pushes.map(\.id) == ["c2", "p1"])
+        #expect(inbox.counts.expired == 1 && inbox.counts.collapsed == 1)
+    }
+
     @Test mutating func expiration() {
         var inbox = PushInbox(bucket: TokenBucket(capacity: 0, now: now))
         var stale = push("old", expiration: now / 1_000_000 - 1)

@@ -467,6 +467,40 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// Pushes on their way while the machine slept reached the app at the
+    /// wake even when they had expired meanwhile, and both of two with one
+    /// collapse id came (found by an outside test). The expired one and the
+    /// older of the two go at the wake; the rest reach the app.
+    @Test func pushesThatWentStaleOnTheirWayDoNotReachTheApp() throws {
+        let daemon = try daemon()
+        let app = try daemon.startTestApp(["--app-id", Self.app, "--push-result", "newData", "--background", "--tasks", "0", "--hold", "60"])
+        defer { app.stop() }
+        #expect(app.waitForEvent("ready") != nil)
+        let sender = try RawClient(daemon)
+        try sender.call("Manager", "SimulateSleep")
+        let now = UInt64(Date().timeIntervalSince1970)
+        let expiring = try sender.call("RemoteNotifications", "DeliverPush",
+                                       Self.push(#"{"aps":{"alert":"soon gone"}}"#, options: ["expiration": .uint64(now + 2)])).readString()
+        let older = try sender.call("RemoteNotifications", "DeliverPush",
+                                    Self.push(#"{"aps":{"alert":"1-0"}}"#, options: ["collapse_id": .string("score")])).readString()
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"2-0"}}"#, options: ["collapse_id": .string("score")]))
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"plain"}}"#, options: ["expiration": .uint64(now + 600)]))
+        Thread.sleep(forTimeInterval: 3.5)
+        #expect(app.events(named: "notification").isEmpty, "nothing reaches the app while the machine sleeps")
+        try sender.call("Manager", "SimulateWake")
+        let received = app.waitForEvents("notification_completed", count: 2).count
+        #expect(received == 2, "\(app.lines)")
+        #expect(daemon.waitForLog(containing: "dropped push \(expiring) for \(Self.app): it expired before it reached the app"), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "dropped push \(older) for \(Self.app): replaced by"), "\(daemon.log)")
+        Thread.sleep(forTimeInterval: 0.5)
+        let payloads = app.events(named: "notification").compactMap { $0["json"] as? String }
+        #expect(payloads == [#"{"aps":{"alert":"2-0"}}"#, #"{"aps":{"alert":"plain"}}"#], "\(app.lines)")
+        // Their wakes went with them: no offences, nothing left on its way.
+        #expect(try held(sender).isEmpty)
+        #expect(!daemon.log.contains("did not complete"), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func alertIsShownByTheNotificationService() throws {
         let daemon = try daemon()
         let notifications = try ChildProcess("/usr/bin/python3", ["-m", "dbusmock", "--session", "-t", "notification_daemon"],
