@@ -99,10 +99,15 @@ extension BackgroundEngine {
         return actions
     }
 
-    /// The shell started the launched app's process.
+    /// The shell started the launched app's process; `inOwnGroup`: in a
+    /// cgroup of the launch's own, whose processes the shell names
+    /// `launched` (see ``LaunchRecord/inOwnGroup``).
     @discardableResult
-    public mutating func launchStarted(_ app: AppID, process: ProcessRef) -> [CoreAction] {
-        modifyApp(.app(app)) { $0.launch?.process = process }
+    public mutating func launchStarted(_ app: AppID, process: ProcessRef, inOwnGroup: Bool = false) -> [CoreAction] {
+        modifyApp(.app(app)) { record in
+            record.launch?.process = process
+            record.launch?.inOwnGroup = inOwnGroup
+        }
         var actions: [CoreAction] = []
         reconcile(.app(app), into: &actions)
         return actions

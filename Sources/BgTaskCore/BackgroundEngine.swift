@@ -236,6 +236,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
                 "\(appID) belongs to uid \(owner); a connection of uid \(caller.uid.map(String.init) ?? "unknown") cannot check in as it")
         }
         let connection = register(caller)
+        let stateBefore = apps[connections[connection]!.app]?.state
         var actions: [CoreAction] = []
         switch connections[connection]!.app {
         case .app(let current):
@@ -265,6 +266,17 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         // Again on the same connection: the reply counts what waits for the
         // app, so the plugins send it there, as the first time.
         actions.append(firstCheckIn ? .appCheckedIn(appID, connection, reason: reason) : .appCheckedInAgain(appID, connection, reason: reason))
+        // A copy the user started, joining an instance launched for events in
+        // the background, brings the app forward, as a connection of an app
+        // the daemon did not launch starts in the foreground: held to the
+        // launch's background wakes, it was terminated for missing them.
+        if firstCheckIn, launchReason == nil, app.launch != nil, app.state == .background, stateBefore != .background {
+            modifyApp(key) { app in
+                app.state = .active
+                app.foregroundBy.insert(connection)
+            }
+            actions.append(.appStateChanged(appID, .active))
+        }
         // Waiting events go to this connection, in the order they were asked
         // for, unless the app waits for its turn in the backlog after a wake.
         let deliveries = isHeldBack(key) ? [] : handOverWaitingWakes(key, to: connection)

@@ -15,6 +15,11 @@ struct LaunchRecord: Sendable {
     /// SDK checks in again it is not suspended (it could not then), and its
     /// exit without a check-in here is no failed launch.
     var adopted = false
+    /// The launch runs in a cgroup of its own, which holds whatever it
+    /// starts, and the shell names every process in it `launched`: a
+    /// check-in from any other process is a copy the user started, even
+    /// before the launched instance checked in.
+    var inOwnGroup = false
     /// For one taken over: until when it is waited for to check in again
     /// (``TaskPolicy/adoptionGrace``); after that it is idle like any other.
     var checkInBy: MonotonicInstant?
@@ -26,6 +31,8 @@ struct LaunchRecord: Sendable {
         if launchedByDaemon { return true }
         guard let process else { return checkedInProcess == nil }
         if process == self.process { return true }
+        if inOwnGroup { return false }
+        // Tied by nothing else: the first to check in is taken for the launched app (a wrapper's).
         guard let first = checkedInProcess else { return true }
         return first == process
     }

@@ -44,6 +44,28 @@ import Testing
         #expect(!engine.isLaunching(weather))
     }
 
+    /// A launch into a cgroup of its own: a copy the user started, checking
+    /// in before the launched instance did, was taken for it (the first
+    /// check-in counts where nothing else ties a process to the launch), put
+    /// in the background, handed the event and terminated when it did not
+    /// complete it (found by an outside test). It is the user's now; the
+    /// event waits for the launched instance, which the cgroup names.
+    @Test mutating func aCopyOutsideTheLaunchsCgroupIsTheUsersEvenBeforeTheLaunchedOneChecksIn() throws {
+        _ = try engine.requestWake(request("t1"))
+        engine.launchStarted(weather, process: launched, inOwnGroup: true)
+        let users = caller(":1.41", pid: 900)
+        let copy = try engine.checkIn(appID: weather.rawValue, caller: users)
+        #expect(copy.reason == "user" && copy.pending == 1, "the user's copy gets what waits, as an app the user opened")
+        #expect(copy.actions.contains(.appStateChanged(weather, .active)) && engine.state(of: .app(weather)) == .active,
+                "in the foreground, where nothing is terminated for a missed wake: \(copy.actions)")
+
+        // Without a cgroup, the first to check in is still the launch's (a wrapper's app).
+        engine = BackgroundEngine(policy: TaskPolicy(budget: .seconds(600), warning: .seconds(5), killGrace: .seconds(2)), clock: clock)
+        _ = try engine.requestWake(request("t2"))
+        engine.launchStarted(weather, process: launched)
+        #expect(try engine.checkIn(appID: weather.rawValue, caller: caller(":1.42", pid: 901)).reason == "fetch")
+    }
+
     /// An app left in the background past its budget is refused a task; a
     /// wake handed to it gives it the event's budget as background time, so
     /// a task begun for the event's work is granted and expires with the

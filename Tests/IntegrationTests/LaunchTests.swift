@@ -313,6 +313,35 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A copy of the app the user started while the daemon's launch of it
+    /// was starting checked in first and was taken for the launched one:
+    /// told the launch's reason, put in the background, and terminated when
+    /// it missed the wake (found by an outside test). It is the user's
+    /// (reason `user`, in the foreground), and is never terminated.
+    @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func aCopyTheUserStartsWhileTheLaunchStartsIsTheUsers() throws {
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        let (scratch, script) = try Self.scriptInScratch("sleep 3\nexec '\(testapp)' --tasks 0 --hold 30\n")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let app = "org.example.Slow"
+        let daemon = try Self.daemonLaunching(app, exec: script, wakeBudget: 2)
+        let admin = try RawClient(daemon)
+        try admin.bus.send(try Self.simulateFetch(app, on: admin))
+        admin.bus.flush()
+        #expect(daemon.waitForLog(containing: "launched \(app) for fetch"), "\(daemon.log)")
+        let copy = try daemon.startTestApp(["--app-id", app, "--tasks", "0", "--hold", "30"])
+        defer { copy.stop() }
+        let ready = copy.waitForEvent("ready")
+        #expect(ready?["reason"] as? String == "user", "\(copy.lines)")
+        // The launched one checks in as such when its script gets to it.
+        #expect(daemon.waitForLog(containing: "pending=0 reason=fetch", timeout: .seconds(20)), "\(daemon.log.suffix(2000))")
+        // Well past the wake's budget: the user's copy was not terminated for it.
+        Thread.sleep(forTimeInterval: 4)
+        #expect(copy.events(named: "sigterm").isEmpty, "\(copy.lines) \(daemon.log.suffix(2000))")
+        #expect(!daemon.log.contains("SIGTERM pid=\(ready?["pid"] as? Int ?? -1)"), "\(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A desktop entry whose Exec is a script that starts the app and
     /// returns: the script's exit, before the app checked in, failed the
     /// launch, and the app, which checked in a moment later, was taken for

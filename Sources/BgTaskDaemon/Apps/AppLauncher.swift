@@ -187,6 +187,21 @@ final class AppLauncher {
     /// The launched process with this pid, while it runs.
     func process(pid: Int32) -> LaunchedProcess? { running[pid]?.process }
 
+    /// The app of the launch `pid` belongs to: the launched process itself,
+    /// or any process in the cgroup the launcher made for a launch that is
+    /// still on (what a launcher script started, also after the script
+    /// exited). Nil for anything else, helpers left by a launch that ended
+    /// included.
+    func launchedAppID(containing pid: Int32) -> AppID? {
+        if let process = running[pid]?.process { return process.appID }
+        let units = running.values.compactMap { $0.process.placement == .cgroup ? ($0.process.unit, $0.process.appID) : nil }
+            + lingering.compactMap { unit, entry in entry.exited.map { (unit, $0.process.appID) } }
+        guard !units.isEmpty, let text = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
+              let path = CgroupHierarchy.unifiedPath(fromProcCgroup: text)
+        else { return nil }
+        return units.first { path.hasSuffix("/" + $0.0) }?.1
+    }
+
     /// The app checked in from `ref`. If its launch lives on in its cgroup
     /// (the process launched exited first, leaving others there) and `ref`
     /// is in that cgroup, the launch goes on as `ref`: tracked by its pidfd,

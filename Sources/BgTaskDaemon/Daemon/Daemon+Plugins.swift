@@ -30,7 +30,7 @@ extension Daemon {
         power.start()
         launches.onStarted = { [unowned self] app, process in
             markLaunched(process)
-            perform(engine.launchStarted(app, process: process.ref))
+            perform(engine.launchStarted(app, process: process.ref, inOwnGroup: process.placement == .cgroup))
         }
         launches.onFailed = { [unowned self] app, why, appsFault in
             perform(engine.launchFailed(app, error: why, holdBack: appsFault))

@@ -157,7 +157,7 @@ public final class Daemon {
         callers.onDisconnect = { [unowned self] identity in
             self.perform(self.engine.disconnect(identity.connection))
         }
-        callers.launchedAppID = { [unowned self] pid in self.launcher.process(pid: pid)?.appID }
+        callers.launchedAppID = { [unowned self] pid in self.launcher.launchedAppID(containing: pid) }
         started = true
     }
 

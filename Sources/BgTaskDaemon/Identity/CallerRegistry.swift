@@ -48,7 +48,8 @@ final class CallerRegistry {
 
     /// Called when a known caller leaves the bus.
     var onDisconnect: (CallerIdentity) -> Void = { _ in }
-    /// The app a process was launched for by the daemon itself, if it was.
+    /// The app of the daemon's launch a process belongs to (the launched
+    /// process, or one in that launch's cgroup), if any.
     var launchedAppID: (Int32) -> AppID? = { _ in nil }
 
     init(bus: Bus, loop: EventLoop, processes: ProcessTable, trustedUID: UInt32, logger: Logger) {
@@ -154,7 +155,9 @@ final class CallerRegistry {
             return fail(sender, .failed("the caller's process changed while it was being identified"))
         }
         var finding = finding
-        if finding.appID == nil, let launched = launchedAppID(process.pid) {
+        // A process of a launch is named so also where its cgroup's name
+        // gave the same app id: a copy the user starts is told apart by it.
+        if let launched = launchedAppID(process.pid), finding.appID == nil || finding.appID == launched {
             finding.appID = launched
             finding.source = .launched
         }
