@@ -29,6 +29,8 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         // HTTP for background transfers: streaming bodies, ranges, our own retries.
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        // Its TLS errors, to tell a certificate that is not trusted (final) from a network failure (retried).
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.30.0"),
     ],
     targets: [
         // sd-bus, sd-event and sd-daemon from Debian's libsystemd-dev.
@@ -124,6 +126,7 @@ let package = Package(
             dependencies: [
                 "BgTaskPluginKit", "BgTaskTransferCore", "BgTaskProtocol",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             path: "Plugins/Transfers",
             swiftSettings: swiftSettings

@@ -133,7 +133,9 @@ final class HTTPTransferRunner: Sendable {
             } catch {
                 // The delegate's own verdict (a write that failed, a redirect) says more than the cancellation it caused.
                 guard let verdict = delegate.verdict else {
-                    return Task.isCancelled ? .cancelled : .network("the connection broke after \(delegate.bytesDone) bytes: \(error)")
+                    if Task.isCancelled { return .cancelled }
+                    if let why = TLSRefusal.reason(of: error) { return .fatal(why) }
+                    return .network("the connection broke after \(delegate.bytesDone) bytes: \(error)")
                 }
                 outcome = verdict
             }
@@ -238,7 +240,8 @@ final class HTTPTransferRunner: Sendable {
                 }
                 return .success(status: status, bytes: size)
             } catch {
-                return Task.isCancelled ? .cancelled : .network("\(error)")
+                if Task.isCancelled { return .cancelled }
+                return TLSRefusal.reason(of: error).map(TransferOutcome.fatal) ?? .network("\(error)")
             }
         }
     }

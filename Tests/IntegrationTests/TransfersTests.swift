@@ -492,6 +492,44 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A server whose certificate is not trusted, or that speaks no TLS on
+    /// the port an https URL names, had the transfer retried with backoff
+    /// for its 7 days, its app told nothing, and the log showed a Swift dump
+    /// with a path of the daemon's build (found by an outside test). It fails
+    /// at once, saying why.
+    @Test func aTLSHandshakeThatFailsOnTheServerFailsTheTransferAtOnce() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let plain = try start(client, url: "https://127.0.0.1:\(server.port)/blob/1K", path: cache(daemon) + "/plain.bin")
+        let refused = try #require(try waitForFinished(client, plain), "\(daemon.log)")
+        let why = "\(refused.info["error"] ?? .string(""))"
+        #expect(refused.result == "failed" && why.contains("the TLS handshake with the server failed") && why.contains("not retried"),
+                "\(refused.info)")
+        #expect(!why.contains(".build/"), "\(why)")
+
+        // A certificate nobody trusts.
+        let scratch = NSTemporaryDirectory() + "bgtaskd-tls-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let made = try CommandResult.run("/usr/bin/openssl", [
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", scratch + "/key.pem", "-out", scratch + "/cert.pem",
+            "-days", "1", "-subj", "/CN=127.0.0.1",
+        ])
+        #expect(made.succeeded, "\(made)")
+        let tls = try ChildProcess("/usr/bin/openssl", [
+            "s_server", "-accept", "127.0.0.1:0", "-cert", scratch + "/cert.pem", "-key", scratch + "/key.pem", "-WWW",
+        ])
+        defer { _ = tls.stop() }
+        let accept = try #require(tls.waitForLine { $0.hasPrefix("ACCEPT ") }, "\(tls.lines)")
+        let port = try #require(accept.split(separator: ":").last.map(String.init))
+        let untrusted = try start(client, url: "https://127.0.0.1:\(port)/x", path: cache(daemon) + "/untrusted.bin")
+        let done = try #require(try waitForFinished(client, untrusted), "\(daemon.log)")
+        #expect(done.result == "failed" && "\(done.info["error"] ?? .string(""))".contains("the server's certificate is not trusted"),
+                "\(done.info)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func anErrorStatusFailsTheTransferAndLeavesNoPartialFile() throws {
         let server = try TransferServer()
         let daemon = try daemon()
