@@ -77,6 +77,8 @@ final class LocationMode: ModePlugin {
     private var loggedWaits: [String: String] = [:]
     /// Tokens of events on their way: token → event id.
     private var tokens: [String: String] = [:]
+    /// Which missed wakes count: one offence per wake budget, not one per event.
+    private var offences: OffenceWindow
     /// Event ids on their way.
     private var inFlight: Set<String> = []
     /// Events whose wake expired or failed: they go with the app's next
@@ -107,6 +109,7 @@ final class LocationMode: ModePlugin {
     init(host: PluginHost) throws {
         self.host = host
         wakeBudget = host.value(of: Self.wakeBudgetKey)
+        offences = OffenceWindow(wakeBudget: wakeBudget)
         maxRegions = host.integer(of: Self.maxRegionsKey)
         minRadius = host.value(of: Self.minRadiusKey)
         significantDistance = host.value(of: Self.significantDistanceKey)
@@ -733,10 +736,14 @@ final class LocationMode: ModePlugin {
             setInFlight(id, false)
             let dropped = dropIfSuperseded(id)
             if !dropped { setWaitingForWake(id, true) }
-            changeCounters(app) { $0.offences += 1 }
-            persist("store the counters of \(app)") { try saveCounters(app) }
+            let counted = offences.counts(app, at: host.realtimeMicroseconds)
+            if counted {
+                changeCounters(app) { $0.offences += 1 }
+                persist("store the counters of \(app)") { try saveCounters(app) }
+            }
             let then = dropped ? "a later event replaces it" : "it waits for the next wake"
-            host.logWhenCommitted(.notice, "\(app) did not complete location event \(id) within \(self.wakeBudget) s: offence counted; \(then)")
+            let offence = counted ? "offence counted" : "one offence counted already for the events it missed with it"
+            host.logWhenCommitted(.notice, "\(app) did not complete location event \(id) within \(self.wakeBudget) s: \(offence); \(then)")
         case .launchFailed(let app, let token, let reason):
             if let token, let id = tokens[token] {
                 setToken(token, nil)

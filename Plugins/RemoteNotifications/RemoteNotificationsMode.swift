@@ -79,6 +79,8 @@ final class RemoteNotificationsMode: ModePlugin {
     /// sender of thousands of pushes to an app held back from launching
     /// wrote a warning for each).
     private var wakeRefused: Set<String> = []
+    /// Which missed wakes count: one offence per wake budget, not one per push.
+    private var offences: OffenceWindow
     private var lastSequence: UInt64 = 0
     /// The version of the last app state written (see ``PushAppState/version``).
     private var stateVersion: UInt64 = 0
@@ -129,6 +131,7 @@ final class RemoteNotificationsMode: ModePlugin {
     init(host: PluginHost) throws {
         self.host = host
         wakeBudget = host.value(of: Self.wakeBudgetKey)
+        offences = OffenceWindow(wakeBudget: wakeBudget)
         silentPerHour = Double(host.integer(of: Self.silentPerHourKey))
         maxPayloadBytes = host.integer(of: Self.maxPayloadBytesKey)
     }
@@ -464,13 +467,15 @@ final class RemoteNotificationsMode: ModePlugin {
             setToken(token, nil)
             setInFlight(id, false)
             touch(app)
-            inboxes[app]?.counts.offences += 1
+            let counted = offences.counts(app, at: host.realtimeMicroseconds)
+            if counted { inboxes[app]?.counts.offences += 1 }
             let nowOrNever = inboxes[app]?.pushes.first(where: { $0.id == id })?.expiration == 0
             putBack(app, id)
             // Those waiting their turn behind it wait for the next wake too.
             holdWaiting(app)
             let fate = nowOrNever ? "it had expiration 0 (now or never) and goes" : "it waits for the next wake"
-            host.logWhenCommitted(.notice, "\(app) did not complete push \(id) within \(self.wakeBudget) s: offence counted; \(fate)")
+            let offence = counted ? "offence counted" : "one offence counted already for the pushes it missed with it"
+            host.logWhenCommitted(.notice, "\(app) did not complete push \(id) within \(self.wakeBudget) s: \(offence); \(fate)")
         case .launchFailed(let app, let token, let reason):
             if let token, let (_, id) = tokens[token] {
                 setToken(token, nil)

@@ -629,11 +629,12 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         modifyApp(key) { $0.terminatingUntil = killAt }
         reconcile(key, into: &actions)
         for process in processes {
+            // Told to go already (its SIGKILL is pending, at its earlier time):
+            // a second SIGTERM changes nothing. An app handed sixteen pushes got
+            // one, and a log line, per push whose wake ran out.
+            guard timers.deadline(of: .kill(process, key)) == nil else { continue }
             actions.append(.signalProcess(process, .terminate, app: key))
-            // A SIGKILL already pending for this process keeps its earlier time.
-            if timers.deadline(of: .kill(process, key)) == nil {
-                timers.schedule(.kill(process, key), at: now + policy.killGrace)
-            }
+            timers.schedule(.kill(process, key), at: now + policy.killGrace)
         }
     }
 

@@ -315,6 +315,27 @@ import Testing
         ])
     }
 
+    /// Several wakes missed one after another (one per push handed over):
+    /// each sent the process a SIGTERM of its own, and the log a line, while
+    /// its SIGKILL was already pending (found by an outside test). One
+    /// SIGTERM, one SIGKILL at the first one's time.
+    @Test mutating func wakesMissedOneAfterAnotherTerminateTheProcessOnce() throws {
+        _ = try engine.requestWake(request("t1", budget: .seconds(30)))
+        _ = try engine.requestWake(request("t2", budget: .seconds(31)))
+        engine.launchStarted(weather, process: launched)
+        let app = CallerIdentity(connection: ConnectionID(":1.40"), process: launched, appID: weather, appIDSource: .launched)
+        _ = try engine.checkIn(appID: weather.rawValue, caller: app)
+        clock.advance(by: .seconds(30))
+        #expect(engine.fireDueTimers() == [
+            .wakeExpired(token: "t1", plugin: "fetch", app: weather),
+            .signalProcess(launched, .terminate, app: .app(weather)),
+        ])
+        clock.advance(by: .seconds(1))
+        #expect(engine.fireDueTimers() == [.wakeExpired(token: "t2", plugin: "fetch", app: weather)])
+        clock.advance(by: .seconds(1))
+        #expect(engine.fireDueTimers() == [.signalProcess(launched, .kill, app: .app(weather))])
+    }
+
     @Test mutating func failedLaunchDropsTheWakesAndHoldsRetriesBack() throws {
         _ = try engine.requestWake(request("t1"))
         #expect(engine.launchFailed(weather, error: "no such file") == [

@@ -354,6 +354,31 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An app that missed the pushes handed to it together was counted an
+    /// offence for each, and sent a SIGTERM, with its log line, as each
+    /// one's wake ran out (found by an outside test). One offence, one SIGTERM.
+    @Test func pushesMissedTogetherAreOneOffenceAndOneSIGTERM() throws {
+        // Alive through the grace after its SIGTERM, as an app that takes its time to quit.
+        let daemon = try daemon(["RemoteNotifications.WakeBudgetSec=2", "Tasks.KillGraceSec=3"])
+        let app = try daemon.startTestApp([
+            "--app-id", Self.app, "--push-result", "never", "--background", "--tasks", "0", "--hold", "60", "--ignore-sigterm",
+        ])
+        defer { app.stop() }
+        let pid = try #require(app.waitForEvent("ready")?["pid"] as? Int)
+        let sender = try RawClient(daemon)
+        for index in 1...5 {
+            try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"n\#(index)"}}"#))
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(app.waitForEvents("notification", count: 5).count == 5, "\(app.lines)")
+        #expect(daemon.waitForLog(containing: "SIGKILL", timeout: .seconds(20)), "\(daemon.log)")
+        let chat = try sender.applications().first { $0["app_id"] == .string(Self.app) }
+        #expect(chat?["push_offences"] == .uint64(1), "\(String(describing: chat))")
+        let terms = daemon.log.components(separatedBy: "overstayed its background time: SIGTERM pid=\(pid)").count - 1
+        #expect(terms == 1, "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A push handed to an instance that crashed waited out its budget, was
     /// counted an offence, and reached the app's next instance only at some
     /// later wake. Now it goes to the next instance as it checks in.

@@ -1,0 +1,23 @@
+/// Tells which of an app's missed wakes count as offences: one per wake
+/// budget. A plugin that hands each event a wake of its own (a push, a
+/// location event) sees an app that missed them all at once miss each one:
+/// sixteen pushes handed over together and not completed were sixteen
+/// offences for one missed wake.
+public struct OffenceWindow: Sendable {
+    private var lastCounted: [String: UInt64] = [:]
+    private let window: Double
+
+    /// `wakeBudget`: the plugin's wake budget in seconds.
+    public init(wakeBudget: Double) {
+        window = wakeBudget * 1_000_000
+    }
+
+    /// Whether a wake of `app` that ran out at `now` (CLOCK_REALTIME µs)
+    /// is an offence: none was counted within a wake budget before it.
+    /// Notes it when it is.
+    public mutating func counts(_ app: String, at now: UInt64) -> Bool {
+        if let last = lastCounted[app], now >= last, Double(now - last) < window { return false }
+        lastCounted[app] = now
+        return true
+    }
+}
