@@ -227,6 +227,14 @@ final class RemoteNotificationsMode: ModePlugin {
 
     // MARK: Batches
 
+    /// Whether `app`'s wake that ran out now is an offence (``OffenceWindow``);
+    /// undone with the batch, so that the retry once there is room counts it.
+    private func countsAsOffence(_ app: String) -> Bool {
+        let before = offences
+        undo.record { [unowned self] in self.offences = before }
+        return offences.counts(app, at: host.realtimeMicroseconds)
+    }
+
     func checkpoint() {
         undo.clear()
         touched.removeAll(keepingCapacity: true)
@@ -467,7 +475,7 @@ final class RemoteNotificationsMode: ModePlugin {
             setToken(token, nil)
             setInFlight(id, false)
             touch(app)
-            let counted = offences.counts(app, at: host.realtimeMicroseconds)
+            let counted = countsAsOffence(app)
             if counted { inboxes[app]?.counts.offences += 1 }
             let nowOrNever = inboxes[app]?.pushes.first(where: { $0.id == id })?.expiration == 0
             putBack(app, id)
