@@ -65,6 +65,10 @@ final class RemoteNotificationsMode: ModePlugin {
     /// `available`: woken when it is again. Not stored: at start, an app
     /// whose refresh is off and that holds an alert is one.
     private var heldForRefresh: Set<String> = []
+    /// Apps with an alert held because launching them failed: tried again
+    /// when the desktop entries change (the app may be launchable now), not
+    /// left for some later wake. Not stored: a restart tries every app anew.
+    private var heldForLaunch: Set<String> = []
     /// Pushes ``deliverWithHeld(_:)`` made due and has not stored so yet:
     /// if no wake can be had they go back to held as they are stored, with
     /// no write (an app that cannot be launched had every held push written
@@ -491,9 +495,12 @@ final class RemoteNotificationsMode: ModePlugin {
                 putBack(app, id)
                 // A wake withdrawn as refresh went (it waited for a sleep to end, or for
                 // its turn): its alert goes once refresh is back, as one held on arrival.
-                if inboxes[app]?.pushes.contains(where: { $0.id == id && $0.hasAlert }) == true,
-                   let status = host.appInfo(app)?.refreshStatus, status != "available" {
-                    heldForRefresh.insert(app)
+                if inboxes[app]?.pushes.contains(where: { $0.id == id && $0.hasAlert }) == true {
+                    if let status = host.appInfo(app)?.refreshStatus, status != "available" {
+                        heldForRefresh.insert(app)
+                    } else {
+                        heldForLaunch.insert(app)
+                    }
                 }
             }
             holdWaiting(app)
@@ -527,6 +534,15 @@ final class RemoteNotificationsMode: ModePlugin {
             for app in heldForRefresh.sorted() where appInfo(app)?.refreshStatus == "available" {
                 heldForRefresh.remove(app)
                 if inboxes[app]?.pushes.contains(where: { $0.state == .held && $0.hasAlert }) == true { deliverWithHeld(app) }
+            }
+            // An alert held as its app could not be launched goes once the app's
+            // entry changed (fixed, reinstalled); failing again, it waits again.
+            if case .appsChanged = event {
+                // Also those whose wake was refused outright (a launch held back after it failed).
+                for app in heldForLaunch.union(wakeRefused).sorted() where appInfo(app)?.refreshStatus == "available" {
+                    heldForLaunch.remove(app)
+                    if inboxes[app]?.pushes.contains(where: { $0.state == .held && $0.hasAlert }) == true { deliverWithHeld(app) }
+                }
             }
         case .appStateChanged(let app, let state):
             appInfos.forget(app)

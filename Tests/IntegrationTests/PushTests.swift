@@ -338,6 +338,23 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An alert held because its app could not be launched waited for some
+    /// later wake after the app's desktop entry was fixed (found by an
+    /// outside test). It goes when the entry changes.
+    @Test func anAlertHeldForAFailedLaunchGoesWhenTheAppsEntryIsFixed() throws {
+        let daemon = try daemon()
+        let sender = try RawClient(daemon)
+        try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"news"}}"#))
+        #expect(daemon.waitForLog(containing: "cannot wake \(Self.app) for a push"), "\(daemon.log)")
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        try daemon.installDesktopEntry(DesktopEntrySpec(
+            id: Self.app, name: "Chat", modes: ["remote-notification"], exec: "\(testapp) --push-result newData --tasks 0 --hold 30"))
+        #expect(daemon.waitForLog(containing: "launched \(Self.app)", timeout: .seconds(20)), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "completed push", timeout: .seconds(20)), "\(daemon.log.suffix(2000))")
+        #expect(try held(sender).isEmpty)
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// An alert held because its wake ran out (an offence) waits for the
     /// app's next wake: switching refresh off and on again is none.
     @Test func anAlertHeldAfterAMissedWakeWaitsForTheNextWake() throws {
@@ -374,6 +391,9 @@ import Testing
         #expect(daemon.waitForLog(containing: "SIGKILL", timeout: .seconds(20)), "\(daemon.log)")
         let chat = try sender.applications().first { $0["app_id"] == .string(Self.app) }
         #expect(chat?["push_offences"] == .uint64(1), "\(String(describing: chat))")
+        // bgtaskctl apps shows it among the NOTES, not only in --json.
+        let apps = try daemon.bgtaskctl(["apps"])
+        #expect(apps.standardOutput.contains("1 push offence"), "\(apps)")
         let terms = daemon.log.components(separatedBy: "overstayed its background time: SIGTERM pid=\(pid)").count - 1
         #expect(terms == 1, "\(daemon.log)")
         #expect(daemon.stop() == .status(0))
