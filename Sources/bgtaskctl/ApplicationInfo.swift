@@ -34,6 +34,10 @@ struct ApplicationInfo {
     var fetchLastResult: String? { record.string(FetchInterface.ApplicationKey.lastResult.rawValue) }
     var fetchLastMicroseconds: UInt64? { record.uint(FetchInterface.ApplicationKey.lastUsec.rawValue) }
     var fetchOffences: UInt64? { record.uint(FetchInterface.ApplicationKey.offences.rawValue) }
+    var pushesHeld: UInt64? { record.uint(RemoteNotificationsInterface.ApplicationKey.held.rawValue) }
+    var pushOffences: UInt64? { record.uint(RemoteNotificationsInterface.ApplicationKey.offences.rawValue) }
+    var locationEventsWaiting: UInt64? { record.uint(LocationInterface.ApplicationKey.waiting.rawValue) }
+    var locationOffences: UInt64? { record.uint(LocationInterface.ApplicationKey.offences.rawValue) }
 
     /// Reads the answer of `GetApplications`, `aa{sv}`.
     static func list(from reply: Message) throws(ClientError) -> [ApplicationInfo] {

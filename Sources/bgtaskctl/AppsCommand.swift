@@ -28,8 +28,9 @@ struct AppsCommand: ClientCommand {
             fetched less, other apps it is woken with. LAST \
             FETCH is what the last completed fetch found and when it began. NOTES say \
             why a launch failed (launch_error), why the entry's command cannot run \
-            (exec_problem), why fetch is held (fetch_held), fetches that were not \
-            completed in time (offences). PUSH ENDPOINT is the app's UnifiedPush endpoint \
+            (exec_problem), why fetch is held (fetch_held), fetches, pushes and location \
+            events that were not completed in time (offences), pushes held and location \
+            events waiting for the app's next wake. PUSH ENDPOINT is the app's UnifiedPush endpoint \
             (push_endpoint): where its server posts messages that reach it as pushes.
 
             --json prints {"applications": [...]}, one object per app with the keys the \
@@ -111,6 +112,16 @@ struct AppsCommand: ClientCommand {
         if let held = app.fetchHeld { notes.append("fetch held: \(held)") }
         if let offences = app.fetchOffences, offences > 0 {
             notes.append(offences == 1 ? "1 fetch offence" : "\(offences) fetch offences")
+        }
+        if let held = app.pushesHeld, held > 0 { notes.append(held == 1 ? "1 push held" : "\(held) pushes held") }
+        if let offences = app.pushOffences, offences > 0 {
+            notes.append(offences == 1 ? "1 push offence" : "\(offences) push offences")
+        }
+        if let waiting = app.locationEventsWaiting, waiting > 0 {
+            notes.append(waiting == 1 ? "1 location event waiting" : "\(waiting) location events waiting")
+        }
+        if let offences = app.locationOffences, offences > 0 {
+            notes.append(offences == 1 ? "1 location offence" : "\(offences) location offences")
         }
         return notes
     }
