@@ -30,9 +30,13 @@ struct SleepCommand: ClientCommand {
     }
 
     static func simulate(sleeping: Bool, client: DaemonClient, json: Bool) throws {
+        // Asked as the call goes: a wake of a machine that is awake does nothing, and says so.
+        let already = (try? client.property(ManagerInterface.Property.sleeping.rawValue)) == .bool(sleeping)
         try client.call(sleeping ? ManagerInterface.Method.simulateSleep.rawValue : ManagerInterface.Method.simulateWake.rawValue)
         if json {
             try JSONOutput.print(Report(sleeping: sleeping))
+        } else if already {
+            print(sleeping ? "Already asleep: nothing changed." : "Already awake: nothing changed.")
         } else if sleeping {
             print("Asleep: background apps are suspended and their clocks stopped. 'bgtaskctl wake' wakes the machine.")
         } else {

@@ -67,7 +67,11 @@ import Testing
         let asleepJSON = try daemon.bgtaskctl(["fetch", "simulate", "org.example.Good", "--json"])
         #expect(asleepJSON.standardOutput.contains(#""waits_for":"wake""#) || asleepJSON.standardOutput.contains(#""waits_for" : "wake""#),
                 "\(asleepJSON)")
-        #expect(try daemon.bgtaskctl(["wake"]).succeeded)
+        let woken = try daemon.bgtaskctl(["wake"])
+        #expect(woken.succeeded && woken.standardOutput.hasPrefix("Awake: "), "\(woken)")
+        // Awake already it said the apps would run in turns; the daemon had nothing to do.
+        let again = try daemon.bgtaskctl(["wake"])
+        #expect(again.succeeded && again.standardOutput.hasPrefix("Already awake: nothing changed."), "\(again)")
         let missing = try daemon.bgtaskctl(["fetch", "simulate", "org.example.Missing"])
         #expect(missing.exit == .status(1), "\(missing)")
         #expect(missing.standardError.contains("cannot launch org.example.Missing") && missing.standardError.contains("/nonexistent/weather"),
