@@ -236,7 +236,13 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
                 "\(appID) belongs to uid \(owner); a connection of uid \(caller.uid.map(String.init) ?? "unknown") cannot check in as it")
         }
         let connection = register(caller)
-        let stateBefore = apps[connections[connection]!.app]?.state
+        // What the connection asked for itself before it joined the app (a
+        // caller whose app id was known is registered under the app already).
+        let ownStateBefore: ApplicationState? = if case .connection = connections[connection]!.app {
+            apps[connections[connection]!.app]?.state
+        } else {
+            nil
+        }
         var actions: [CoreAction] = []
         switch connections[connection]!.app {
         case .app(let current):
@@ -252,7 +258,8 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
             launch.isLaunchedInstance(caller.process, launchedByDaemon: launchedByDaemon) ? launch.reason : nil
         }
         let firstCheckIn = modifyApp(key) { app -> Bool in
-            if app.launch?.checkedIn == false {
+            // The launched instance's check-in; a copy the user started says nothing of the launch.
+            if launchReason != nil, app.launch?.checkedIn == false {
                 app.launch?.checkedIn = true
                 app.launch?.checkedInProcess = caller.process
             }
@@ -270,7 +277,10 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         // the background, brings the app forward, as a connection of an app
         // the daemon did not launch starts in the foreground: held to the
         // launch's background wakes, it was terminated for missing them.
-        if firstCheckIn, launchReason == nil, app.launch != nil, app.state == .background, stateBefore != .background {
+        // Only where the launch's cgroup tells its processes apart: elsewhere
+        // the first to check in is taken for the launch, and the one after it
+        // may be the launched app itself.
+        if firstCheckIn, launchReason == nil, app.launch?.inOwnGroup == true, app.state == .background, ownStateBefore != .background {
             modifyApp(key) { app in
                 app.state = .active
                 app.foregroundBy.insert(connection)
@@ -623,18 +633,19 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
 
     /// SIGTERM now, SIGKILL after the grace period if still alive.
     mutating func terminate(_ processes: [ProcessRef], of key: AppKey, now: MonotonicInstant, into actions: inout [CoreAction]) {
-        guard !processes.isEmpty else { return }
+        // Told to go already (its SIGKILL is pending, at its earlier time): a
+        // second SIGTERM changes nothing. An app handed sixteen pushes got one,
+        // and a log line, per push whose wake ran out; and the grace moved past
+        // that SIGKILL left the app refused wake time after it.
+        let fresh = processes.filter { timers.deadline(of: .kill($0, key)) == nil }
+        guard !fresh.isEmpty else { return }
         // A frozen process must be thawed to take SIGTERM, and is not frozen again before SIGKILL.
         let killAt = now + policy.killGrace
         modifyApp(key) { $0.terminatingUntil = killAt }
         reconcile(key, into: &actions)
-        for process in processes {
-            // Told to go already (its SIGKILL is pending, at its earlier time):
-            // a second SIGTERM changes nothing. An app handed sixteen pushes got
-            // one, and a log line, per push whose wake ran out.
-            guard timers.deadline(of: .kill(process, key)) == nil else { continue }
+        for process in fresh {
             actions.append(.signalProcess(process, .terminate, app: key))
-            timers.schedule(.kill(process, key), at: now + policy.killGrace)
+            timers.schedule(.kill(process, key), at: killAt)
         }
     }
 

@@ -59,11 +59,25 @@ import Testing
         #expect(copy.actions.contains(.appStateChanged(weather, .active)) && engine.state(of: .app(weather)) == .active,
                 "in the foreground, where nothing is terminated for a missed wake: \(copy.actions)")
 
-        // Without a cgroup, the first to check in is still the launch's (a wrapper's app).
+        // A copy whose app id its sandbox names (registered under the app from
+        // its first call) was left in the background (found in review).
+        engine = BackgroundEngine(policy: TaskPolicy(budget: .seconds(600), warning: .seconds(5), killGrace: .seconds(2)), clock: clock)
+        _ = try engine.requestWake(request("t3"))
+        engine.launchStarted(weather, process: launched, inOwnGroup: true)
+        let flatpak = CallerIdentity(connection: ConnectionID(":1.43"), process: ProcessRef(pid: 902, serial: 902),
+                                     appID: weather, appIDSource: .flatpak)
+        #expect(try engine.checkIn(appID: weather.rawValue, caller: flatpak).reason == "user")
+        #expect(engine.state(of: .app(weather)) == .active)
+
+        // Without a cgroup, the first to check in is still the launch's (a wrapper's
+        // app), and the one after it, perhaps the launched app itself, does not
+        // bring the app forward (found in review).
         engine = BackgroundEngine(policy: TaskPolicy(budget: .seconds(600), warning: .seconds(5), killGrace: .seconds(2)), clock: clock)
         _ = try engine.requestWake(request("t2"))
         engine.launchStarted(weather, process: launched)
         #expect(try engine.checkIn(appID: weather.rawValue, caller: caller(":1.42", pid: 901)).reason == "fetch")
+        #expect(try engine.checkIn(appID: weather.rawValue, caller: caller(":1.44", pid: 903)).reason == "user")
+        #expect(engine.state(of: .app(weather)) == .background)
     }
 
     /// An app left in the background past its budget is refused a task; a
