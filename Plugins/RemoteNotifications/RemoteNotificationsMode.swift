@@ -499,7 +499,7 @@ final class RemoteNotificationsMode: ModePlugin {
                     if let status = host.appInfo(app)?.refreshStatus, status != "available" {
                         heldForRefresh.insert(app)
                     } else {
-                        heldForLaunch.insert(app)
+                        undo.set(app, contained: true, in: &heldForLaunch) { [unowned self] in $0(&self.heldForLaunch) }
                     }
                 }
             }
@@ -539,9 +539,12 @@ final class RemoteNotificationsMode: ModePlugin {
             // entry changed (fixed, reinstalled); failing again, it waits again.
             if case .appsChanged = event {
                 // Also those whose wake was refused outright (a launch held back after it failed).
-                for app in heldForLaunch.union(wakeRefused).sorted() where appInfo(app)?.refreshStatus == "available" {
-                    heldForLaunch.remove(app)
-                    if inboxes[app]?.pushes.contains(where: { $0.state == .held && $0.hasAlert }) == true { deliverWithHeld(app) }
+                for app in heldForLaunch.union(wakeRefused).sorted() {
+                    let info = appInfo(app)
+                    // Uninstalled: nothing to try until it is back (its check-in then carries them).
+                    guard info == nil || info?.refreshStatus == "available" else { continue }
+                    undo.set(app, contained: false, in: &heldForLaunch) { [unowned self] in $0(&self.heldForLaunch) }
+                    if info != nil, inboxes[app]?.pushes.contains(where: { $0.state == .held && $0.hasAlert }) == true { deliverWithHeld(app) }
                 }
             }
         case .appStateChanged(let app, let state):
