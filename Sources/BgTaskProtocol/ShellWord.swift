@@ -6,7 +6,8 @@ public enum ShellWord {
     /// `$'…'` with escapes when it holds control characters (which single
     /// quotes would paste as they are, line breaks included).
     public static func quoted(_ word: String) -> String {
-        if !word.isEmpty, word.unicodeScalars.allSatisfy(isSafe) { return word }
+        // A leading "=" is zsh's =command expansion.
+        if !word.isEmpty, !word.hasPrefix("="), word.unicodeScalars.allSatisfy(isSafe) { return word }
         if !word.unicodeScalars.contains(where: isControl) {
             return "'" + word.replacing("'", with: "'\\''") + "'"
         }

@@ -8,7 +8,7 @@ struct ShellWordTests {
         #expect(ShellWord.quoted("--set=Tasks.BudgetSec=5") == "--set=Tasks.BudgetSec=5")
     }
 
-    @Test(arguments: ["", "a b", "$HOME", "a;b", "`x`", "a*", "~", "{a,b}", "(x)", "a\"b", "a\\b", "ünï"])
+    @Test(arguments: ["", "=ls", "a b", "$HOME", "a;b", "`x`", "a*", "~", "{a,b}", "(x)", "a\"b", "a\\b", "ünï"])
     func anythingElseIsSingleQuoted(_ word: String) {
         #expect(ShellWord.quoted(word) == "'" + word + "'")
     }
