@@ -321,7 +321,10 @@ import Testing
     @Test(.enabled(if: IdentityTests.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
     func aCopyTheUserStartsWhileTheLaunchStartsIsTheUsers() throws {
         let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
-        let (scratch, script) = try Self.scriptInScratch("sleep 3\nexec '\(testapp)' --tasks 0 --hold 30\n")
+        // The launched app starts once the test says so: after the user's copy checked in.
+        let (scratch, script) = try Self.scriptInScratch { directory in
+            "while [ ! -e '\(directory)/go' ]; do sleep 0.1; done\nexec '\(testapp)' --tasks 0 --hold 30\n"
+        }
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let app = "org.example.Slow"
         let daemon = try Self.daemonLaunching(app, exec: script, wakeBudget: 2)
@@ -333,6 +336,7 @@ import Testing
         defer { copy.stop() }
         let ready = copy.waitForEvent("ready")
         #expect(ready?["reason"] as? String == "user", "\(copy.lines)")
+        FileManager.default.createFile(atPath: scratch + "/go", contents: nil)
         // The launched one checks in as such when its script gets to it.
         #expect(daemon.waitForLog(containing: "pending=0 reason=fetch", timeout: .seconds(20)), "\(daemon.log.suffix(2000))")
         // Well past the wake's budget: the user's copy was not terminated for it.
@@ -643,8 +647,6 @@ import Testing
         return (directory, "/bin/sh \(path)")
     }
 
-    /// A SimulateFetch call for `app`, to send without waiting for its answer.
-
     /// A daemon whose one app, `app`, declares the fetch mode and is launched with `exec`.
     static func daemonLaunching(_ app: String, exec: String, wakeBudget: Int = 60) throws -> DaemonUnderTest {
         try DaemonUnderTest(settings: ["Fetch.WakeBudgetSec=\(wakeBudget)"], desktopEntries: [
@@ -672,6 +674,7 @@ import Testing
         return String(try #require(line.split(separator: " in ").last))
     }
 
+    /// A SimulateFetch call for `app`, to send without waiting for its answer.
     static func simulateFetch(_ app: String, on client: RawClient) throws -> Message {
         let message = try client.bus.newMethodCall(
             destination: "org.bgtaskd.BackgroundTasks1", path: "/org/bgtaskd/BackgroundTasks1",

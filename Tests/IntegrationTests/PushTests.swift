@@ -371,6 +371,25 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A push waiting its turn behind the sixteen on their way, which expired
+    /// meanwhile, does not reach the app when its turn comes: it goes.
+    @Test func aPushThatExpiredWaitingItsTurnIsNotWokenFor() throws {
+        let daemon = try daemon()
+        let app = try app(daemon)
+        let sender = try RawClient(daemon)
+        for index in 0..<16 { try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"n\#(index)"}}"#)) }
+        let now = UInt64(Date().timeIntervalSince1970)
+        let late = try sender.call("RemoteNotifications", "DeliverPush",
+                                   Self.push(#"{"aps":{"alert":"late"}}"#, options: ["expiration": .uint64(now + 2)])).readString()
+        #expect(app.waitForSignals(16))
+        Thread.sleep(forTimeInterval: 3.5)
+        let (token, _) = try firstPush(app)
+        try app.call("RemoteNotifications", "CompleteNotification") { try $0.append(token); try $0.append("newData") }
+        #expect(daemon.waitForLog(containing: "dropped push \(late) for \(Self.app): it expired before it reached the app"), "\(daemon.log)")
+        #expect(!app.waitForSignals(17, timeout: .seconds(1)), "not delivered")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// An app that missed the pushes handed to it together was counted an
     /// offence for each, and sent a SIGTERM, with its log line, as each
     /// one's wake ran out (found by an outside test). One offence, one SIGTERM.
@@ -525,12 +544,13 @@ import Testing
         try sender.call("Manager", "SimulateSleep")
         let now = UInt64(Date().timeIntervalSince1970)
         let expiring = try sender.call("RemoteNotifications", "DeliverPush",
-                                       Self.push(#"{"aps":{"alert":"soon gone"}}"#, options: ["expiration": .uint64(now + 2)])).readString()
+                                       Self.push(#"{"aps":{"alert":"soon gone"}}"#, options: ["expiration": .uint64(now + 3)])).readString()
         let older = try sender.call("RemoteNotifications", "DeliverPush",
                                     Self.push(#"{"aps":{"alert":"1-0"}}"#, options: ["collapse_id": .string("score")])).readString()
         try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"2-0"}}"#, options: ["collapse_id": .string("score")]))
         try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"plain"}}"#, options: ["expiration": .uint64(now + 600)]))
-        Thread.sleep(forTimeInterval: 3.5)
+        // Past the expiration (whole seconds: up to 4 s from now).
+        Thread.sleep(forTimeInterval: 4.5)
         #expect(app.events(named: "notification").isEmpty, "nothing reaches the app while the machine sleeps")
         try sender.call("Manager", "SimulateWake")
         let received = app.waitForEvents("notification_completed", count: 2).count
