@@ -281,14 +281,6 @@ final class LocationMode: ModePlugin {
 
     // MARK: Batches
 
-    /// Whether `app`'s wake that ran out now is an offence (``OffenceWindow``);
-    /// undone with the batch, so that the retry once there is room counts it.
-    private func countsAsOffence(_ app: String) -> Bool {
-        let before = offences
-        undo.record { [unowned self] in self.offences = before }
-        return offences.counts(app, at: host.realtimeMicroseconds)
-    }
-
     func checkpoint() {
         undo.clear()
     }
@@ -744,7 +736,7 @@ final class LocationMode: ModePlugin {
             setInFlight(id, false)
             let dropped = dropIfSuperseded(id)
             if !dropped { setWaitingForWake(id, true) }
-            let counted = countsAsOffence(app)
+            let counted = offences.counts(app, at: host.realtimeMicroseconds, undo: &undo) { [unowned self] in $0(&self.offences) }
             if counted {
                 changeCounters(app) { $0.offences += 1 }
                 persist("store the counters of \(app)") { try saveCounters(app) }

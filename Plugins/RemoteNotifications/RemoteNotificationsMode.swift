@@ -231,14 +231,6 @@ final class RemoteNotificationsMode: ModePlugin {
 
     // MARK: Batches
 
-    /// Whether `app`'s wake that ran out now is an offence (``OffenceWindow``);
-    /// undone with the batch, so that the retry once there is room counts it.
-    private func countsAsOffence(_ app: String) -> Bool {
-        let before = offences
-        undo.record { [unowned self] in self.offences = before }
-        return offences.counts(app, at: host.realtimeMicroseconds)
-    }
-
     func checkpoint() {
         undo.clear()
         touched.removeAll(keepingCapacity: true)
@@ -479,7 +471,7 @@ final class RemoteNotificationsMode: ModePlugin {
             setToken(token, nil)
             setInFlight(id, false)
             touch(app)
-            let counted = countsAsOffence(app)
+            let counted = offences.counts(app, at: host.realtimeMicroseconds, undo: &undo) { [unowned self] in $0(&self.offences) }
             if counted { inboxes[app]?.counts.offences += 1 }
             let nowOrNever = inboxes[app]?.pushes.first(where: { $0.id == id })?.expiration == 0
             putBack(app, id)

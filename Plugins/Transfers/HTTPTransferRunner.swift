@@ -134,8 +134,8 @@ final class HTTPTransferRunner: Sendable {
                 // The delegate's own verdict (a write that failed, a redirect) says more than the cancellation it caused.
                 guard let verdict = delegate.verdict else {
                     if Task.isCancelled { return .cancelled }
-                    if let why = TLSRefusal.reason(of: error) { return .fatal(why) }
-                    return .network("the connection broke after \(delegate.bytesDone) bytes: \(error)")
+                    return TLSRefusal.reason(of: error).map(TransferOutcome.fatal)
+                        ?? .network("the connection broke after \(delegate.bytesDone) bytes: \(error)")
                 }
                 outcome = verdict
             }

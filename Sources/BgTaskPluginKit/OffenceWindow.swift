@@ -14,10 +14,16 @@ public struct OffenceWindow: Sendable {
 
     /// Whether a wake of `app` that ran out at `now` (CLOCK_REALTIME µs)
     /// is an offence: none was counted within a wake budget before it.
-    /// Notes it when it is.
-    public mutating func counts(_ app: String, at now: UInt64) -> Bool {
+    /// Notes it when it is, in `undo` too, so that a batch rolled back (a
+    /// full disk) forgets it and its retry counts the offence; `owner`
+    /// reaches the plugin's window, as for ``UndoLog/set(_:to:in:owner:)``.
+    public mutating func counts(
+        _ app: String, at now: UInt64, undo: inout UndoLog,
+        owner: @escaping (_ change: (inout OffenceWindow) -> Void) -> Void
+    ) -> Bool {
         if let last = lastCounted[app], now >= last, Double(now - last) < window { return false }
-        lastCounted[app] = now
+        let previous = lastCounted.updateValue(now, forKey: app)
+        undo.record { owner { $0.lastCounted[app] = previous } }
         return true
     }
 }

@@ -110,19 +110,19 @@ struct AppsCommand: ClientCommand {
         if let error = app.launchError { notes.append("launch failed: \(error)") }
         if let problem = app.execProblem { notes.append("cannot run Exec: \(problem)") }
         if let held = app.fetchHeld { notes.append("fetch held: \(held)") }
-        if let offences = app.fetchOffences, offences > 0 {
-            notes.append(offences == 1 ? "1 fetch offence" : "\(offences) fetch offences")
-        }
-        if let held = app.pushesHeld, held > 0 { notes.append(held == 1 ? "1 push held" : "\(held) pushes held") }
-        if let offences = app.pushOffences, offences > 0 {
-            notes.append(offences == 1 ? "1 push offence" : "\(offences) push offences")
-        }
-        if let waiting = app.locationEventsWaiting, waiting > 0 {
-            notes.append(waiting == 1 ? "1 location event waiting" : "\(waiting) location events waiting")
-        }
-        if let offences = app.locationOffences, offences > 0 {
-            notes.append(offences == 1 ? "1 location offence" : "\(offences) location offences")
-        }
+        notes += [
+            Self.count(app.fetchOffences, "fetch offence", "fetch offences"),
+            Self.count(app.pushesHeld, "push held", "pushes held"),
+            Self.count(app.pushOffences, "push offence", "push offences"),
+            Self.count(app.locationEventsWaiting, "location event waiting", "location events waiting"),
+            Self.count(app.locationOffences, "location offence", "location offences"),
+        ].compactMap { $0 }
         return notes
+    }
+
+    /// "1 push held", "3 pushes held"; nil for none.
+    private static func count(_ number: UInt64?, _ one: String, _ many: String) -> String? {
+        guard let number, number > 0 else { return nil }
+        return number == 1 ? "1 \(one)" : "\(number) \(many)"
     }
 }
