@@ -48,6 +48,14 @@ import Testing
         return (manager, reconnects)
     }
 
+    /// Makes a call the stand-in answers at once and waits until its line is
+    /// read: every call the SDK sent before it is then in `daemon.lines`
+    /// (the lines come through a pipe that may lag behind the answer).
+    func mark(_ manager: BackgroundTaskManager, _ daemon: ChildProcess) async throws {
+        _ = try await manager.backgroundTimeRemaining
+        #expect(daemon.waitForLine { $0 == "call GetBackgroundTimeRemaining" } != nil, "\(daemon.lines)")
+    }
+
     /// The states the stand-in was told, in order.
     func states(_ daemon: ChildProcess) -> [String] {
         daemon.lines.compactMap { $0.hasPrefix("call SetApplicationState ") ? String($0.dropFirst(25)) : nil }
@@ -69,7 +77,7 @@ import Testing
         try await manager.setApplicationState(.active)
         #expect(reconnects.wait(), "\(second.lines)")
         // What the SDK sends on the reply goes out before this.
-        _ = try await manager.backgroundTimeRemaining
+        try await mark(manager, second)
         #expect(states(second) == ["active"], "\(second.lines)")
     }
 
@@ -85,7 +93,7 @@ import Testing
         let second = try standIn(on: bus, checkInDelay: 0)
         defer { _ = second.stop() }
         #expect(reconnects.wait(), "\(second.lines)")
-        _ = try await manager.backgroundTimeRemaining
+        try await mark(manager, second)
         #expect(states(second) == ["active"], "\(second.lines)")
     }
 
@@ -122,7 +130,7 @@ import Testing
 
         while held.withLock({ $0 }) < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect(held.withLock { $0 } == 2, "\(fourth.lines)")
-        _ = try await manager.backgroundTimeRemaining
+        try await mark(manager, fourth)
         let calls = fourth.lines.filter { $0.hasPrefix("call ") && !$0.hasPrefix("call GetBackgroundTimeRemaining") }
         #expect(calls == ["call CheckIn \(Self.app)", "call BeginBackgroundTask upload"], "\(fourth.lines)")
     }
@@ -143,6 +151,9 @@ import Testing
         let second = try standIn(on: bus, checkInDelay: 1)
         defer { _ = second.stop() }
         #expect(reconnects.wait(), "\(second.lines)")
+        // The stand-in's lines reach the test through a pipe of their own,
+        // which may lag behind the answer the SDK already has.
+        #expect(second.waitForLine { $0 == "replied CheckIn" } != nil, "\(second.lines)")
         let order = second.lines.filter { $0.hasPrefix("call CheckIn") || $0.hasPrefix("call BeginBackgroundTask") || $0 == "replied CheckIn" }
         #expect(order == ["call CheckIn \(Self.app)", "call BeginBackgroundTask upload", "replied CheckIn"], "\(second.lines)")
     }

@@ -33,8 +33,10 @@ class SlowDaemon(dbus.service.Object):
         print('call CheckIn', app_id, flush=True)
 
         def answer():
-            reply(dbus.Dictionary({'reason': dbus.String('user'), 'pending': dbus.UInt32(0)}, signature='sv'))
+            # Printed before the answer leaves: an app that has the answer
+            # can then count on the line being there.
             print('replied CheckIn', flush=True)
+            reply(dbus.Dictionary({'reason': dbus.String('user'), 'pending': dbus.UInt32(0)}, signature='sv'))
             return False
         GLib.timeout_add(int(self.delay * 1000), answer)
 
