@@ -159,7 +159,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // How the tools and tests start their helper processes (bus, daemon, mocks).
-        .target(name: "ServiceSpawn", swiftSettings: swiftSettings),
+        .target(name: "ServiceSpawn", dependencies: ["CBgTaskShim"], swiftSettings: swiftSettings),
         // Benchmarks that print the figures the README reports (run in release mode).
         .executableTarget(
             name: "bgtaskd-bench",

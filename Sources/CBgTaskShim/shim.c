@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -228,4 +229,8 @@ int bgt_unix_socket_info(uint64_t inode, uint64_t *peer, char *name, size_t name
 long bgt_getrandom(void *buffer, size_t length) {
     ssize_t got = getrandom(buffer, length, 0);
     return got < 0 ? -errno : (long) got;
+}
+
+int bgt_spawn_actions_close_from(posix_spawn_file_actions_t *actions, int from) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, from);
 }

@@ -1,4 +1,5 @@
 public import Glibc
+import CBgTaskShim
 
 /// Starts a helper process the way the project's tools start services (the
 /// bus, bgtaskd, a mock, a test app): standard input from /dev/null, standard
@@ -6,7 +7,8 @@ public import Glibc
 /// no signal blocked and every signal at its
 /// default action (so a child never inherits an ignored SIGTERM and hides a
 /// shutdown bug), and this process's environment with some variables
-/// replaced or left out. The caller signals and reaps it by its pid.
+/// replaced or left out, and no other descriptor of this process. The
+/// caller signals and reaps it by its pid.
 ///
 /// One implementation for the benchmarks, the fuzzer and the tests: an
 /// executable target cannot import another one, so it lives here.
@@ -33,7 +35,7 @@ public enum ServiceSpawn {
     public static func start(
         path: String, arguments: [String], environment overrides: [String: String] = [:],
         removing: Set<String> = [], output: Output
-    ) throws(Failure) -> (pid: pid_t, spawnedAt: Int64) {
+    ) throws(Failure) -> (pid: Glibc.pid_t, spawnedAt: Int64) {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -46,6 +48,10 @@ public enum ServiceSpawn {
             posix_spawn_file_actions_adddup2(&actions, standardOutput, STDOUT_FILENO)
             posix_spawn_file_actions_adddup2(&actions, standardError, STDERR_FILENO)
         }
+        // Nothing else of this process goes along: a descriptor opened without
+        // O_CLOEXEC (Foundation's file writes, a test's filler file) kept by a
+        // long-lived child holds a script busy or a disk full for another test.
+        bgt_spawn_actions_close_from(&actions, 3)
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)

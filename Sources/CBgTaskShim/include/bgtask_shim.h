@@ -7,6 +7,7 @@
 #ifndef BGTASKD_SHIM_H
 #define BGTASKD_SHIM_H
 
+#include <spawn.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -74,6 +75,10 @@ int bgt_set_timer_slack(unsigned long nanoseconds);
 
 /* pipe2(fds, O_CLOEXEC): atomic, so a process spawned by another thread never inherits the pipe. */
 int bgt_pipe_cloexec(int fds[2]);
+
+/* posix_spawn_file_actions_addclosefrom_np (glibc 2.34, hidden from Swift
+ * without _GNU_SOURCE): the spawned process keeps no descriptor >= from. */
+int bgt_spawn_actions_close_from(posix_spawn_file_actions_t *actions, int from);
 
 /* getrandom(2) without flags: bytes from the kernel's generator, how many
  * were written, or a negative errno. */
