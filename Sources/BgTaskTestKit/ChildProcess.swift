@@ -129,7 +129,11 @@ public final class ChildProcess: @unchecked Sendable {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if standardError.contains(text) { return true }
-            if !isRunning { break }
+            if !isRunning {
+                // What it wrote before it ended may still be in the pipe.
+                _ = waitForExit(timeout: .seconds(2))
+                break
+            }
             Thread.sleep(forTimeInterval: 0.01)
         }
         return standardError.contains(text)

@@ -24,7 +24,9 @@ import Testing
 
         /// Writes a file until the file system has no room left.
         func fill() {
-            let descriptor = open(path + "/filler", O_WRONLY | O_CREAT | O_APPEND, 0o600)
+            // Close-on-exec: a process another test starts meanwhile must not
+            // keep the filler, whose room then never comes back.
+            let descriptor = open(path + "/filler", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
             let block = [UInt8](repeating: 0, count: 4096)
             while write(descriptor, block, block.count) > 0 {}
             var byte: UInt8 = 0
@@ -32,7 +34,11 @@ import Testing
             close(descriptor)
         }
 
-        func makeRoom() { unlink(path + "/filler") }
+        /// Emptied before it goes: its room comes back even if some process holds it open.
+        func makeRoom() {
+            truncate(path + "/filler", 0)
+            unlink(path + "/filler")
+        }
 
         deinit {
             _ = try? CommandResult.run("/bin/umount", ["-l", path])
