@@ -135,6 +135,19 @@ public struct RegionBoundary: Sendable, Equatable {
     /// Takes a fix; returns the event it completes: a crossing, or, the first
     /// time a side holds, that side's event when `region.notifyOnStart`.
     public mutating func update(with fix: LocationFix, in region: MonitoredRegion, dwell: UInt64 = Self.dwell) -> RegionEvent? {
+        // A side that had held by the time this fix came holds, whether or
+        // not the settle timer ran first (a busy loop, a wake from sleep): a
+        // fix against it starts a new side from there instead of taking its place.
+        // With a dwell of 0 every side holds as its fix comes. After a side
+        // held the fix can only start a new one: at most one event comes.
+        guard dwell > 0, pending != nil else { return update(after: fix, in: region, dwell: dwell) }
+        let settled = settle(at: fix.time, in: region, dwell: dwell)
+        let event = update(after: fix, in: region, dwell: dwell)
+        assert(settled == nil || event == nil, "a fix after a side held cannot also complete a crossing")
+        return settled ?? event
+    }
+
+    private mutating func update(after fix: LocationFix, in region: MonitoredRegion, dwell: UInt64) -> RegionEvent? {
         if let current = pending {
             let distance = region.center.distance(to: fix.coordinate)
             let inside = distance < region.radius

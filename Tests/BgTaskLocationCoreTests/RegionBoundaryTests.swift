@@ -43,6 +43,26 @@ struct RegionBoundaryTests {
         #expect(entering.compactMap { $0 } == [.enter])
     }
 
+    /// One fix outside, then nothing for a minute, then a fix inside, with
+    /// the settle timer not run in between (the daemon was busy, or the
+    /// machine slept): the outside side had held, so the move inside is an
+    /// entry. Before, the fix inside took the pending side's place, outside
+    /// never held, and the inside that held later counted as the first side:
+    /// no event. The same in the monitor.
+    @Test func aSideThatHeldBeforeTheNextFixHoldsWithoutItsTimer() {
+        var boundary = RegionBoundary()
+        #expect(boundary.update(with: fix(1000, at: 0), in: region) == nil)
+        #expect(boundary.update(with: fix(50, at: 60), in: region) == nil)
+        #expect(boundary.side == .outside, "outside held by the time the fix inside came")
+        #expect(boundary.settle(at: 120 * Self.second, in: region) == .enter)
+
+        var monitor = RegionMonitor()
+        monitor.add(region, for: "org.example.App")
+        #expect(monitor.update(with: fix(1000, at: 0)).isEmpty)
+        #expect(monitor.update(with: fix(50, at: 60)).isEmpty)
+        #expect(monitor.settle(at: 120 * Self.second).map(\.event) == [.enter])
+    }
+
     /// Fixes of kilometres' accuracy (from the network, with no GPS) a few
     /// kilometres out of a large region: with every fix counted as at most
     /// a kilometre out, none was evidence enough, and the exit never came.
