@@ -38,7 +38,9 @@ import Testing
         for _ in 0..<20 {
             let started = ContinuousClock.now
             #expect(try daemon.property("Plugins") == #"a(ssu) 1 "spin" "1.0.0" 1"#)
-            #expect(ContinuousClock.now - started < .seconds(2))
+            // Starving would be no answer at all; 5 s leaves room for busctl's
+            // start on a machine busy with the whole suite and the spinning daemon.
+            #expect(ContinuousClock.now - started < .seconds(5))
         }
         #expect(daemon.stop() == .status(0))
     }

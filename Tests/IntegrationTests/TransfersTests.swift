@@ -113,6 +113,14 @@ import Testing
     }
 
     /// Waits for the TransferFinished of `id`.
+    /// Waits until `waitingFor` reads `reason`: right after the start the
+    /// daemon may not have read NetworkManager or UPower yet.
+    func waitUntil(_ waitingFor: () throws -> BusValue?, is reason: String, _ daemon: DaemonUnderTest) throws {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try waitingFor() != .string(reason), ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(try waitingFor() == .string(reason), "\(daemon.log.suffix(2000))")
+    }
+
     func waitForFinished(_ client: RawClient, _ id: String, timeout: Duration = .seconds(60)) throws -> Finished? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
@@ -752,8 +760,7 @@ import Testing
         let daemon = try daemon(environment: system.environment)
         let client = try app(daemon)
         let id = try start(client, url: server.url("/blob/1M"), path: cache(daemon) + "/later.bin", options: ["allow_metered": .bool(false)])
-        let first = try list(client).first { $0["transfer_id"] == .string(id) }
-        #expect(first?["waiting_for"] == .string("unmetered network"), "\(String(describing: first))")
+        try waitUntil({ try list(client).first { $0["transfer_id"] == .string(id) }?["waiting_for"] }, is: "unmetered network", daemon)
         try system.crashAndRestart(with: [])
         #expect(try waitForFinished(client, id)?.result == "success", "\(daemon.log)")
         #expect(daemon.stop() == .status(0))
@@ -774,10 +781,16 @@ import Testing
         let id = try start(client, url: server.url("/blob/8M?rate=1000000"), path: cache(daemon) + "/metered.bin",
                            options: ["allow_metered": .bool(false)])
         func waitingFor() throws -> BusValue? { try list(client).first { $0["transfer_id"] == .string(id) }?["waiting_for"] }
-        #expect(try waitingFor() == .string("unmetered network"))
+        try waitUntil(waitingFor, is: "unmetered network", daemon)
         let back = "the system bus is back: following the network again"
         for round in 1...2 {
+            // Held while the bus and NetworkManager come back: a daemon that
+            // came back first would find no NetworkManager yet, and a network
+            // not known to be metered holds nothing back.
+            daemon.process.send(SIGSTOP)
+            defer { daemon.process.send(SIGCONT) }
             try system.crashAndRestart(with: [metered])
+            daemon.process.send(SIGCONT)
             let deadline = ContinuousClock.now + .seconds(15)
             while ContinuousClock.now < deadline, daemon.log.components(separatedBy: back).count < round + 1 {
                 Thread.sleep(forTimeInterval: 0.05)
@@ -1249,6 +1262,8 @@ import Testing
         defer { system.stop() }
         let server = try TransferServer()
         let daemon = try daemon(environment: system.environment)
+        // On battery must be known before they start, or they would not wait.
+        #expect(daemon.waitForLog(containing: "following power sources"), "\(daemon.log)")
         let client = try app(daemon)
         let outside = daemon.home + "/outside"
         try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
