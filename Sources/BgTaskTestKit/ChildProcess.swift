@@ -115,7 +115,8 @@ public final class ChildProcess: @unchecked Sendable {
     public var standardError: String { state.errorText.withLock { $0 } }
 
     /// Waits until some stdout line satisfies `predicate`; returns it, or nil on timeout.
-    public func waitForLine(timeout: Duration = .seconds(10), where predicate: (String) -> Bool) -> String? {
+    /// 30 s by default: a python fixture starting under a full parallel run can take over 10.
+    public func waitForLine(timeout: Duration = .seconds(30), where predicate: (String) -> Bool) -> String? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let line = lines.first(where: predicate) { return line }

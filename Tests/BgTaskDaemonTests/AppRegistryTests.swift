@@ -155,8 +155,10 @@ import Testing
         let elapsed = try ContinuousClock().measure { try registry.start() }
         #expect(registry.entries.count == 1000)
         #expect(registry.entries(declaring: "fetch").count == 334)
-        // The figure is for release builds; a debug build on a busy machine gets headroom.
-        #expect(elapsed < .milliseconds(500), "scanning 1,000 entries took \(elapsed)")
+        // The figure is the benchmark's (release); this only catches a scan
+        // gone quadratic, with room for a debug build on a machine busy with the suite.
+        print("AppRegistry: scanning 1,000 entries took \(elapsed)")
+        #expect(elapsed < .seconds(5), "scanning 1,000 entries took \(elapsed)")
     }
 
     // MARK: Logging
@@ -281,7 +283,8 @@ import Testing
 
     @Test func aBurstOfChangesIsOneReload() throws {
         let fixture = try Fixture()
-        let registry = try fixture.makeRegistry(debounce: .milliseconds(200))
+        // 2 s: a machine busy with the suite may stall the loop between two writes for a while.
+        let registry = try fixture.makeRegistry(debounce: .seconds(2))
         try registry.start()
         var changes = 0
         registry.onChange = { changes += 1 }
@@ -294,7 +297,7 @@ import Testing
         #expect(fixture.drive { changes == 1 })
         #expect(registry.entries.count == 10)
         // Nothing more may follow; an absence can only be waited for.
-        fixture.drive(for: .milliseconds(300))
+        fixture.drive(for: .milliseconds(2500))
         #expect(changes == 1)
         #expect(registry.reloadCount == 2)
     }

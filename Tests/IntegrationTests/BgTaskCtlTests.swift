@@ -326,7 +326,7 @@ import Testing
         try """
             [D-BUS Service]
             Name=org.bgtaskd.BackgroundTasks1
-            Exec=/bin/sleep 11
+            Exec=/bin/sleep 15
             """.write(toFile: directory + "/services/org.bgtaskd.BackgroundTasks1.service", atomically: true, encoding: .utf8)
         // The session bus's own configuration, with a service directory of the test's.
         try """

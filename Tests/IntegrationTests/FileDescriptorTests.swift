@@ -61,18 +61,23 @@ import Testing
 
     /// A Python script that forks 80 processes, each with a connection of its
     /// own and a task (one pidfd each for the daemon), which print what
-    /// BeginBackgroundTask answered ("ok" or the error's name) and hold on
-    /// for `hold` seconds; `meanwhile` runs once they have all answered.
+    /// BeginBackgroundTask answered ("ok" or the error's name) and hold on;
+    /// `meanwhile` runs once they have all answered, and `hold` seconds
+    /// after it they let go together.
     static func holders(hold: Int, meanwhile: String) -> String {
         """
         import dbus, os, sys, time
         address = os.environ["DBUS_SESSION_BUS_ADDRESS"]
+        # The children hold their connections until the parent closes the
+        # gate: all alive together however slowly the 80 of them start.
+        gate_read, gate_write = os.pipe()
         children = []
         for i in range(80):
             read, write = os.pipe()
             pid = os.fork()
             if pid == 0:
                 os.close(read)
+                os.close(gate_write)
                 try:
                     bus = dbus.bus.BusConnection(address)
                     manager = dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
@@ -83,13 +88,15 @@ import Testing
                     answer = error.get_dbus_name()
                 os.write(write, answer.encode())
                 os.close(write)
-                time.sleep(\(hold))
+                os.read(gate_read, 1)
                 os._exit(0)
             os.close(write)
             children.append((pid, read))
         for pid, read in children:
-            print(os.read(read, 200).decode())
+            print(os.read(read, 200).decode(), flush=True)
         \(meanwhile)
+        time.sleep(\(hold))
+        os.close(gate_write)
         for pid, read in children:
             os.waitpid(pid, 0)
         """

@@ -84,7 +84,11 @@ import Testing
         daemon.process.send(SIGKILL)
         _ = daemon.process.waitForExit()
         // While no daemon runs: the quick app exits (its cgroup empties), the slow one is frozen.
-        Thread.sleep(forTimeInterval: 1.5)
+        let emptied = ContinuousClock.now + .seconds(15)
+        while (try? String(contentsOfFile: quick + "/cgroup.events", encoding: .utf8))?.contains("populated 1") == true,
+              ContinuousClock.now < emptied {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
         try "1".write(toFile: slow + "/cgroup.freeze", atomically: false, encoding: .utf8)
         #expect(FileManager.default.fileExists(atPath: quick))
 
@@ -358,7 +362,8 @@ import Testing
     func aLauncherScriptThatStartsTheAppAndReturnsHandsItTheLaunch() throws {
         let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
         let (scratch, script) = try Self.scriptInScratch(
-            "#!/bin/sh\n( sleep 0.3; exec '\(testapp)' --fetch-result newData --tasks 0 --hold 30 & )\nexit 0\n")
+            // 2 s: the daemon sees the script end before the app checks in, even on a busy machine.
+            "#!/bin/sh\n( sleep 2; exec '\(testapp)' --fetch-result newData --tasks 0 --hold 30 & )\nexit 0\n")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let app = "org.example.Forking"
         let daemon = try Self.daemonLaunching(app, exec: script)

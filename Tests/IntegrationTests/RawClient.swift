@@ -23,7 +23,9 @@ final class RawClient {
             destination: "org.bgtaskd.BackgroundTasks1", path: "/org/bgtaskd/BackgroundTasks1",
             interface: "org.bgtaskd.BackgroundTasks1." + interface, member: member)
         try build(message)
-        return try bus.call(message, timeout: 10_000_000)
+        // SimulateFetch answers once a launched app checked in: under a full
+        // parallel run a launch can wait for the CPU well past 10 s.
+        return try bus.call(message, timeout: 60_000_000)
     }
 
     /// The D-Bus error name a call answers with (nil when it succeeds).

@@ -466,7 +466,8 @@ import Testing
         let server = try TransferServer()
         let daemon = try daemon(stateDirectory: disk.path + "/state")
         let client = try app(daemon)
-        let path = "/blob/2M?rate=1000000"
+        // 5 s to download: the disk is filled before it ends, even on a busy machine.
+        let path = "/blob/2M?rate=400000"
         let id = try start(client, url: server.url(path), path: cache(daemon) + "/whole.bin")
         func entry() throws -> [String: BusValue]? { try list(client).first { $0["transfer_id"] == .string(id) } }
         let deadline = ContinuousClock.now + .seconds(20)
@@ -645,7 +646,8 @@ import Testing
         let daemon = try daemon()
         var client = try app(daemon)
         let size = 8 << 20
-        let path = "/blob/8M?rate=4000000"
+        // 8 s to download: the crash comes between a third and the end, even on a busy machine.
+        let path = "/blob/8M?rate=1000000"
         let id = try start(client, url: server.url(path), path: cache(daemon) + "/big.bin")
         // Wait until about a third is on disk, then crash the daemon.
         let deadline = ContinuousClock.now + .seconds(30)
@@ -662,7 +664,7 @@ import Testing
         let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
         #expect(done.result == "success" && done.info["resumed"] == .bool(true), "\(done.info)")
         #expect(TransferServer.isBlob(cache(daemon) + "/big.bin", size: size))
-        // Sent at most once, but for what was in flight when the daemon died (one second's worth here).
+        // Sent at most once, but for what was in flight when the daemon died (four seconds' worth here).
         let sent = try server.bytesSent()
         #expect(sent <= size + 4_000_000 + (1 << 20), "sent \(sent) for \(size)")
     }
@@ -968,7 +970,8 @@ import Testing
         let server = try TransferServer()
         let daemon = try daemon()
         let client = try app(daemon)
-        let path = "/blob/6M?rate=3000000"
+        // 6 s to download: the sleep comes before the end, even on a busy machine.
+        let path = "/blob/6M?rate=1000000"
         let id = try start(client, url: server.url(path), path: cache(daemon) + "/night.bin")
         let deadline = ContinuousClock.now + .seconds(20)
         while try list(client).first?["bytes_done"].map({ $0 == .uint64(0) }) ?? true, ContinuousClock.now < deadline {
