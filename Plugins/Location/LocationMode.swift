@@ -544,6 +544,10 @@ final class LocationMode: ModePlugin {
 
     /// A fix from GeoClue or SimulateLocation: crossings and significant changes become events.
     private func process(_ fix: LocationFix) {
+        // Sides that had held before this fix came count first, at the
+        // position that held them, as the settle timer would have had them
+        // (it may not have run yet: a busy loop, a wake from sleep).
+        if let due = monitor.nextSettle, due <= fix.time { settle(at: fix.time) }
         let previous = lastFix
         undo.record { [unowned self] in self.lastFix = previous }
         lastFix = fix

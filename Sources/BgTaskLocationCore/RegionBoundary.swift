@@ -3,8 +3,9 @@ import Foundation
 /// Where the device stands against one region, with hysteresis as iOS has it:
 /// a fix counts for a side only when it is a margin beyond the boundary and
 /// its accuracy circle does not straddle it; a side counts only after fixes
-/// have kept to it for ``dwell``. A fix for the other side starts over; a fix
-/// that decides nothing changes nothing.
+/// have kept to it for ``dwell``. A fix for the other side starts over (once
+/// a pending side that had held by its time counts); a fix that decides
+/// nothing changes nothing.
 public struct RegionBoundary: Sendable, Equatable {
     public enum Side: Sendable, Equatable {
         case inside
@@ -133,13 +134,15 @@ public struct RegionBoundary: Sendable, Equatable {
     }
 
     /// Takes a fix; returns the event it completes: a crossing, or, the first
-    /// time a side holds, that side's event when `region.notifyOnStart`.
+    /// time a side holds, that side's event when `region.notifyOnStart`; or
+    /// the event of a pending side that had held by the fix's time.
     public mutating func update(with fix: LocationFix, in region: MonitoredRegion, dwell: UInt64 = Self.dwell) -> RegionEvent? {
         // A side that had held by the time this fix came holds, whether or
         // not the settle timer ran first (a busy loop, a wake from sleep): a
         // fix against it starts a new side from there instead of taking its place.
-        // With a dwell of 0 every side holds as its fix comes. After a side
-        // held the fix can only start a new one: at most one event comes.
+        // Not with a dwell of 0: the side the fix starts would hold at once
+        // too, two events from one fix. With a dwell, after a side held the
+        // fix can only start a new one: at most one event comes.
         guard dwell > 0, pending != nil else { return update(after: fix, in: region, dwell: dwell) }
         let settled = settle(at: fix.time, in: region, dwell: dwell)
         let event = update(after: fix, in: region, dwell: dwell)

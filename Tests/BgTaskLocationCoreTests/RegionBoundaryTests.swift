@@ -56,6 +56,12 @@ struct RegionBoundaryTests {
         #expect(boundary.side == .outside, "outside held by the time the fix inside came")
         #expect(boundary.settle(at: 120 * Self.second, in: region) == .enter)
 
+        // A crossing too: inside, out for a minute, back in.
+        var crossing = RegionBoundary(side: .inside)
+        #expect(crossing.update(with: fix(1000, at: 0), in: region) == nil)
+        #expect(crossing.update(with: fix(50, at: 60), in: region) == .exit)
+        #expect(crossing.settle(at: 120 * Self.second, in: region) == .enter)
+
         var monitor = RegionMonitor()
         monitor.add(region, for: "org.example.App")
         #expect(monitor.update(with: fix(1000, at: 0)).isEmpty)
