@@ -112,7 +112,6 @@ import Testing
         }
     }
 
-    /// Waits for the TransferFinished of `id`.
     /// Waits until `waitingFor` reads `reason`: right after the start the
     /// daemon may not have read NetworkManager or UPower yet.
     func waitUntil(_ waitingFor: () throws -> BusValue?, is reason: String, _ daemon: DaemonUnderTest) throws {
@@ -121,6 +120,7 @@ import Testing
         #expect(try waitingFor() == .string(reason), "\(daemon.log.suffix(2000))")
     }
 
+    /// Waits for the TransferFinished of `id`.
     func waitForFinished(_ client: RawClient, _ id: String, timeout: Duration = .seconds(60)) throws -> Finished? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
@@ -788,7 +788,9 @@ import Testing
         for round in 1...2 {
             // Held while the bus and NetworkManager come back: a daemon that
             // came back first would find no NetworkManager yet, and a network
-            // not known to be metered holds nothing back.
+            // not known to be metered holds nothing back. That window is real
+            // (README, "Not done yet"); this test is about following the
+            // network again once NetworkManager is there.
             daemon.process.send(SIGSTOP)
             defer { daemon.process.send(SIGCONT) }
             try system.crashAndRestart(with: [metered])
