@@ -51,7 +51,8 @@ public enum ServiceSpawn {
         // Nothing else of this process goes along: a descriptor opened without
         // O_CLOEXEC (Foundation's file writes, a test's filler file) kept by a
         // long-lived child holds a script busy or a disk full for another test.
-        bgt_spawn_actions_close_from(&actions, 3)
+        let closing = bgt_spawn_actions_close_from(&actions, 3)
+        guard closing == 0 else { throw Failure(path: path, code: closing) }
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)

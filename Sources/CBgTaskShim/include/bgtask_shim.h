@@ -1,8 +1,8 @@
 /*
  * C helpers for the Swift shell. Swift cannot expand the sd-bus vtable macros
  * (bit fields, unions), cannot call variadic C functions, and does not see the
- * pidfd and eventfd system calls; each helper here covers one of those gaps and
- * nothing more.
+ * pidfd and eventfd system calls or what glibc declares only for _GNU_SOURCE;
+ * each helper here covers one of those gaps and nothing more.
  */
 #ifndef BGTASKD_SHIM_H
 #define BGTASKD_SHIM_H
