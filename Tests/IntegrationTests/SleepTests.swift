@@ -345,8 +345,7 @@ import Testing
             "Tasks.BudgetSec=120", "Scheduler.MaxConcurrentWakes=2", "Scheduler.ChunkSec=0.5",
         ])
         let apps = try (1...4).map { n in
-            // 2 s of work each: the backlog of 4 lasts while the test looks at it through two spawned tools.
-            try ScopedApp(daemon, appID: "org.example.Worker\(n)", ["--background", "--work", "2", "--hold", "60"])
+            try ScopedApp(daemon, appID: "org.example.Worker\(n)", ["--background", "--work", "0.8", "--hold", "60"])
         }
         defer { for app in apps { app.stop() } }
         for app in apps { #expect(app.process.waitForEvent("state") != nil, "\(app.process.lines)") }
@@ -367,7 +366,7 @@ import Testing
         // Each app does all its work and ends its task (it may be suspended
         // before it hears EndBackgroundTask's answer, as iOS suspends an app
         // whose last task ended: the Tasks property tells).
-        #expect(eventually(.seconds(30)) { apps.allSatisfy { $0.process.eventNames.filter { $0 == "worked" }.count == 200 } },
+        #expect(eventually(.seconds(30)) { apps.allSatisfy { $0.process.eventNames.filter { $0 == "worked" }.count == 80 } },
                 "\(apps.map { $0.process.eventNames.filter { $0 == "worked" }.count }) \(daemon.log)")
         #expect(try !daemon.waitForTasks(timeout: .seconds(10)) { !$0.contains("Worker") }.contains("Worker"), "\(daemon.log)")
         #expect(try eventually { try daemon.property("Draining").contains("false") }, "\(daemon.log)")
