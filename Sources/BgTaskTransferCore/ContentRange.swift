@@ -13,7 +13,9 @@ public struct ContentRange: Equatable, Sendable {
         let halves = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard halves.count == 2 else { return nil }
         let bounds = halves[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-        guard bounds.count == 2, let start = UInt64(bounds[0]), let end = UInt64(bounds[1]), start <= end else { return nil }
+        // An end at the largest number has no byte after it: its length does
+        // not fit (a server's nonsense, or an attack on the arithmetic).
+        guard bounds.count == 2, let start = UInt64(bounds[0]), let end = UInt64(bounds[1]), start <= end, end < .max else { return nil }
         self.start = start
         self.end = end
         if halves[1] == "*" {

@@ -209,6 +209,9 @@ import Testing
         #expect(ContentRange("bytes 0-9") == nil)
         #expect(ContentRange("bytes -5-9/10") == nil)
         #expect(ContentRange("bytes 0-99999999999999999999/1") == nil)
+        // The byte after the largest end does not exist: taken, it trapped the daemon.
+        #expect(ContentRange("bytes 0-18446744073709551615/*") == nil)
+        #expect(ContentRange("bytes 0-18446744073709551614/*")?.reachesEnd == true)
     }
 
     /// A 206 to a request for no range was taken for the whole file, and a

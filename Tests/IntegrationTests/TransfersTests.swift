@@ -320,6 +320,25 @@ import Testing
         #expect(try server.ranges(of: fromZero) == [nil, "bytes=10-"])
     }
 
+    /// A 206 whose range claimed to end at the largest byte number (with `*`
+    /// for the total) made the daemon add one to that end and trap: any
+    /// server an app downloaded from could stop the daemon, and again after
+    /// every restart, as the stored transfer was tried again. Now that range
+    /// is unusable, and the whole file is asked for again.
+    @Test func aRangeEndingAtTheLargestNumberIsRefused() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let endless = "/blob/1000?partial=0-9&end=18446744073709551615&total=*"
+        let id = try start(client, url: server.url(endless), path: cache(daemon) + "/endless.bin")
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "success" && done.info["bytes_done"] == .uint64(1000), "\(done.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/endless.bin", size: 1000))
+        #expect(try server.ranges(of: endless) == [nil, nil])
+        #expect(daemon.log.contains("without a usable Content-Range"), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A resumed 206 was taken as the end of the file however much of its
     /// range came, and whatever total it claimed: a cut, an overlong or a
     /// contradicting answer landed a file of the wrong size as success.

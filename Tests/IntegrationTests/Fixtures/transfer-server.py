@@ -36,6 +36,8 @@ GET|HEAD /blob/<size>[?query]
                  the start of its range (Content-Range and Content-Length say so)
       total=T    the first 206 answer for this URL claims a total of T bytes
                  (digits, or * for unknown) in its Content-Range
+      end=E      the first 206 answer for this URL claims its range ends at
+                 byte E (any digits, however large) in its Content-Range
       body=N     the first 206 answer for this URL sends no Content-Length and
                  N bytes of the blob from the start of its range, fewer or more
                  than the range holds, then closes the connection: a body
@@ -366,6 +368,9 @@ class Handler(BaseHTTPRequestHandler):
         partial = self.query_span(query, 'partial', size)
         span_bytes = self.query_int(query, 'span', 1)
         claimed_total = query.get('total')
+        claimed_end = query.get('end')
+        if claimed_end is not None and not DIGITS.fullmatch(claimed_end):
+            raise BadRequest(f'bad end={claimed_end}')
         if claimed_total is not None and claimed_total != '*' and not DIGITS.fullmatch(claimed_total):
             raise BadRequest(f'bad total={claimed_total}')
         body = self.query_int(query, 'body')
@@ -403,12 +408,12 @@ class Handler(BaseHTTPRequestHandler):
             length, code = end - start + 1, 206
             headers.append(('Content-Range', f'bytes {start}-{end}/{size}'))
         close_after = False
-        if (code == 206 and self.command == 'GET' and (span_bytes or claimed_total or body is not None)
+        if (code == 206 and self.command == 'GET' and (span_bytes or claimed_total or claimed_end or body is not None)
                 and STATE.take_once(self.path, 'lie')):
             if span_bytes:
                 length = min(length, span_bytes)
             headers = [header for header in headers if header[0] != 'Content-Range']
-            headers.append(('Content-Range', f'bytes {start}-{start + length - 1}/{claimed_total or size}'))
+            headers.append(('Content-Range', f'bytes {start}-{claimed_end or start + length - 1}/{claimed_total or size}'))
             if body is not None:
                 length, close_after = body, True
         self.send_response(code)
