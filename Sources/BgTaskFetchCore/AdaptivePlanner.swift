@@ -206,7 +206,12 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
 
     public mutating func fetched(_ app: String, result: FetchResult?, at now: UInt64) {
         guard var state = apps[app] else { return }
-        let covered = Self.seconds(now > upToDate(state) ? now - upToDate(state) : 0)
+        // From when it was last up to date before this wake: the daemon marks
+        // the wake as under way (``skipped(_:at:)``) before its answer comes,
+        // so `lastFetchAt` may be this very wake; the previous wake's time is
+        // its outcome's.
+        let since = max(state.upToDateAt ?? state.record.registeredAt, state.record.history.last?.at ?? 0)
+        let covered = Self.seconds(now > since ? now - since : 0)
         state.record.lastFetchAt = now
         state.record.record(.init(at: now, result: result))
         switch result {

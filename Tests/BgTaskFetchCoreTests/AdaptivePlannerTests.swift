@@ -137,6 +137,28 @@ import Testing
         #expect(recoveredNext - Self.at(day: 5, 12, 1) < quietNext - Self.at(day: 3, 12, 1))
     }
 
+    /// The daemon marks a wake as under way (`skipped`) when it wakes the
+    /// app, and reports its answer later at the wake's time. That answer
+    /// covers the time since the previous fetch, as when the answer comes at
+    /// once: before, it covered nothing, so the news rate never left its
+    /// prior in the daemon (an app answering noData for days was still
+    /// taken to have news every 4 h).
+    @Test func aWakeMarkedUnderWayLearnsTheNewsRateAsAnAnsweredOne() {
+        var answered = planner()
+        var marked = planner()
+        var time = Self.at(day: 0, 1)
+        for _ in 0..<40 {
+            answered.fetched("org.example.News", result: .noData, at: time)
+            marked.skipped("org.example.News", at: time)
+            marked.fetched("org.example.News", result: .noData, at: time)
+            time += 3_600_000_000
+        }
+        let prior = ContentRate().rate
+        let learned = answered.apps["org.example.News"]!.content.rate
+        #expect(learned < prior / 4, "forty hours of noData: \(learned) items/h")
+        #expect(marked.apps["org.example.News"]!.content.rate == learned)
+    }
+
     @Test func offencesDoubleTheInterval() {
         var planner = planner()
         let first = planner.nextWake()!
