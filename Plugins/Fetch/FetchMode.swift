@@ -310,6 +310,10 @@ final class FetchMode: ModePlugin {
             wakeDueApps()
         case .appStateChanged(let app, _), .appGone(let app):
             review(app)
+        case .appCheckedIn(let app, _, _):
+            // An app the user starts checks in in the foreground with no
+            // change of state: that is an open the planner learns from.
+            review(app)
         case .appsChanged, .refreshChanged:
             declared.clear()
             reviewApps()
@@ -334,7 +338,7 @@ final class FetchMode: ModePlugin {
                 planner.wokeAnyway(at: now)
             }
             if planner.nextWake().map({ $0 <= now }) == true { wakeDueApps() }
-        case .appCheckedIn, .tokenCompleted, .systemBusBack:
+        case .tokenCompleted, .systemBusBack:
             break
         }
         // A wake's delivery writes nothing: its answer to SimulateFetch and

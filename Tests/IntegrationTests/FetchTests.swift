@@ -209,6 +209,27 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An app the user starts checks in in the foreground, with no change of
+    /// state: the planner hears that open, and does not fetch while it lasts.
+    /// Before, only a later change to the foreground counted, so a registered
+    /// app that the user started and quit was never seen opened.
+    @Test func anAppTheUserStartsIsSeenOpen() throws {
+        let daemon = try daemon()
+        do {
+            let app = try client(daemon)
+            try app.call("Fetch", "SetMinimumFetchInterval") { try $0.append(0.0) }
+            try app.call("Manager", "SetApplicationState") { try $0.append("background") }
+        }
+        // It quit: its connection left. Started again by the user:
+        func plan() throws -> String { try daemon.bgtaskctl(["apps", "--json"]).standardOutput }
+        #expect(try waitFor { try !plan().contains(#""fetch_plan":"in the foreground""#) }, "\((try? plan()) ?? "")")
+        let again = try client(daemon)
+        #expect(try waitFor { try plan().contains(#""fetch_plan":"in the foreground""#) }, "\((try? plan()) ?? "")")
+        try again.call("Manager", "SetApplicationState") { try $0.append("background") }
+        #expect(try waitFor { try !plan().contains(#""fetch_plan":"in the foreground""#) }, "\((try? plan()) ?? "")")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A push is a wake the machine makes anyway: an app well into its
     /// spacing is fetched with it instead of waking the machine again later.
     @Test func appsFetchAlongWithAPush() throws {
