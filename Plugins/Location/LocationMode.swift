@@ -684,8 +684,9 @@ final class LocationMode: ModePlugin {
         guard let info = appInfo(event.app), info.modes.contains(Self.name) else {
             return logWait(id, of: event.app, "the app has no desktop entry declaring the location mode")
         }
-        // Whether it runs changes without an event: ask the host when the cache says no.
-        guard info.refreshStatus == BackgroundRefreshStatus.available.rawValue || host.appInfo(event.app)?.running == true else {
+        // Refresh governs background wakes only: an app in the foreground
+        // gets its events, as on iOS; one running in the background does not.
+        guard info.refreshStatus == BackgroundRefreshStatus.available.rawValue || isInForeground(event.app) else {
             return logWait(id, of: event.app, "Background App Refresh is \(info.refreshStatus)")
         }
         do {
@@ -714,6 +715,13 @@ final class LocationMode: ModePlugin {
 
     /// The app's desktop-entry facts and refresh status; nil for an unknown app.
     private func appInfo(_ app: String) -> AppInfo? { appInfos.info(of: app, from: host) }
+
+    /// Whether the app is in the foreground (`active` or `inactive`), asked of
+    /// the host: the cache is not told when an app's state changes.
+    private func isInForeground(_ app: String) -> Bool {
+        guard let state = host.appInfo(app)?.state else { return false }
+        return state == ApplicationState.active.rawValue || state == ApplicationState.inactive.rawValue
+    }
 
     /// Wakes `app` for its events that wait, oldest first; `isWake`: the app is woken or
     /// checked in, so also those that wait for its next wake (see ``waitingForWake``).
@@ -778,7 +786,10 @@ final class LocationMode: ModePlugin {
             for app in Set(events.values.map(\.app)).sorted() { deliverWaiting(app) }
         case .systemBusBack:
             source.systemBusBack()
-        case .tokenCompleted, .appStateChanged, .appGone, .sleepChanged:
+        case .appStateChanged(let app, let state):
+            // The user opening it: what waited while refresh was off goes to it.
+            if state == ApplicationState.active.rawValue || state == ApplicationState.inactive.rawValue { deliverWaiting(app) }
+        case .tokenCompleted, .appGone, .sleepChanged:
             break
         }
         armTimer()

@@ -462,6 +462,30 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// Refresh off holds back background wakes, also of an app that runs in
+    /// the background: before, any running app was woken, and when it did
+    /// not complete in time it was terminated and an offence counted. The
+    /// event waits, and goes to the app when the user brings it forward.
+    @Test func anAppRunningInTheBackgroundIsNotWokenWhileRefreshIsOff() throws {
+        let daemon = try daemon()
+        let client = try app(daemon)
+        try monitor(client, "office")
+        try simulate(client, Self.north(1000))
+        pass(client, 1.3)
+        try client.call("Manager", "SetApplicationState") { try $0.append("background") }
+        try refreshOff(try RawClient(daemon))
+        try simulate(client, Self.north(0))
+        #expect(daemon.waitForLog(containing: "waits: Background App Refresh is denied"), "\(daemon.log.suffix(2000))")
+        pass(client, 1.0)
+        #expect(try regionEvents(client).isEmpty, "not woken in the background")
+        try client.call("Manager", "SetApplicationState") { try $0.append("active") }
+        #expect(client.waitForSignals(1), "\(daemon.log.suffix(2000))")
+        #expect(try regionEvents(client).map(\.event) == ["enter"])
+        try complete(client, try regionEvents(client)[0].token)
+        #expect(try field(client, "location_offences") == .uint64(0))
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// Enter, exit and enter again reach an app that completes none of them
     /// in time. The first enter's wake expired while the exit was still on
     /// its way; the second enter then "cancelled" that first enter as if it
