@@ -3,8 +3,11 @@ import BgTaskPluginKit
 
 /// Positions from GeoClue2 on the system bus, asked for only while wanted.
 ///
-/// It follows GeoClue's name on the bus (NameOwnerChanged): when GeoClue
-/// starts, or comes back after going away, and positions are wanted, it gets
+/// It follows GeoClue's name on the bus (NameOwnerChanged). GeoClue usually
+/// runs only on demand (the bus starts it, and it exits when unused): when
+/// positions are wanted and it is not on the bus, the bus is asked to start
+/// it (StartServiceByName). When GeoClue starts, or comes back after going
+/// away, and positions are wanted, it gets
 /// a client, sets its desktop id, thresholds and accuracy, subscribes to the
 /// client's `LocationUpdated` and starts it; each update's Location object is
 /// read and handed on as a fix. When nothing is wanted any more the client
@@ -48,6 +51,16 @@ final class GeoClueSource {
     private var starting = false
     /// Whether "no system bus" was logged already (it is tried again at every change of what is wanted).
     private var toldNoBus = false
+    /// GeoClue's owner asked of the bus and not yet answered.
+    private var askingOwner = false
+    /// A start of GeoClue asked of the bus and not yet answered.
+    private var activating = false
+    /// When the bus was last asked to start GeoClue (monotonic µs): one that
+    /// leaves within seconds of its start is not started again at once (a
+    /// GeoClue that crashes at start would be started over and over).
+    private var activatedAt: UInt64?
+    /// Whether "GeoClue cannot be started" was logged since GeoClue was last seen.
+    private var toldNotStartable = false
 
     init(host: PluginHost, desktopID: String, onFix: @escaping (Double, Double, Double) -> Void) {
         self.host = host
@@ -98,19 +111,23 @@ final class GeoClueSource {
 
     private func askOwner() {
         let generation = generation
+        askingOwner = true
         do {
             try host.call("org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
                           member: "GetNameOwner", on: .system, timeout: 10) { (call) throws(ModeError) in
                 try call.append(Self.service)
             } reply: { [weak self] result in
-                guard let self, generation == self.generation else { return }
+                guard let self else { return }
+                self.askingOwner = false
+                guard generation == self.generation else { return }
                 if case .success(let reply) = result, let name = try? reply.readString() {
                     self.appeared(name)
                 } else {
-                    self.host.log(.info, "GeoClue is not running; waiting for it (SimulateLocation still works)")
+                    self.activate()
                 }
             }
         } catch {
+            askingOwner = false
             host.log(.info, "cannot ask for GeoClue: \(error.message)")
         }
     }
@@ -133,6 +150,7 @@ final class GeoClueSource {
     private func appeared(_ name: String) {
         guard owner != name else { return }
         owner = name
+        toldNotStartable = false
         host.log(.info, "GeoClue is on the system bus as \(name)")
         reconcile()
     }
@@ -142,6 +160,37 @@ final class GeoClueSource {
         if owner != nil { host.log(.notice, "GeoClue left the system bus; waiting for it to come back") }
         owner = nil
         dropClient()
+        // It stopped or crashed while positions are wanted: it is started
+        // again, but not over and over if it keeps leaving.
+        guard wanted != nil else { return }
+        if let activatedAt, host.monotonicMicroseconds &- activatedAt < 10_000_000 {
+            return host.log(.warning, "GeoClue left within 10 s of its start; waiting for it rather than starting it again")
+        }
+        activate()
+    }
+
+    /// Asks the bus to start GeoClue, if positions are wanted and it is not
+    /// on the bus. Its NameOwnerChanged says when it is there.
+    private func activate() {
+        guard wanted != nil, owner == nil, nameSubscription != nil, !askingOwner, !activating else { return }
+        activatedAt = host.monotonicMicroseconds
+        activating = true
+        do {
+            try host.call("org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                          member: "StartServiceByName", on: .system, timeout: 30) { (call) throws(ModeError) in
+                try call.append(Self.service)
+                try call.append(UInt32(0))
+            } reply: { [weak self] result in
+                guard let self else { return }
+                self.activating = false
+                guard case .failure(let error) = result, self.owner == nil, !self.toldNotStartable else { return }
+                self.toldNotStartable = true
+                self.host.log(.info, "GeoClue is not running and the system bus cannot start it (\(error.message)); waiting for it (SimulateLocation still works)")
+            }
+        } catch {
+            activating = false
+            host.log(.info, "cannot ask the system bus to start GeoClue: \(error.message)")
+        }
     }
 
     private func dropClient() {
@@ -159,7 +208,7 @@ final class GeoClueSource {
 
     /// Brings GeoClue's client in line with what is wanted.
     private func reconcile() {
-        guard owner != nil else { return }
+        guard owner != nil else { return activate() }
         guard let wanted else {
             if let client { stopClient(client) }
             return

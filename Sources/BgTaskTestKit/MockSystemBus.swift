@@ -28,6 +28,10 @@ public final class MockSystemBus: @unchecked Sendable {
     private let templates = Mutex<String?>(nil)
     /// How long to wait for a mock to own its name (python start-up is slow on a busy machine).
     private let startTimeout: Duration
+    /// Mocks the bus starts itself when asked (D-Bus activation), and where
+    /// their start scripts, `.service` files and PID files are.
+    private let activatable: [MockService]
+    private let activationDirectory: String?
 
     /// The bus's D-Bus address (`unix:path=…`).
     public var address: String { bus.address }
@@ -40,10 +44,17 @@ public final class MockSystemBus: @unchecked Sendable {
     /// name and is set up.
     /// With `restartable`, the bus listens at a path of its own, so that
     /// ``crashAndRestart()`` can start it again at the same address.
-    public init(services: [MockService] = [], startTimeout: Duration = .seconds(20), restartable: Bool = false) throws {
+    /// The bus starts each of `activatable` itself, the first time a client
+    /// calls it or asks the bus to start it (as GeoClue on most systems).
+    public init(
+        services: [MockService] = [], activatable: [MockService] = [], startTimeout: Duration = .seconds(20), restartable: Bool = false
+    ) throws {
         self.startTimeout = startTimeout
         socket = restartable ? FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-system-\(UUID())").path : nil
-        bus = try PrivateBus(socket: socket)
+        self.activatable = activatable
+        activationDirectory = activatable.isEmpty ? nil
+            : try Self.writeActivationFiles(for: activatable)
+        bus = try PrivateBus(socket: socket, serviceDirectory: activationDirectory.map { $0 + "/services" })
         do {
             for service in services { try startService(service) }
         } catch {
@@ -54,8 +65,61 @@ public final class MockSystemBus: @unchecked Sendable {
 
     deinit { stop() }
 
-    /// The services running now.
+    /// The services running now (those the bus started itself not included).
     public var services: [MockService] { running.withLock { $0.map(\.service) } }
+
+    /// Whether the bus has started `service` (one of `activatable`) and it owns its name.
+    public func wasActivated(_ service: MockService) throws -> Bool {
+        guard let directory = activationDirectory, activatable.contains(service) else { return false }
+        guard FileManager.default.fileExists(atPath: directory + "/\(service.busName).pid") else { return false }
+        return try isOwned(service.busName)
+    }
+
+    /// For each service, a `.service` file whose `Exec` is a script that
+    /// notes its PID (see ``stop()``) and runs the mock on the bus that
+    /// started it. Returns the directory.
+    private static func writeActivationFiles(for services: [MockService]) throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-activation-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory + "/services", withIntermediateDirectories: true)
+        let templateDirectory = directory + "/templates"
+        try FileManager.default.createDirectory(atPath: templateDirectory, withIntermediateDirectories: true)
+        func quoted(_ word: String) -> String { "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+        for service in services {
+            let arguments = try service.dbusmockArguments { templateDirectory }
+            let script = directory + "/start-\(service.busName).sh"
+            try """
+                #!/bin/sh
+                echo $$ > \(quoted(directory + "/\(service.busName).pid"))
+                DBUS_SYSTEM_BUS_ADDRESS="$DBUS_STARTER_ADDRESS" PYTHONDONTWRITEBYTECODE=1 exec /usr/bin/python3 -m dbusmock \(arguments.map(quoted).joined(separator: " "))
+
+                """.write(toFile: script, atomically: true, encoding: .utf8)
+            try "[D-BUS Service]\nName=\(service.busName)\nExec=/bin/sh \(script)\n"
+                .write(toFile: directory + "/services/\(service.busName).service", atomically: true, encoding: .utf8)
+        }
+        return directory
+    }
+
+    /// Stops a mock the bus started (by the PID its script noted) and
+    /// returns once it is gone: a service that exits. The bus starts it
+    /// again when asked.
+    public func stopActivated(_ service: MockService) {
+        guard let directory = activationDirectory else { return }
+        let pidFile = directory + "/\(service.busName).pid"
+        guard let text = try? String(contentsOfFile: pidFile, encoding: .utf8),
+              let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)), pid > 1 else { return }
+        unlink(pidFile)
+        kill(pid, SIGTERM)
+        let deadline = ContinuousClock.now + .seconds(5)
+        while kill(pid, 0) == 0, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        if kill(pid, 0) == 0 { kill(pid, SIGKILL) }
+    }
+
+    /// Stops every mock the bus started, and removes their files.
+    private func stopAllActivated() {
+        guard let directory = activationDirectory else { return }
+        for service in activatable { stopActivated(service) }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
 
     /// Starts one more mock (a service that appears while the code under
     /// test runs) and waits until it owns its name and is set up.
@@ -179,7 +243,8 @@ public final class MockSystemBus: @unchecked Sendable {
     /// Moves the device of the running GeoClue2 mock: every started client
     /// whose thresholds the move passes gets a new `Location` and `LocationUpdated`.
     public func moveDevice(latitude: Double, longitude: Double, accuracy: Double) throws {
-        guard let geoclue = services.first(where: { if case .geoclue = $0 { true } else { false } }) else {
+        let started = activatable.filter { (try? wasActivated($0)) == true }
+        guard let geoclue = (services + started).first(where: { if case .geoclue = $0 { true } else { false } }) else {
             throw TestKitError("no GeoClue2 mock is running on this bus")
         }
         try busctlChecked([
@@ -219,6 +284,7 @@ public final class MockSystemBus: @unchecked Sendable {
             return list
         }
         for mock in all { mock.process.stop() }
+        stopAllActivated()
         bus.stop()
         if let socket { unlink(socket) }
         if let directory = templates.withLock({ dir -> String? in

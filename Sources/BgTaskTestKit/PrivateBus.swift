@@ -10,10 +10,34 @@ public final class PrivateBus: @unchecked Sendable {
     /// Starts the bus and waits for its address. With `allowOtherUsers`, users
     /// other than the test's may connect too (to test untrusted callers).
     /// With `socket`, it listens at that path (a bus started again at the
-    /// same address, as a system bus that restarts).
-    public init(allowOtherUsers: Bool = false, socket: String? = nil) throws {
+    /// same address, as a system bus that restarts). With `serviceDirectory`,
+    /// the bus starts the services whose `.service` files are there when
+    /// they are called or asked for (D-Bus activation), and only those.
+    public init(allowOtherUsers: Bool = false, socket: String? = nil, serviceDirectory: String? = nil) throws {
         var arguments = ["--session", "--nofork", "--print-address=1"]
         if let socket { arguments.append("--address=unix:path=\(socket)") }
+        if let serviceDirectory, !allowOtherUsers {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-bus-\(UUID())").path
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let config = """
+                <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+                 "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+                <busconfig>
+                  <type>session</type>
+                  <listen>\(socket.map { "unix:path=\($0)" } ?? "unix:dir=\(directory)")</listen>
+                  <servicedir>\(serviceDirectory)</servicedir>
+                  <auth>EXTERNAL</auth>
+                  <policy context="default">
+                    <allow send_destination="*" eavesdrop="true"/>
+                    <allow eavesdrop="true"/>
+                    <allow own="*"/>
+                  </policy>
+                </busconfig>
+                """
+            try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
+            configFile = directory
+            arguments = ["--config-file=\(directory)/bus.conf", "--nofork", "--print-address=1"]
+        }
         if allowOtherUsers {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-bus-\(UUID())").path
             try FileManager.default.createDirectory(

@@ -742,6 +742,35 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// GeoClue usually runs only on demand: the bus starts it when asked, and
+    /// it exits when unused. The daemon waited for it to appear on its own,
+    /// so on such a system a monitored region never got a position. Now the
+    /// daemon asks the bus to start it once something is monitored, and
+    /// again when it leaves while still wanted.
+    @Test func geoclueIsStartedByTheBusWhenNeeded() throws {
+        let system = try MockSystemBus(activatable: [Self.farGeoClue])
+        defer { system.stop() }
+        let daemon = try daemon(environment: system.environment)
+        let client = try app(daemon)
+        pass(client, 0.5)
+        #expect(try !system.wasActivated(Self.farGeoClue), "not started while nothing is monitored")
+        try monitor(client, "home")
+        #expect(waitForGeoClueStarts(1, daemon, client), "\(daemon.log.suffix(2000))")
+        #expect(try system.wasActivated(Self.farGeoClue))
+        pass(client, 1.3)
+        let inside = Self.north(0)
+        try system.moveDevice(latitude: inside.0, longitude: inside.1, accuracy: 15)
+        #expect(client.waitForSignals(1), "\(daemon.log.suffix(2000))")
+        #expect(try regionEvents(client).map(\.event) == ["enter"])
+
+        // It leaves (10 s after its start, so that this is not a crash at start): started again.
+        pass(client, 10)
+        system.stopActivated(Self.farGeoClue)
+        #expect(daemon.waitForLog(containing: "GeoClue left the system bus"))
+        #expect(waitForGeoClueStarts(2, daemon, client), "\(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A system bus that restarts takes GeoClue's client with it. GeoClue on
     /// the new bus is followed again once the daemon is back on it; before,
     /// only once what was monitored changed, so a device that moved met no
