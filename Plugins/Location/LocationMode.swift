@@ -265,6 +265,21 @@ final class LocationMode: ModePlugin {
         try host.put(stored.json, collection: "regions", key: Self.regionKey(key.app, key.region))
     }
 
+    /// A region not in memory (its app is set aside) takes the side a
+    /// completed event carried into its stored record, if the event came
+    /// after the record; else that side would go with the event.
+    private func saveSide(of event: LocationEvent, into key: RegionMonitor.Key) throws {
+        guard let crossing = event.regionEvent else { return }
+        let recordKey = Self.regionKey(key.app, key.region)
+        guard let data = try host.records(collection: "regions").first(where: { $0.key == recordKey })?.data,
+              var stored = try? JSONDecoder().decode(StoredRegion.self, from: Data(data)),
+              (stored.sequence ?? 0) < event.sequence else { return }
+        stored.side = StoredRegion.spell(crossing == .enter ? .inside : .outside)
+        // Events of the region after this one still say more (see StoredRegion.sideAfter).
+        stored.sequence = event.sequence
+        try host.put(stored.json, collection: "regions", key: recordKey)
+    }
+
     private func saveSignificant(_ app: String) throws {
         guard let filter = significant[app] else { return }
         try host.put(Array(try JSONEncoder().encode(StoredFix(filter.lastReported))), collection: "significant", key: app)
@@ -514,7 +529,8 @@ final class LocationMode: ModePlugin {
                 try host.delete(collection: "events", key: id)
                 // The side this event carried now goes to the region's own record.
                 if event.kind == .region, let region = event.region {
-                    try saveRegion(RegionMonitor.Key(app: event.app, region: region))
+                    let key = RegionMonitor.Key(app: event.app, region: region)
+                    if monitor.region(key) != nil { try saveRegion(key) } else { try saveSide(of: event, into: key) }
                 }
                 changeCounters(event.app) { $0.delivered += 1 }
                 try saveCounters(event.app)

@@ -624,6 +624,38 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An event completed while its app is set aside (its desktop entry went
+    /// after the event was sent) keeps the side it carried: before, the
+    /// event went and its region's record kept the side from before, so the
+    /// entry's return brought the old side back and the same crossing was
+    /// sent again.
+    @Test func anEventCompletedWhileItsAppIsSetAsideKeepsItsSide() throws {
+        let daemon = try daemon(["Location.DwellSec=0"])
+        let client = try app(daemon)
+        try monitor(client, "home")
+        try simulate(client, Self.north(1000))
+        pass(client, 0.3)
+        try simulate(client, Self.north(0))
+        #expect(client.waitForSignals(1), "\(daemon.log.suffix(2000))")
+        let enter = try #require(try regionEvents(client).first)
+        #expect(enter.event == "enter")
+        try FileManager.default.removeItem(atPath: daemon.applicationsDirectory + "/\(Self.app).desktop")
+        #expect(daemon.waitForLog(containing: "\(Self.app) no longer declares the location mode"), "\(daemon.log.suffix(2000))")
+        try complete(client, enter.token)
+
+        try daemon.installDesktopEntry(DesktopEntrySpec(id: Self.app, name: "Walk", modes: ["location"], exec: "/bin/false"))
+        #expect(daemon.waitForLog(containing: "\(Self.app) declares the location mode again"), "\(daemon.log.suffix(2000))")
+        let admin = try RawClient(daemon)
+        #expect(try state(of: admin) == "inside", "the side the completed event carried")
+        try simulate(admin, Self.north(0))
+        pass(client, 1.0)
+        #expect(try regionEvents(client).map(\.event) == ["enter"], "not sent again")
+        // And after a restart too.
+        #expect(try daemon.crashAndRestart() == .signal(SIGKILL))
+        #expect(try state(of: try RawClient(daemon)) == "inside")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A crossing stored but not yet delivered (its app could not be
     /// launched) survives a SIGKILL of the daemon, as do the regions and the
     /// side the device is on; the app gets it when it checks in.
