@@ -189,6 +189,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         guard var state = apps[app] else { return }
         state.isOpen = true
         let before = state.habit
+        Self.takeBackFuture(&state, at: now, today: UsageHabit.day(local(now)))
         state.habit.recordOpen(atLocal: local(now))
         activity.replace(before, with: state.habit)
         apps[app] = state
@@ -206,6 +207,7 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
 
     public mutating func fetched(_ app: String, result: FetchResult?, at now: UInt64) {
         guard var state = apps[app] else { return }
+        Self.takeBackFuture(&state, at: now, today: UsageHabit.day(local(now)))
         // From when it was last up to date before this wake: the daemon marks
         // the wake as under way (``skipped(_:at:)``) before its answer comes,
         // so `lastFetchAt` may be this very wake; the previous wake's time is
@@ -381,8 +383,9 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         let number = number(of: app)
         // Days without opens count too, not only once the next open comes.
         let today = UsageHabit.day(local(now))
+        let before = state.habit
+        Self.takeBackFuture(&state, at: now, today: today)
         if state.habit.lastDay.map({ $0 < today }) ?? true {
-            let before = state.habit
             state.habit.advance(to: today)
             activity.replace(before, with: state.habit)
         }
@@ -398,6 +401,19 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         }
         due.schedule(number, at: planned)
         self.early.schedule(number, at: early)
+    }
+
+    /// Times after `now` come from a clock that was ahead and was set back
+    /// (or from a damaged record): taken as now. Kept, they would hold the
+    /// app's fetches back, and its learning, until the clock caught up.
+    private static func takeBackFuture(_ state: inout AppState, at now: UInt64, today: Int) {
+        if let last = state.record.lastFetchAt, last > now { state.record.lastFetchAt = now }
+        if state.record.registeredAt > now { state.record.registeredAt = now }
+        if let upToDate = state.upToDateAt, upToDate > now { state.upToDateAt = now }
+        if let last = state.record.history.last, last.at > now {
+            for i in state.record.history.indices where state.record.history[i].at > now { state.record.history[i].at = now }
+        }
+        state.habit.rewind(to: today)
     }
 
     /// Seconds between fetches where an open comes with chance `chance` in a

@@ -93,6 +93,18 @@ public struct UsageHabit: Sendable, Equatable, Codable {
         daysUsed = counts
     }
 
+    /// Takes back days after `day`: a clock that was ahead and was set back
+    /// left them, and an open is counted only on a later day than the last
+    /// one seen, so nothing would be learned until the clock caught up. What
+    /// was learned is kept; the later day's slots stop counting as counted.
+    public mutating func rewind(to day: Int) {
+        for kind in [\UsageHabit.weekday, \UsageHabit.weekend] where self[keyPath: kind].lastDay.map({ $0 > day }) == true {
+            self[keyPath: kind].lastDay = day
+            self[keyPath: kind].counted.removeAll()
+        }
+        if let counts = daysUsed, counts.day > day { daysUsed?.day = day }
+    }
+
     /// Counts the first open of the current day in ``DaysUsed``.
     private mutating func countDayUsed() {
         guard var counts = daysUsed, !counts.usedThatDay else { return }

@@ -159,6 +159,25 @@ import Testing
         #expect(marked.apps["org.example.News"]!.content.rate == learned)
     }
 
+    /// A clock that was five years ahead, then set back: the fetch and the
+    /// open made then are taken as now. Before, the app was not fetched
+    /// until five years and an interval later, and learned no open until then.
+    @Test func aClockSetBackDoesNotHoldTheAppBack() throws {
+        var planner = planner()
+        let ahead = Self.at(day: 5 * 365, 8)
+        planner.opened("org.example.News", at: ahead)
+        planner.closed("org.example.News", at: ahead + 60_000_000)
+        planner.fetched("org.example.News", result: .newData, at: ahead + 120_000_000)
+        // Set back to day 1.
+        let now = Self.at(day: 1, 15)
+        planner.opened("org.example.News", at: now)
+        planner.closed("org.example.News", at: now + 60_000_000)
+        let next = try #require(planner.plan(for: "org.example.News", at: now)?.next)
+        #expect(next <= now + 6 * 3_600_000_000, "within the ceiling, not years on: \(next)")
+        #expect(try #require(planner.earliestFetch(of: "org.example.News")) <= now + 900_000_000)
+        #expect(planner.apps["org.example.News"]!.habit.lastDay == UsageHabit.day(Int(now / 1_000_000)))
+    }
+
     @Test func offencesDoubleTheInterval() {
         var planner = planner()
         let first = planner.nextWake()!
