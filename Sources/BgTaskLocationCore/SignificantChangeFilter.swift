@@ -37,8 +37,9 @@ public struct SignificantChangeFilter: Sendable, Equatable {
 
     /// Whether `fix` is to be reported; if so, it becomes the last reported.
     public mutating func consider(_ fix: LocationFix) -> Bool {
+        takeBackFuture(fix.time)
         if let last = lastReported {
-            guard fix.time >= last.time, fix.accuracy <= minimumDistance else { return false }
+            guard fix.accuracy <= minimumDistance else { return false }
             guard last.coordinate.distance(to: fix.coordinate) >= minimumDistance else {
                 // Back near the last reported position: the move it deferred is undone.
                 deferred = nil
@@ -60,10 +61,23 @@ public struct SignificantChangeFilter: Sendable, Equatable {
     /// The deferred fix, once it is due at `now`, as reported at `now` (it
     /// becomes the last reported); nil before, or when there is none.
     public mutating func takeDeferred(at now: UInt64) -> LocationFix? {
+        takeBackFuture(now)
         guard let fix = deferred, let due = deferredDue, now >= due else { return nil }
         let reported = LocationFix(coordinate: fix.coordinate, accuracy: fix.accuracy, time: now)
         lastReported = reported
         deferred = nil
         return reported
+    }
+
+    /// Times after `now` are from a clock that ran ahead and was set back (or
+    /// from a damaged record): taken as `now`, so that the interval counts
+    /// from there, not from a time that may be years away.
+    private mutating func takeBackFuture(_ now: UInt64) {
+        if let last = lastReported, last.time > now {
+            lastReported = LocationFix(coordinate: last.coordinate, accuracy: last.accuracy, time: now)
+        }
+        if let fix = deferred, fix.time > now {
+            deferred = LocationFix(coordinate: fix.coordinate, accuracy: fix.accuracy, time: now)
+        }
     }
 }

@@ -30,7 +30,10 @@ public struct TokenBucket: Sendable, Equatable, Codable {
     public mutating func take(at now: UInt64) -> Bool {
         let available = available(at: now)
         tokens = available
-        updatedAt = max(updatedAt, now)
+        // A later updatedAt is from a clock that ran ahead and was set back
+        // (or from a damaged record): refilling starts again from now, not
+        // once the clock has caught up with it.
+        updatedAt = now
         guard available >= 1 else { return false }
         tokens = available - 1
         return true

@@ -46,6 +46,21 @@ struct SignificantChangeFilterTests {
         #expect(none == nil)
     }
 
+    /// The last report stored while the clock ran ahead, then the clock set
+    /// back: the interval counts from the first fix after that. Before, no
+    /// fix earlier than the stored one counted, until the clock caught up.
+    @Test func aClockSetBackCountsTheIntervalFromTheNextFix() {
+        var filter = SignificantChangeFilter(minimumDistance: 500, minimumInterval: 300 * Self.second)
+        filter.restore(fix(0, at: 10_000))
+        let moved = filter.consider(fix(5000, at: 5000))
+        #expect(!moved, "within the interval of the report, as far as anyone can tell")
+        let early = filter.takeDeferred(at: 5299 * Self.second)
+        let due = filter.takeDeferred(at: 5300 * Self.second)
+        #expect(early == nil && due?.time == 5300 * Self.second)
+        let next = filter.consider(fix(10_000, at: 5600))
+        #expect(next)
+    }
+
     @Test func inaccurateFixesProveNothing() {
         var filter = SignificantChangeFilter(minimumDistance: 500, minimumInterval: 0)
         let reported = [

@@ -73,6 +73,17 @@ import Testing
         #expect(bucket.available(at: t0 + 100 * 3_600_000_000) == 2, "never more than the capacity")
     }
 
+    /// Spent while the clock was a year ahead, then the clock was set back:
+    /// the bucket refills from then on. Before, it stayed empty (and silent
+    /// pushes held) until the clock had caught up with the year.
+    @Test func aClockSetBackRefillsFromThen() {
+        let ahead = t0 + 365 * 86_400_000_000
+        var bucket = TokenBucket(capacity: 2, period: 3600, now: ahead)
+        #expect(bucket.take(at: ahead) && bucket.take(at: ahead))
+        let taken = [t0, t0 + 1_800_000_000].map { bucket.take(at: $0) }
+        #expect(taken == [false, true])
+    }
+
     @Test func zeroCapacityNeverWakes() {
         var bucket = TokenBucket(capacity: 0, now: t0)
         let taken = bucket.take(at: t0 + 10 * 3_600_000_000)
