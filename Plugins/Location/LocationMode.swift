@@ -165,7 +165,7 @@ final class LocationMode: ModePlugin {
                 continue
             }
             events[event.id] = event
-            lastSequence = max(lastSequence, event.sequence)
+            lastSequence = StoredSequence.last(lastSequence, event.sequence)
         }
         let unsequenced = try loadRegions { _ in true }
         try loadSignificant { _ in true }
@@ -210,7 +210,7 @@ final class LocationMode: ModePlugin {
                 let side = stored.sideAfter(regionEvents[RegionMonitor.Key(app: app, region: id)] ?? [])
                 monitor.add(try stored.region(id: id, minimumRadius: minRadius), for: app, side: side)
                 // Events continue after every record, those with no event pending included.
-                lastSequence = max(lastSequence, stored.sequence ?? 0)
+                lastSequence = StoredSequence.last(lastSequence, stored.sequence ?? 0)
                 if stored.sequence == nil { unsequenced.append(RegionMonitor.Key(app: app, region: id)) }
             } catch {
                 host.log(.warning, "ignoring the unreadable region \(key): \(error)")

@@ -193,7 +193,7 @@ final class RemoteNotificationsMode: ModePlugin {
             var box = inbox(push.app)
             box.restore(push)
             inboxes[push.app] = box
-            lastSequence = max(lastSequence, push.sequence)
+            lastSequence = StoredSequence.last(lastSequence, push.sequence)
             waiting += 1
         }
         expirationBound = exactExpirationBound()

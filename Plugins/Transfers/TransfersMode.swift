@@ -128,7 +128,7 @@ final class TransfersMode: ModePlugin {
             // An attempt that ran when the daemon stopped is continued by the next one.
             if record.state == .running { record.state = .waiting }
             transfers[key] = record
-            lastSequence = max(lastSequence, Self.sequence(of: key))
+            lastSequence = StoredSequence.last(lastSequence, Self.sequence(of: key))
         }
         if unreadable > 0 { host.log(.warning, "\(unreadable) stored transfers cannot be read and are ignored") }
         if !transfers.isEmpty { host.log(.info, "\(transfers.count) transfers from before the restart go on") }

@@ -703,6 +703,24 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A stored push whose sequence number is the largest there is (a
+    /// damaged or edited database) made the next push's number overflow: the
+    /// daemon stopped at the first push after every start.
+    @Test func aStoredSequenceAtTheLargestNumberStopsNothing() throws {
+        let daemon = try daemon()
+        let sender = try RawClient(daemon)
+        _ = try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"m":"FIRST"}"#))
+        try daemon.crashAndRestart {
+            let changed = try daemon.rewriteStoredRecords(
+                plugin: "remote-notification", collection: "pushes", replacing: "\"sequence\":1,", with: "'\"sequence\":18446744073709551615,'")
+            #expect(changed == 1, "the stored push was rewritten")
+        }
+        let admin = try RawClient(daemon)
+        _ = try admin.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"m":"SECOND"}"#))
+        #expect(try held(admin).count == 2)
+        #expect(daemon.stop() == .status(0))
+    }
+
     func waitUntil(_ condition: () throws -> Bool) throws -> Bool {
         // Generous: what it waits for may be a python mock starting on a busy machine.
         let deadline = ContinuousClock.now + .seconds(30)
