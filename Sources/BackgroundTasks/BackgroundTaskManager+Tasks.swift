@@ -83,12 +83,14 @@ extension BackgroundTaskManager {
     ///
     /// A task begun before the daemon restarted is ended in the new daemon,
     /// which the SDK asked for it again; one ended while that is under way
-    /// (or while no daemon runs) needs no call.
+    /// (or while no daemon runs) needs no call. Ending
+    /// ``BackgroundTaskIdentifier/invalid`` does nothing, as on iOS.
     ///
     /// - Throws: ``BackgroundTasksError``: `.noSuchTask` when the task already
     ///   expired, was ended, or is not this manager's; `.daemonUnavailable`,
     ///   `.disconnected`.
     public func endBackgroundTask(_ id: BackgroundTaskIdentifier) async throws {
+        guard id != .invalid else { return }
         guard let daemonID = openTasks.withLock({ $0.end(id.rawValue) }) else { return }
         try await connection.call(
             ManagerInterface.Method.endBackgroundTask.rawValue, arguments: { (call) throws(BusError) in try call.append(daemonID) },
