@@ -179,10 +179,12 @@ struct TestApp: AsyncParsableCommand {
 
     func validate() throws {
         guard tasks >= 0 else { throw ValidationError("--tasks must be 0 or more") }
-        guard (endAfter ?? 0) >= 0, (endAfter ?? 0).isFinite else { throw ValidationError("--end-after must be a number of seconds, 0 or more") }
+        // Longer than a few decades cannot be slept for (Task.sleep traps): refused here.
+        let longest = 1e9
+        guard (endAfter ?? 0) >= 0, (endAfter ?? 0) <= longest else { throw ValidationError("--end-after must be a number of seconds from 0 to 1e9") }
         guard (beginAfter ?? 0) >= 0, (beginAfter ?? 0) <= 86_400 else { throw ValidationError("--begin-after must be a number of seconds from 0 to 86400") }
-        guard (hold ?? 0) >= 0, (hold ?? 0).isFinite else { throw ValidationError("--hold must be a number of seconds, 0 or more") }
-        guard (fetchHandlerDelay ?? 0) >= 0, (fetchHandlerDelay ?? 0).isFinite else { throw ValidationError("--fetch-handler-delay must be a number of seconds, 0 or more") }
+        guard (hold ?? 0) >= 0, (hold ?? 0) <= longest else { throw ValidationError("--hold must be a number of seconds from 0 to 1e9") }
+        guard (fetchHandlerDelay ?? 0) >= 0, (fetchHandlerDelay ?? 0) <= longest else { throw ValidationError("--fetch-handler-delay must be a number of seconds from 0 to 1e9") }
         if fetchHandlerDelay != nil && fetchResult == nil { throw ValidationError("--fetch-handler-delay needs --fetch-result") }
         guard (work ?? 0) >= 0, (work ?? 0) <= 86_400 else { throw ValidationError("--work must be a number of seconds from 0 to 86400") }
         if work != nil && endAfter != nil { throw ValidationError("--work and --end-after exclude each other") }

@@ -98,6 +98,16 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// The test app slept for any finite number of seconds it was given, and
+    /// trapped on those no Duration holds (`--hold 1e20`): refused now.
+    @Test func theTestAppRefusesDurationsItCannotSleep() throws {
+        let app = BinaryLocator.path(of: "bgtaskd-testapp")
+        for arguments in [["--hold", "1e20"], ["--end-after", "1e300"], ["--fetch-result", "newData", "--fetch-handler-delay", "1e300"]] {
+            let result = try CommandResult.run(app, ["--tasks", "0"] + arguments, timeout: .seconds(30))
+            #expect(result.exit == .status(64) && result.standardError.contains("from 0 to 1e9"), "\(arguments): \(result)")
+        }
+    }
+
     /// Fetch intervals and budgets from clients: saturated or refused.
     @Test func fetchIntervalsAtTheirExtremes() throws {
         let daemon = try daemon()
