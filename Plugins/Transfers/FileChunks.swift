@@ -1,28 +1,62 @@
 import Glibc
 import NIOCore
+import Synchronization
 
 /// An upload's body: the source file read in chunks as the client sends them,
 /// never whole in memory; `sent` hears how far it got (throttled).
+///
+/// The HTTP client may go on reading the body after the request has returned
+/// (a server that answers 2xx before it has read the body), from a task of
+/// its own. So the body owns its descriptor (a duplicate, closed when the
+/// last reader lets it go: closed earlier, its number could be another file's
+/// by then, sent to this server), and ``end()`` stops it once the upload has
+/// its answer.
 struct FileChunks: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
-    let fd: Int32
+    let source: Source
     let size: UInt64
     let chunk: Int
     let sent: @Sendable (UInt64) -> Void
 
+    /// The body's own descriptor, and whether the upload has its answer.
+    final class Source: Sendable {
+        let fd: Int32
+        private let ended = Mutex(false)
+
+        /// Duplicates `fd`; nil when that fails.
+        init?(duplicating fd: Int32) {
+            let own = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+            guard own >= 0 else { return nil }
+            self.fd = own
+        }
+
+        deinit { close(fd) }
+
+        /// No more of the body is read: the upload has its answer.
+        func end() { ended.withLock { $0 = true } }
+
+        var hasEnded: Bool { ended.withLock { $0 } }
+    }
+
+    /// Ends the body (see ``Source/end()``).
+    func end() { source.end() }
+
     struct Iterator: AsyncIteratorProtocol {
-        let source: FileChunks
+        let body: FileChunks
         var offset: UInt64 = 0
         var lastReport: UInt64 = 0
 
         mutating func next() async throws -> ByteBuffer? {
-            guard offset < source.size else { return nil }
+            guard offset < body.size else { return nil }
             try Task.checkCancellation()
-            let wanted = Int(Swift.min(UInt64(source.chunk), source.size - offset))
+            // The server answered before it read everything: the rest is not sent.
+            guard !body.source.hasEnded else { throw AnsweredEarly() }
+            let wanted = Int(Swift.min(UInt64(body.chunk), body.size - offset))
             var buffer = ByteBufferAllocator().buffer(capacity: wanted)
             let offset = self.offset
+            let fd = body.source.fd
             let read = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: wanted) { bytes in
-                Swift.max(0, pread(source.fd, bytes.baseAddress!, wanted, off_t(offset)))
+                Swift.max(0, pread(fd, bytes.baseAddress!, wanted, off_t(offset)))
             }
             // A file that shrank under us cannot fill the length promised: fail the attempt.
             guard read > 0 else { throw FileShrank() }
@@ -30,7 +64,7 @@ struct FileChunks: AsyncSequence, Sendable {
             let now = NIODeadline.now().uptimeNanoseconds
             if now &- lastReport >= HTTPTransferRunner.progressInterval {
                 lastReport = now
-                source.sent(self.offset)
+                body.sent(self.offset)
             }
             return buffer
         }
@@ -40,5 +74,9 @@ struct FileChunks: AsyncSequence, Sendable {
         var description: String { "the source file shrank while it was being sent" }
     }
 
-    func makeAsyncIterator() -> Iterator { Iterator(source: self) }
+    struct AnsweredEarly: Error, CustomStringConvertible {
+        var description: String { "the server answered before it had read the whole body" }
+    }
+
+    func makeAsyncIterator() -> Iterator { Iterator(body: self) }
 }

@@ -215,12 +215,20 @@ final class HTTPTransferRunner: Sendable {
             request.headers = Self.headers(of: job, to: url, redirects: redirects)
             // Sent again whole to a 307 or 308 (read from the file again from its first byte).
             let sendsBody = method != .GET
+            var body: FileChunks?
             if sendsBody {
-                let chunks = FileChunks(fd: fd, size: size, chunk: uploadChunk) { sent in report(.progress(id: job.id, done: sent, total: size)) }
+                guard let source = FileChunks.Source(duplicating: fd) else {
+                    return .network("cannot duplicate the descriptor of \(job.path): \(String(cString: strerror(errno)))")
+                }
+                let chunks = FileChunks(source: source, size: size, chunk: uploadChunk) { sent in report(.progress(id: job.id, done: sent, total: size)) }
                 request.body = .stream(chunks, length: .known(Int64(size)))
+                body = chunks
             }
+            // Once this request has its answer, nothing more of the file is sent.
+            defer { body?.end() }
             do {
                 let response = try await client.execute(request, timeout: .hours(24 * 365))
+                body?.end()
                 let status = Int(response.status.code)
                 // The answer's body is not kept: drain a little of it, then let it go.
                 _ = try? await response.body.collect(upTo: 64 * 1024)

@@ -185,6 +185,33 @@ import Testing
         #expect(upload["sha256"] as? String == String(expected))
     }
 
+    /// A server that answered 2xx before reading the body left the HTTP
+    /// client sending it from a task of its own, from a descriptor the upload
+    /// had closed on its answer: the next file the daemon opened took that
+    /// number, and its bytes went to that server (another upload's source,
+    /// of any app). Now the body stops with the answer, and owns its descriptor.
+    @Test func aServerThatAnswersEarlyGetsNothingElse() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let source = cache(daemon) + "/a.bin"
+        try Data(repeating: 0x41, count: 16 << 20).write(to: URL(fileURLWithPath: source))
+        let early = try start(client, "StartUpload", url: server.url("/upload/early?early=3"), path: source, options: ["method": .string("POST")])
+        let done = try #require(try waitForFinished(client, early), "\(daemon.log)")
+        #expect(done.result == "success", "\(done.info)")
+        // Opened while that server waits, and read slowly, so that they stay open.
+        var others: [String] = []
+        for name in ["b", "c", "d"] {
+            let other = cache(daemon) + "/\(name).bin"
+            try Data(repeating: 0x42, count: 16 << 20).write(to: URL(fileURLWithPath: other))
+            others.append(try start(client, "StartUpload", url: server.url("/upload/\(name)?rate=2000000"), path: other, options: ["method": .string("POST")]))
+        }
+        Thread.sleep(forTimeInterval: 6)
+        let late = try server.json("/uploads/early")
+        #expect((late["values"] as? [Int] ?? []).allSatisfy { $0 == 0x41 }, "only the upload's own bytes: \(late)")
+        for other in others { _ = try waitForFinished(client, other) }
+    }
+
     @Test func badRequestsAreRefusedAndSayWhy() throws {
         let server = try TransferServer()
         let daemon = try daemon()

@@ -46,12 +46,16 @@ GET|HEAD /blob/<size>[?query]
                  (none for 204 and 304); with claim=N, a 204 or 304 also
                  carries Content-Length: N, which it must not
 
-PUT|POST /upload/<name>[?fail=K&status=C]
+PUT|POST /upload/<name>[?fail=K&status=C&early=S&rate=R]
     Reads the body (Content-Length or chunked; Expect: 100-continue is
     honoured), answers 201 {"bytes": n, "sha256": hex of the body}, and keeps
     that as the last upload of <name>. fail= and status= work as for /blob
     (the body is then discarded, or the connection closed if the client is
-    still waiting for 100 Continue).
+    still waiting for 100 Continue). With early=S it answers 201 before
+    reading any of the body, waits S seconds, then reads what still comes
+    until the client stops: the last upload of <name> is then {"bytes": n,
+    "values": the distinct byte values read, sorted}, kept up to date. With
+    rate=R it reads the body at R bytes a second.
 
 GET|PUT|POST /redirect[?to=URL][&code=N]
     N (302 by default; 301, 303, 307, 308) to URL (by default to itself: a
@@ -488,15 +492,37 @@ class Handler(BaseHTTPRequestHandler):
             if status is not None:
                 return self.reply(status, f'status {status}\n')
             return self.reply(503, f'failing request {ordinal} of {fail}\n', headers=[('Retry-After', '1')])
+        early = self.query_int(query, 'early')
+        if early is not None:
+            info = {'bytes': 0, 'values': []}
+            with STATE.lock:
+                STATE.uploads[name] = info
+            self.reply_json(201, {'early': True})
+            time.sleep(early)
+            seen = set()
+            try:
+                for data in self.body_chunks():
+                    seen.update(data)
+                    STATE.add(self.path, received=len(data))
+                    with STATE.lock:
+                        info['bytes'] += len(data)
+                        info['values'] = sorted(seen)
+            except (EOFError, ConnectionError, BadRequest):
+                pass
+            self.close_connection = True
+            return
         if self.expect_pending:
             self.expect_pending = False
             self.send_response_only(100)
             self.end_headers()
+        rate = self.query_int(query, 'rate', 1)
         digest, count = hashlib.sha256(), 0
         for data in self.body_chunks():
             digest.update(data)
             count += len(data)
             STATE.add(self.path, received=len(data))
+            if rate:
+                time.sleep(len(data) / rate)
         info = {'bytes': count, 'sha256': digest.hexdigest()}
         with STATE.lock:
             STATE.uploads[name] = info
