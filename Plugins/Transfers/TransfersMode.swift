@@ -91,6 +91,11 @@ final class TransfersMode: ModePlugin {
     /// A schedule() is posted and not yet run.
     private var schedulePosted = false
     private var lastSequence: UInt64 = 0
+    /// Bytes done when each transfer's latest attempt started, and how many
+    /// attempts in a row moved none: what the backoff grows with (kept in
+    /// memory only: after a restart the backoff starts again).
+    private var attemptStart: [String: UInt64] = [:]
+    private var fruitlessAttempts: [String: Int] = [:]
     private var armedAt: UInt64?
     private var undo = UndoLog()
     private var appInfos = AppInfoCache()
@@ -203,6 +208,10 @@ final class TransfersMode: ModePlugin {
 
     private func setRecord(_ id: String, _ record: TransferRecord?) {
         undo.set(id, to: record, in: &transfers) { [unowned self] in $0(&self.transfers) }
+        if record == nil {
+            attemptStart[id] = nil
+            fruitlessAttempts[id] = nil
+        }
     }
 
     /// Stores `record` (in memory and in the batch's commit).
@@ -708,6 +717,7 @@ final class TransfersMode: ModePlugin {
             record.validator = validator
             record.bytesDone = done
             record.bytesTotal = total
+            attemptStart[id] = done
             if resumed { record.resumed = true }
             if restarted {
                 record.restarted = true
@@ -792,7 +802,13 @@ final class TransfersMode: ModePlugin {
     private func retry(_ record: TransferRecord, why: String, retryAfter: Double?) {
         var record = record
         record.attempts += 1
-        let delay = TransferBackoff.delay(afterAttempt: record.attempts, retryAfter: retryAfter)
+        // The wait grows with the attempts in a row that moved nothing: a
+        // server that sends a part per request, or a link that drops every
+        // few minutes, is not a server that is down.
+        let moved = attemptStart[record.id].map { record.bytesDone > $0 } ?? false
+        let fruitless = moved ? 1 : fruitlessAttempts[record.id, default: 0] + 1
+        fruitlessAttempts[record.id] = fruitless
+        let delay = TransferBackoff.delay(afterAttempt: fruitless, retryAfter: retryAfter)
         record.state = .waiting
         record.error = why
         record.notBefore = host.realtimeMicroseconds &+ TransferOptions.microseconds(delay)
@@ -837,6 +853,8 @@ final class TransfersMode: ModePlugin {
 
     private func finish(_ record: TransferRecord, result: TransfersInterface.Result, error: String?, deliver wake: Bool = true) {
         respite.forget(record.id)
+        fruitlessAttempts[record.id] = nil
+        attemptStart[record.id] = nil
         var record = record
         record.state = .finished
         record.result = result.rawValue

@@ -212,6 +212,24 @@ import Testing
         for other in others { _ = try waitForFinished(client, other) }
     }
 
+    /// A server that sends a part of the file per request: each attempt
+    /// moves bytes, so the next one comes after a second, not after a wait
+    /// that doubles with every part (1, 2, 4 … 64 s for eight parts).
+    @Test func attemptsThatMoveBytesDoNotBackOff() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let id = try start(client, url: server.url("/blob/8000?cut=1000"), path: cache(daemon) + "/parts.bin")
+        let started = ContinuousClock.now
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "success" && done.info["attempts"] == .uint64(7), "\(done.info)")
+        #expect(ContinuousClock.now - started < .seconds(30), "eight parts, a second apart")
+        #expect(TransferServer.isBlob(cache(daemon) + "/parts.bin", size: 8000))
+        // An attempt that moves nothing still waits longer each time.
+        let down = try start(client, url: server.url("/blob/8000?status=503"), path: cache(daemon) + "/down.bin")
+        #expect(daemon.waitForLog(containing: "transfer \(down) failed (the server answered 503); attempt 3 in 2.0 s"), "\(daemon.log.suffix(2000))")
+    }
+
     @Test func badRequestsAreRefusedAndSayWhy() throws {
         let server = try TransferServer()
         let daemon = try daemon()

@@ -28,6 +28,9 @@ GET|HEAD /blob/<size>[?query]
       drop=N     the first GET for this URL that sends a body (after any fail=
                  answers) writes only the first N bytes of it, then shuts the
                  socket down; later requests are served in full
+      cut=N      every GET for this URL that sends a body writes only the
+                 first N bytes of it, then shuts the socket down (a server
+                 that sends a part per request)
       rate=R     throttle the body to R bytes a second
       partial=S-E  the first GET for this URL answers 206 with bytes S-E
                  (Content-Range "bytes S-E/<size>"), whatever range it asked
@@ -367,6 +370,7 @@ class Handler(BaseHTTPRequestHandler):
         status = self.query_int(query, 'status', 200, 599)
         fail = self.query_int(query, 'fail')
         drop = self.query_int(query, 'drop')
+        cut = self.query_int(query, 'cut', 1)
         rate = self.query_int(query, 'rate', 1)
         norange = query.get('norange', '0') != '0'
         partial = self.query_span(query, 'partial', size)
@@ -441,9 +445,10 @@ class Handler(BaseHTTPRequestHandler):
                 except OSError:
                     pass
             return
-        if drop is not None and STATE.take_once(self.path, 'drop'):
+        cut_at = drop if drop is not None and STATE.take_once(self.path, 'drop') else cut
+        if cut_at is not None:
             try:
-                self.send_pattern(start, min(drop, length), rate)
+                self.send_pattern(start, min(cut_at, length), rate)
             finally:
                 self.close_connection = True
                 try:
