@@ -22,6 +22,10 @@ struct FileChunks: AsyncSequence, Sendable {
     final class Source: Sendable {
         let fd: Int32
         private let ended = Mutex(false)
+        /// When the client last asked for a chunk (NIO uptime ns), and
+        /// whether it has had the whole body.
+        private let lastAsked = Mutex(NIODeadline.now().uptimeNanoseconds)
+        private let read = Mutex(false)
 
         /// Duplicates `fd`; nil when that fails.
         init?(duplicating fd: Int32) {
@@ -29,6 +33,18 @@ struct FileChunks: AsyncSequence, Sendable {
             guard own >= 0 else { return nil }
             self.fd = own
         }
+
+        /// The client asked for more (it asks only as the server takes what it sent).
+        func asked(all: Bool = false) {
+            lastAsked.withLock { $0 = NIODeadline.now().uptimeNanoseconds }
+            if all { read.withLock { $0 = true } }
+        }
+
+        /// Whether the whole body went to the client.
+        var isRead: Bool { read.withLock { $0 } }
+
+        /// Nanoseconds since the client last asked for a chunk.
+        var idle: UInt64 { NIODeadline.now().uptimeNanoseconds &- lastAsked.withLock { $0 } }
 
         deinit { close(fd) }
 
@@ -47,6 +63,7 @@ struct FileChunks: AsyncSequence, Sendable {
         var lastReport: UInt64 = 0
 
         mutating func next() async throws -> ByteBuffer? {
+            body.source.asked(all: offset >= body.size)
             guard offset < body.size else { return nil }
             try Task.checkCancellation()
             // The server answered before it read everything: the rest is not sent.

@@ -190,6 +190,38 @@ final class HTTPTransferRunner: Sendable {
 
     // MARK: Uploads
 
+    /// How long a server may take none of an upload's body before the attempt fails.
+    static let uploadStall: Duration = .seconds(60)
+
+    /// The client's read timeout runs only once the whole request is sent,
+    /// and its write timeout only while the connection can take more: a
+    /// server that stops reading the body held the attempt (and its slot)
+    /// until the transfer's resource timeout. This fails it after ``uploadStall``.
+    private static func execute(_ request: HTTPClientRequest, on client: HTTPClient, watching body: FileChunks?) async throws -> HTTPClientResponse {
+        guard let body else { return try await client.execute(request, timeout: .hours(24 * 365)) }
+        return try await withThrowingTaskGroup(of: HTTPClientResponse?.self) { group in
+            group.addTask { try await client.execute(request, timeout: .hours(24 * 365)) }
+            group.addTask {
+                let limit = UInt64(uploadStall.components.seconds) * 1_000_000_000
+                while !body.source.isRead {
+                    if body.source.idle > limit { throw UploadStalled() }
+                    try await Task.sleep(for: .seconds(1))
+                }
+                return nil
+            }
+            while let answer = try await group.next() {
+                guard let response = answer else { continue }
+                group.cancelAll()
+                return response
+            }
+            throw UploadStalled()
+        }
+    }
+
+    struct UploadStalled: Error, CustomStringConvertible {
+        var description: String { "the server took none of the upload for \(uploadStall.components.seconds) s" }
+    }
+
     private static func upload(
         _ job: TransferJob, client: HTTPClient, report: @escaping @Sendable (TransferReport) -> Void
     ) async -> TransferOutcome {
@@ -227,7 +259,7 @@ final class HTTPTransferRunner: Sendable {
             // Once this request has its answer, nothing more of the file is sent.
             defer { body?.end() }
             do {
-                let response = try await client.execute(request, timeout: .hours(24 * 365))
+                let response = try await Self.execute(request, on: client, watching: body)
                 body?.end()
                 let status = Int(response.status.code)
                 // The answer's body is not kept: drain a little of it, then let it go.

@@ -212,6 +212,23 @@ import Testing
         for other in others { _ = try waitForFinished(client, other) }
     }
 
+    /// A server that stops reading an upload's body held the transfer
+    /// running, and its slot, until the resource timeout (a week by default):
+    /// the client's read timeout runs only once the whole request is sent.
+    /// A minute in which the server takes nothing is now a network failure,
+    /// retried.
+    @Test func anUploadTheServerStopsReadingIsRetried() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let source = cache(daemon) + "/big.bin"
+        try Data(repeating: 0x43, count: 64 << 20).write(to: URL(fileURLWithPath: source))
+        let id = try start(client, "StartUpload", url: server.url("/upload/stall?noread=600"), path: source)
+        #expect(daemon.waitForLog(containing: "transfer \(id) failed (the server took none of the upload for 60 s)", timeout: .seconds(120)),
+                "\(daemon.log.suffix(2000))")
+        try client.call(Self.interface, "Cancel") { try $0.append(id) }
+    }
+
     /// A server that sends a part of the file per request: each attempt
     /// moves bytes, so the next one comes after a second, not after a wait
     /// that doubles with every part (1, 2, 4 … 64 s for eight parts).

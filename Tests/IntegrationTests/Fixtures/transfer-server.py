@@ -49,7 +49,7 @@ GET|HEAD /blob/<size>[?query]
                  (none for 204 and 304); with claim=N, a 204 or 304 also
                  carries Content-Length: N, which it must not
 
-PUT|POST /upload/<name>[?fail=K&status=C&early=S&rate=R]
+PUT|POST /upload/<name>[?fail=K&status=C&early=S&rate=R&noread=S]
     Reads the body (Content-Length or chunked; Expect: 100-continue is
     honoured), answers 201 {"bytes": n, "sha256": hex of the body}, and keeps
     that as the last upload of <name>. fail= and status= work as for /blob
@@ -58,7 +58,8 @@ PUT|POST /upload/<name>[?fail=K&status=C&early=S&rate=R]
     reading any of the body, waits S seconds, then reads what still comes
     until the client stops: the last upload of <name> is then {"bytes": n,
     "values": the distinct byte values read, sorted}, kept up to date. With
-    rate=R it reads the body at R bytes a second.
+    rate=R it reads the body at R bytes a second. With noread=S it reads
+    none of the body and answers nothing for S seconds, then closes.
 
 GET|PUT|POST /redirect[?to=URL][&code=N]
     N (302 by default; 301, 303, 307, 308) to URL (by default to itself: a
@@ -497,6 +498,11 @@ class Handler(BaseHTTPRequestHandler):
             if status is not None:
                 return self.reply(status, f'status {status}\n')
             return self.reply(503, f'failing request {ordinal} of {fail}\n', headers=[('Retry-After', '1')])
+        noread = self.query_int(query, 'noread')
+        if noread is not None:
+            time.sleep(noread)
+            self.close_connection = True
+            return
         early = self.query_int(query, 'early')
         if early is not None:
             info = {'bytes': 0, 'values': []}
