@@ -16,41 +16,21 @@ public final class PrivateBus: @unchecked Sendable {
     public init(allowOtherUsers: Bool = false, socket: String? = nil, serviceDirectory: String? = nil) throws {
         var arguments = ["--session", "--nofork", "--print-address=1"]
         if let socket { arguments.append("--address=unix:path=\(socket)") }
-        if let serviceDirectory, !allowOtherUsers {
+        if allowOtherUsers || serviceDirectory != nil {
+            // A configuration of its own instead of the standard session one.
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-bus-\(UUID())").path
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: allowOtherUsers ? [.posixPermissions: 0o755] : nil)
             let config = """
                 <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
                  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
                 <busconfig>
                   <type>session</type>
                   <listen>\(socket.map { "unix:path=\($0)" } ?? "unix:dir=\(directory)")</listen>
-                  <servicedir>\(serviceDirectory)</servicedir>
+                  \(serviceDirectory.map { "<servicedir>\($0)</servicedir>" } ?? "")
                   <auth>EXTERNAL</auth>
                   <policy context="default">
-                    <allow send_destination="*" eavesdrop="true"/>
-                    <allow eavesdrop="true"/>
-                    <allow own="*"/>
-                  </policy>
-                </busconfig>
-                """
-            try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
-            configFile = directory
-            arguments = ["--config-file=\(directory)/bus.conf", "--nofork", "--print-address=1"]
-        }
-        if allowOtherUsers {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-bus-\(UUID())").path
-            try FileManager.default.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-            let config = """
-                <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-                 "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-                <busconfig>
-                  <type>session</type>
-                  <listen>unix:dir=\(directory)</listen>
-                  <auth>EXTERNAL</auth>
-                  <policy context="default">
-                    <allow user="*"/>
+                    \(allowOtherUsers ? "<allow user=\"*\"/>" : "")
                     <allow send_destination="*" eavesdrop="true"/>
                     <allow eavesdrop="true"/>
                     <allow own="*"/>
