@@ -29,7 +29,7 @@ struct ClientError: Error, CustomStringConvertible {
             "bgtaskd is not running on \(bus.spelledOut) (\(BgTaskNames.busName) has no owner)",
             hint: activatable
                 ? "the name is D-Bus activatable: any method call to it starts the daemon (bgtaskctl status never does)"
-                : nil)
+                : "start it: bgtaskd (from a build: scripts/run-daemon), or systemctl --user start bgtaskd where it is installed")
     }
 
     /// The hint for the errors any call of a mode's method may get: the app

@@ -366,6 +366,7 @@ import Testing
         let result = try CommandResult.run(BinaryLocator.path(of: "bgtaskctl"), ["--bus", bus.address, "status"])
         #expect(result.exit == .status(1))
         #expect(result.standardError.contains("bgtaskd is not running"), "\(result)")
+        #expect(result.standardError.contains("start it: bgtaskd"), "says what to do: \(result)")
         let json = try CommandResult.run(BinaryLocator.path(of: "bgtaskctl"), ["--bus", bus.address, "status", "--json"])
         #expect(json.exit == .status(1), "\(json)")
         let document = try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: [String: String]]
