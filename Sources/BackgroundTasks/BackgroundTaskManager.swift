@@ -24,6 +24,13 @@ import Synchronization
 ///
 /// All methods may be called from any thread or task. The manager runs a
 /// thread of its own for the bus; expiration handlers and observers run on it.
+/// Two consequences:
+/// - a handler must return soon, and must not wait for a call of the SDK
+///   (that thread answers calls and runs their timeouts: waiting there for
+///   one hangs every call); start a `Task` for longer work;
+/// - a handler that captures the manager strongly keeps it alive, with its
+///   thread and its connection (and the daemon keeps the connection's
+///   tasks): capture it weakly (`[weak manager]`) or call ``close()``.
 ///
 /// The manager survives restarts of the daemon. When a new process takes
 /// the daemon's bus name (bgtaskd crashed and was restarted, or was
