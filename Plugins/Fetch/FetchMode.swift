@@ -414,10 +414,7 @@ final class FetchMode: ModePlugin {
         return nil
     }
 
-    private func isForeground(_ app: String) -> Bool {
-        guard let info = host.appInfo(app) else { return false }
-        return info.running && (info.state == "active" || info.state == "inactive")
-    }
+    private func isForeground(_ app: String) -> Bool { host.appInfo(app)?.isInForeground ?? false }
 
     /// Tells the planner whether the app may be fetched, and when the user
     /// opened or left it (what it learns habits from).

@@ -734,10 +734,7 @@ final class LocationMode: ModePlugin {
 
     /// Whether the app is in the foreground (`active` or `inactive`), asked of
     /// the host: the cache is not told when an app's state changes.
-    private func isInForeground(_ app: String) -> Bool {
-        guard let state = host.appInfo(app)?.state else { return false }
-        return state == ApplicationState.active.rawValue || state == ApplicationState.inactive.rawValue
-    }
+    private func isInForeground(_ app: String) -> Bool { host.appInfo(app)?.isInForeground ?? false }
 
     /// Wakes `app` for its events that wait, oldest first; `isWake`: the app is woken or
     /// checked in, so also those that wait for its next wake (see ``waitingForWake``).
@@ -804,7 +801,7 @@ final class LocationMode: ModePlugin {
             source.systemBusBack()
         case .appStateChanged(let app, let state):
             // The user opening it: what waited while refresh was off goes to it.
-            if state == ApplicationState.active.rawValue || state == ApplicationState.inactive.rawValue { deliverWaiting(app) }
+            if ApplicationState.isForeground(state) { deliverWaiting(app) }
         case .tokenCompleted, .appGone, .sleepChanged:
             break
         }

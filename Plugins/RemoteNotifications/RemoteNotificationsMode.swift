@@ -542,7 +542,7 @@ final class RemoteNotificationsMode: ModePlugin {
         case .appStateChanged(let app, let state):
             appInfos.forget(app)
             // The user opening it is a wake too: what was held goes to it.
-            let foreground = state == ApplicationState.active.rawValue || state == ApplicationState.inactive.rawValue
+            let foreground = ApplicationState.isForeground(state)
             if foreground, inboxes[app]?.pushes.contains(where: { $0.state == .held }) == true { deliverWithHeld(app) }
         case .appGone(let app):
             appInfos.forget(app)
@@ -581,10 +581,7 @@ final class RemoteNotificationsMode: ModePlugin {
     /// Whether the app is in the foreground (`active` or `inactive`). From the
     /// cache, which forgets an app whenever it checks in, changes its state
     /// or goes: asking the host for every push was a fifth of its cost.
-    private func isInForeground(_ app: String) -> Bool {
-        guard let state = appInfo(app)?.state else { return false }
-        return state == ApplicationState.active.rawValue || state == ApplicationState.inactive.rawValue
-    }
+    private func isInForeground(_ app: String) -> Bool { appInfo(app)?.isInForeground ?? false }
 
     /// Wakes the app once per due push that has no wake yet, oldest first,
     /// up to ``maximumInFlightPerApp`` at once.

@@ -1,5 +1,10 @@
+import BgTaskProtocol
+
 /// What the daemon knows about an app.
 public struct AppInfo: Sendable, Equatable {
+    /// Whether it runs in the foreground (`active` or `inactive`).
+    public var isInForeground: Bool { running && ApplicationState.isForeground(state) }
+
     /// It has a desktop entry.
     public var known: Bool
     /// A connection checked in as it.

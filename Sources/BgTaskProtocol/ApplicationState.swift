@@ -39,4 +39,11 @@ public enum ApplicationState: String, Sendable, CaseIterable {
         }
         self = state
     }
+
+    /// Whether a state as spelled on the bus is in the foreground (`active`
+    /// or `inactive`): where refresh does not hold events back and no fetch
+    /// is due. False for nil (not running) or any other spelling.
+    public static func isForeground(_ spelling: String?) -> Bool {
+        spelling.flatMap(ApplicationState.init(rawValue:)).map { $0 != .background } ?? false
+    }
 }

@@ -40,6 +40,12 @@ import Testing
                 + members(TransfersInterface.name, TransfersInterface.Method.self, TransfersInterface.Signal.self))
     }
 
+    @Test func theForegroundIsActiveOrInactive() {
+        #expect(["active", "inactive"].allSatisfy { ApplicationState.isForeground($0) })
+        #expect(!["background", "Active", "", "sleeping"].contains { ApplicationState.isForeground($0) })
+        #expect(!ApplicationState.isForeground(nil), "not running")
+    }
+
     @Test func membersAreTheXMLs() {
         let (declared, known) = (Self.declaredInXML(), Self.vocabulary())
         #expect(declared.subtracting(known).sorted() == [], "in the XML, not in the vocabulary")
