@@ -160,6 +160,7 @@ final class FetchMode: ModePlugin {
     // MARK: Calls
 
     func handle(_ call: PluginCall) throws {
+        followLocalTime()
         switch FetchInterface.Method(rawValue: call.member) {
         case .setMinimumFetchInterval: try setMinimumFetchInterval(call)
         case .getFetchRegistration: try getFetchRegistration(call)
@@ -276,6 +277,7 @@ final class FetchMode: ModePlugin {
     // MARK: Events
 
     func handle(_ event: PluginEvent) {
+        followLocalTime()
         switch event {
         case .tokenReady(_, let token, let connection):
             // The event first: a reply to the same connection sent before it would hold it back.
@@ -444,8 +446,18 @@ final class FetchMode: ModePlugin {
         host.scheduleOpportunity(at: next ?? 0)
     }
 
+    /// Tells the planner the UTC offset now, before anything else it is told:
+    /// it changes when daylight saving time begins or ends, or the zone changes.
+    /// (A fact, not a write: a failed batch leaves it.)
+    private func followLocalTime() {
+        planner.setUTCOffset(Self.localUTCOffset(), at: host.realtimeMicroseconds)
+    }
+
     /// Seconds east of UTC of the local time zone now (what habits are learned in).
     private static func localUTCOffset() -> Int {
+        // glibc reads the zone once; tzset reads it again if /etc/localtime
+        // changed (with TZ unset, as on desktops), so a new zone is seen too.
+        tzset()
         var now = time(nil)
         var parts = tm()
         guard localtime_r(&now, &parts) != nil else { return 0 }

@@ -72,8 +72,9 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
     }
 
     public let floor: Double
-    /// Seconds added to realtime to get local time (the machine's UTC offset).
-    public var utcOffset: Int
+    /// Seconds added to realtime to get local time (the machine's UTC offset);
+    /// changed with ``setUTCOffset(_:at:)``.
+    public private(set) var utcOffset: Int
 
     /// Plans are rounded up to this grid, so that apps due about together meet.
     public var grid: Duration = .seconds(60) { didSet { spans = Spans(self) } }
@@ -255,6 +256,16 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         guard apps[app] != nil else { return }
         apps[app]!.isEligible = eligible
         replan(app, at: now)
+    }
+
+    /// The machine's UTC offset is now `offset` (daylight saving time began
+    /// or ended, or the time zone changed). Habits are kept in local time, as
+    /// users live them: from now on opens are learned, and fetches placed, at
+    /// the same local hours, and every plan made in the old local time is made again.
+    public mutating func setUTCOffset(_ offset: Int, at now: UInt64) {
+        guard offset != utcOffset else { return }
+        utcOffset = offset
+        for app in apps.keys.sorted() { replan(app, at: now) }
     }
 
     public mutating func setSleeping(_ sleeping: Bool, at now: UInt64) {

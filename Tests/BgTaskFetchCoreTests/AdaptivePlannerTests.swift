@@ -110,6 +110,24 @@ import Testing
         #expect(plan.explanation.contains("usually opened at 1"), "\(plan.explanation)")
     }
 
+    @Test func aHabitKeepsItsLocalHourWhenDaylightSavingTimeBegins() throws {
+        // Local time is UTC+1: the 08:10 open is at 07:10 UTC.
+        var planner = AdaptivePlanner(floor: Self.floor, utcOffset: 3600)
+        planner.register("org.example.News", interval: .minimum, at: Self.at(day: 0, 0))
+        let news: (String, UInt64) -> FetchResult = { _, _ in .newData }
+        openDaily(&planner, "org.example.News", days: 0..<4, at: 7, 10, result: news)
+        run(&planner, until: Self.at(day: 4, 4), result: news)
+        // Clocks go forward overnight: the user opens it at 08:10 local, now 06:10 UTC.
+        planner.setUTCOffset(7200, at: Self.at(day: 4, 4))
+        let wakes = run(&planner, until: Self.at(day: 4, 6, 10), result: news).map(\.0)
+        let near = wakes.filter { $0 >= Self.at(day: 4, 5, 10) }
+        #expect(near.count >= 2, "fetched in the hour before 08:10 local: \(wakes.map(Self.minutes))")
+        planner.opened("org.example.News", at: Self.at(day: 4, 6, 10))
+        planner.closed("org.example.News", at: Self.at(day: 4, 6, 20))
+        let plan = try #require(planner.plan(for: "org.example.News", at: Self.at(day: 4, 6, 20)))
+        #expect(plan.explanation.contains("usually opened at 08:"), "the open is learned at its local hour: \(plan.explanation)")
+    }
+
     @Test func backsOffNoDataAndRecoversWithNewData() throws {
         // Away from usual opens the spacing follows the news rate learned.
         var quiet = planner()
