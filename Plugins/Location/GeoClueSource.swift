@@ -13,7 +13,10 @@ import BgTaskPluginKit
 /// read and handed on as a fix. When nothing is wanted any more the client
 /// is stopped. Every step is asynchronous; a reply that arrives after the
 /// situation changed (a newer attempt, GeoClue gone) is ignored by its
-/// generation number.
+/// generation number. A step GeoClue refuses (its agent denies location to
+/// the daemon, say, until the user allows it) is tried again after 5 s,
+/// doubling to 10 minutes while it keeps failing: at ``retryAt``, which
+/// the owner arms a wake for (`onRetry`) and hands to ``retryIfDue(at:)``.
 final class GeoClueSource {
     /// How closely to follow the device.
     struct Settings: Equatable {
@@ -35,6 +38,8 @@ final class GeoClueSource {
     private let host: PluginHost
     private let desktopID: String
     private let onFix: (_ latitude: Double, _ longitude: Double, _ accuracy: Double) -> Void
+    /// Called when ``retryAt`` changed.
+    private let onRetry: () -> Void
 
     /// What is wanted now; nil: nothing.
     private var wanted: Settings?
@@ -61,17 +66,34 @@ final class GeoClueSource {
     private var activatedAt: UInt64?
     /// Whether "GeoClue cannot be started" was logged since GeoClue was last seen.
     private var toldNotStartable = false
+    /// When a setup GeoClue refused is tried again (realtime µs); nil: none waits.
+    private(set) var retryAt: UInt64? { didSet { if retryAt != oldValue { onRetry() } } }
+    /// Seconds before the next retry; doubles while setups keep failing.
+    private var retryDelay = GeoClueSource.firstRetryDelay
+    static let firstRetryDelay = 5.0
+    static let longestRetryDelay = 600.0
 
-    init(host: PluginHost, desktopID: String, onFix: @escaping (Double, Double, Double) -> Void) {
+    init(host: PluginHost, desktopID: String, onRetry: @escaping () -> Void = {},
+         onFix: @escaping (Double, Double, Double) -> Void) {
         self.host = host
         self.desktopID = desktopID
+        self.onRetry = onRetry
         self.onFix = onFix
+    }
+
+    /// Tries again the setup GeoClue refused, once its time has come.
+    func retryIfDue(at now: UInt64) {
+        guard let retryAt, now >= retryAt else { return }
+        self.retryAt = nil
+        reconcile()
     }
 
     /// Asks for positions with `settings`, or for none (nil).
     func want(_ settings: Settings?) {
         guard settings != wanted else { return }
         wanted = settings
+        // A new wish is tried at once; with none, nothing is retried.
+        retryAt = nil
         if settings != nil, nameSubscription == nil { follow() }
         reconcile()
     }
@@ -151,6 +173,9 @@ final class GeoClueSource {
         guard owner != name else { return }
         owner = name
         toldNotStartable = false
+        // A GeoClue that (re)started is asked at once, with the patience of a first try.
+        retryAt = nil
+        retryDelay = Self.firstRetryDelay
         host.log(.info, "GeoClue is on the system bus as \(name)")
         reconcile()
     }
@@ -305,6 +330,7 @@ final class GeoClueSource {
                     switch result {
                     case .success:
                         self.applied = settings
+                        self.retryDelay = Self.firstRetryDelay
                         self.host.log(.info, "GeoClue follows the device: every \(settings.distanceThreshold) m, accuracy level \(settings.accuracyLevel)")
                         // What is wanted may have changed meanwhile.
                         self.reconcile()
@@ -330,9 +356,15 @@ final class GeoClueSource {
         dropClient()
     }
 
+    /// A step of the setup failed: the client goes, and the setup is tried
+    /// again later (said once as a warning while it keeps failing).
     private func failed(_ why: String) {
-        host.log(.warning, "GeoClue: \(why); positions come from SimulateLocation only until GeoClue restarts")
+        let delay = retryDelay
+        retryDelay = min(retryDelay * 2, Self.longestRetryDelay)
+        host.log(delay == Self.firstRetryDelay ? .warning : .info,
+                 "GeoClue: \(why); trying again in \(Int(delay)) s (until then positions come from SimulateLocation only)")
         dropClient()
+        retryAt = host.realtimeMicroseconds &+ UInt64(delay * 1_000_000)
     }
 
     // MARK: Updates

@@ -115,7 +115,8 @@ final class LocationMode: ModePlugin {
         significantDistance = host.value(of: Self.significantDistanceKey)
         significantInterval = Self.microseconds(host.value(of: Self.significantIntervalKey))
         monitor = RegionMonitor(dwell: Self.microseconds(host.value(of: Self.dwellKey)))
-        source = GeoClueSource(host: host, desktopID: Self.geoclueDesktopID) { [unowned self] latitude, longitude, accuracy in
+        source = GeoClueSource(host: host, desktopID: Self.geoclueDesktopID, onRetry: { [unowned self] in self.armTimer() }) {
+            [unowned self] latitude, longitude, accuracy in
             // GeoClue's fix: checked as a client's would be; its own timestamp may be on another clock.
             guard let coordinate = try? GeoCoordinate(validatingLatitude: latitude, longitude: longitude) else {
                 return self.host.log(.debug, "GeoClue reported an impossible position \(latitude),\(longitude)")
@@ -783,6 +784,7 @@ final class LocationMode: ModePlugin {
             deliverWaiting(app, isWake: true)
         case .wakeOpportunity(let now):
             armedAt = nil
+            source.retryIfDue(at: now)
             settle(at: now)
             reportDeferredSignificant(at: now)
             if redeliverAfter > 0, now >= redeliverAfter {
@@ -855,7 +857,7 @@ final class LocationMode: ModePlugin {
     private func armTimer() {
         let redeliver = redeliverAfter > 0 ? redeliverAfter : nil
         let deferred = significant.values.compactMap(\.deferredDue).min()
-        let next = [monitor.nextSettle, redeliver, deferred].compactMap { $0 }.min() ?? 0
+        let next = [monitor.nextSettle, redeliver, deferred, source.retryAt].compactMap { $0 }.min() ?? 0
         guard next != armedAt else { return }
         armedAt = next
         host.scheduleOpportunity(at: next)

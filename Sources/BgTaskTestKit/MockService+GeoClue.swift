@@ -5,6 +5,7 @@ extension MockService {
     /// object with `LocationUpdated(old, new)` when started, and again when
     /// the mock's `Move(d latitude, d longitude, d accuracy)` moves the device
     /// past their thresholds (``MockSystemBus/moveDevice(latitude:longitude:accuracy:)``).
+    /// `Allow(b)` (``MockSystemBus/allowLocation(_:)``) decides whether `Start` succeeds.
     static let geoclueTemplate = """
         '''GeoClue2 mock template (org.freedesktop.GeoClue2), from bgtaskd's tests.
 
@@ -14,7 +15,9 @@ extension MockService {
         position at once, as a new Location object with LocationUpdated(old, new).
         The mock interface's Move(d latitude, d longitude, d accuracy) moves the
         device: every active client whose thresholds the move passes gets a new
-        Location and LocationUpdated. Parameters: Latitude, Longitude, Accuracy.
+        Location and LocationUpdated. The mock interface's Allow(b) decides whether
+        Start succeeds (else AccessDenied, as when GeoClue's agent denies location).
+        Parameters: Latitude, Longitude, Accuracy.
         '''
         import math
         import time
@@ -34,6 +37,7 @@ extension MockService {
 
         def load(mock, parameters):
             mock.geo_clients = 0
+            mock.geo_allowed = True
             mock.geo_locations = 0
             mock.geo_position = (float(parameters.get('Latitude', 0.0)), float(parameters.get('Longitude', 0.0)),
                                  float(parameters.get('Accuracy', 50.0)))
@@ -86,8 +90,7 @@ extension MockService {
                 'Location': dbus.ObjectPath('/'), 'DistanceThreshold': dbus.UInt32(0), 'TimeThreshold': dbus.UInt32(0),
                 'DesktopId': '', 'RequestedAccuracyLevel': dbus.UInt32(0), 'Active': False,
             }, [
-                ('Start', '', '', f'self.Set("{CLIENT_IFACE}", "Active", True); '
-                                  f'objects["{MAIN_OBJ}"].geo_report(self, True)'),
+                ('Start', '', '', f'objects["{MAIN_OBJ}"].geo_start(self)'),
                 ('Stop', '', '', f'self.Set("{CLIENT_IFACE}", "Active", False)'),
             ])
             return path
@@ -117,7 +120,22 @@ extension MockService {
             report(self, client, force)
 
 
+        def geo_start(self, client):
+            if not self.geo_allowed:
+                raise dbus.exceptions.DBusException(
+                    f"'{client.Get(CLIENT_IFACE, 'DesktopId')}' disallowed, no agent for UID",
+                    name='org.freedesktop.DBus.Error.AccessDenied')
+            client.Set(CLIENT_IFACE, 'Active', True)
+            report(self, client, True)
+
+
         mockobject.DBusMockObject.geo_report = geo_report
+        mockobject.DBusMockObject.geo_start = geo_start
+
+
+        @dbus.service.method(MOCK_IFACE, in_signature='b', out_signature='')
+        def Allow(self, allowed):
+            self.geo_allowed = bool(allowed)
 
 
         @dbus.service.method(MOCK_IFACE, in_signature='ddd', out_signature='')

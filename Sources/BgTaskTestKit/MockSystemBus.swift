@@ -254,6 +254,15 @@ public final class MockSystemBus: @unchecked Sendable {
         replace(geoclue, with: .geoclue(latitude: latitude, longitude: longitude, accuracy: accuracy))
     }
 
+    /// Whether the GeoClue2 mock lets clients start: while not, `Start`
+    /// fails with AccessDenied, as GeoClue's does when its agent denies location.
+    public func allowLocation(_ allowed: Bool) throws {
+        guard let geoclue = services.first(where: { if case .geoclue = $0 { true } else { false } }) else {
+            throw TestKitError("no GeoClue2 mock is running on this bus")
+        }
+        try busctlChecked(["call", geoclue.busName, geoclue.objectPath, "org.freedesktop.DBus.Mock", "Allow", "b", allowed ? "true" : "false"])
+    }
+
     /// The mock logind's inhibitors, as `ListInhibitors` returns them: (what, who, why, mode).
     public func inhibitors() throws -> [(what: String, who: String, why: String, mode: String)] {
         let result = try busctlChecked([

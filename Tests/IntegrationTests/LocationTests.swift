@@ -738,10 +738,10 @@ import Testing
         return (daemon, client)
     }
 
-    /// Whether the daemon started GeoClue's client `times` times in all (within 10 s).
-    func waitForGeoClueStarts(_ times: Int, _ daemon: DaemonUnderTest, _ client: RawClient) -> Bool {
+    /// Whether the daemon started GeoClue's client `times` times in all (within `seconds`).
+    func waitForGeoClueStarts(_ times: Int, _ daemon: DaemonUnderTest, _ client: RawClient, within seconds: Int = 10) -> Bool {
         func starts() -> Int { daemon.log.components(separatedBy: "GeoClue follows the device").count - 1 }
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(seconds)
         while starts() < times, ContinuousClock.now < deadline { pass(client, 0.1) }
         return starts() == times
     }
@@ -800,6 +800,30 @@ import Testing
         system.stopActivated(Self.farGeoClue)
         #expect(daemon.waitForLog(containing: "GeoClue left the system bus"))
         #expect(waitForGeoClueStarts(2, daemon, client), "\(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// GeoClue refuses the client's Start (its agent denies location until
+    /// the user allows it): the setup is tried again after 5 s, then 10 s,
+    /// and positions come once it is allowed. Before, nothing was tried again
+    /// until GeoClue restarted, so regions met no position.
+    @Test func aStartGeoClueRefusedIsTriedAgain() throws {
+        let system = try MockSystemBus(services: [Self.farGeoClue])
+        defer { system.stop() }
+        try system.allowLocation(false)
+        let daemon = try daemon(environment: system.environment)
+        let client = try app(daemon)
+        try monitor(client, "home")
+        #expect(daemon.waitForLog(containing: "GeoClue: Start: "), "\(daemon.log.suffix(2000))")
+        #expect(daemon.log.contains("trying again in 5 s"), "\(daemon.log.suffix(2000))")
+        #expect(daemon.waitForLog(containing: "trying again in 10 s", timeout: .seconds(15)), "retried after 5 s: \(daemon.log.suffix(2000))")
+        try system.allowLocation(true)
+        #expect(waitForGeoClueStarts(1, daemon, client, within: 20), "retried after 10 s more: \(daemon.log.suffix(2000))")
+        pass(client, 1.3)
+        let inside = Self.north(0)
+        try system.moveDevice(latitude: inside.0, longitude: inside.1, accuracy: 15)
+        #expect(client.waitForSignals(1), "\(daemon.log.suffix(2000))")
+        #expect(try regionEvents(client).map(\.event) == ["enter"])
         #expect(daemon.stop() == .status(0))
     }
 
