@@ -54,6 +54,14 @@ import Testing
         #expect(daemon.process.waitForStandardError(containing: "PrepareForSleep(false) without a sleep"), "\(daemon.log)")
         Thread.sleep(forTimeInterval: 0.2)
         #expect(try ourLocks(system) == 1)
+        // A resume during a simulated sleep ends it, and the log says what woke it
+        // (it said "SimulateWake", which nobody had called).
+        _ = try daemon.callManager("SimulateSleep")
+        try system.emitPrepareForSleep(false)
+        #expect(try eventually { try daemon.property("Sleeping").contains("false") }, "\(daemon.log)")
+        #expect(daemon.process.waitForStandardError(containing: "awake (logind: PrepareForSleep(false), which ends the simulated sleep too)"),
+                "\(daemon.log)")
+        #expect(!daemon.log.contains("awake (SimulateWake)"), "\(daemon.log)")
         #expect(daemon.process.isRunning)
         #expect(daemon.stop() == .status(0))
     }

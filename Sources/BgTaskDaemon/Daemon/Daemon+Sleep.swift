@@ -73,7 +73,9 @@ extension Daemon {
         if !waiters.isEmpty { logger.notice("woken before the sleep was ready") }
         for waiter in waiters { waiter(0) }
         let most = settings.configuration.maxConcurrentWakes
-        let why = cause ?? (current == .logind ? "logind: PrepareForSleep(false)" : "SimulateWake")
+        // What woke it, not what put it to sleep: logind's resume also ends a simulated sleep.
+        let why = cause ?? (source == .simulated ? "SimulateWake"
+            : current == .simulated ? "logind: PrepareForSleep(false), which ends the simulated sleep too" : "logind: PrepareForSleep(false)")
         logger.info("awake (\(why)): draining the backlog in turns of at most \(most) \(most == 1 ? "app" : "apps"), \(settings.configuration.chunkSec) s each")
         perform(engine.setSleeping(false))
     }
