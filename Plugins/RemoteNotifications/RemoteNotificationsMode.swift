@@ -503,7 +503,14 @@ final class RemoteNotificationsMode: ModePlugin {
             var known = connections[app, default: []].filter { $0 != connection }
             known.append(connection)
             connections[app] = Array(known.suffix(Self.maximumConnectionsPerApp))
-            deliverWithHeld(app)
+            // With refresh off, only an app in the foreground takes what was
+            // held: one checking in again in the background (its SDK does when
+            // the daemon restarts) is no open by the user.
+            if appInfo(app).map({ $0.refreshStatus == "available" || $0.isInForeground }) ?? true {
+                deliverWithHeld(app)
+            } else {
+                deliverDue(app)
+            }
         case .wakeOpportunity(let now):
             dropExpired(at: now)
             expirationBound = exactExpirationBound()

@@ -235,6 +235,12 @@ import Testing
         try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"hi"},"n":3}"#))
         #expect(!app.waitForSignals(2, timeout: .milliseconds(500)), "no background wake while refresh is off")
         #expect(try held(sender).filter { $0["state"] == .string("held") }.count == 2)
+        // Checking in again in the background (as the SDK does when the daemon
+        // restarts) is no open by the user: still held. It delivered them all.
+        try app.call("Manager", "CheckIn") { try $0.append(Self.app) }
+        try app.call("Manager", "SetApplicationState") { try $0.append("background") }
+        #expect(!app.waitForSignals(2, timeout: .milliseconds(500)), "no wake on a check-in in the background: \(daemon.log)")
+        #expect(try held(sender).filter { $0["state"] == .string("held") }.count == 2)
         try sender.call("Manager", "SetBackgroundRefreshEnabled") { try $0.append(Self.app); try $0.append(true) }
         #expect(app.waitForSignals(3), "refresh on again: the held alert wakes the app at once, the silent push rides along")
         try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"alert":"again"},"n":4}"#))
