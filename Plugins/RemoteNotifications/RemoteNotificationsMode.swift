@@ -457,6 +457,11 @@ final class RemoteNotificationsMode: ModePlugin {
         case .tokenReady(let app, let token, let connection):
             guard let (_, id) = tokens[token], let push = inboxes[app]?.pushes.first(where: { $0.id == id }) else { return }
             if dropStale(app, id, token: token, connection: connection) { return }
+            // The wake came: a token of the silent budget it spent stays spent.
+            if inboxes[app]?.spentOnWake(id) == true {
+                touch(app)
+                inboxes[app]?.wakeCame(id)
+            }
             do {
                 try host.emit(RemoteNotificationsInterface.Signal.notificationReceived.rawValue, interface: BgTaskNames.remoteNotifications, to: connection) {
                     (signal) throws(ModeError) in
@@ -484,7 +489,7 @@ final class RemoteNotificationsMode: ModePlugin {
             if let token, let (_, id) = tokens[token] {
                 setToken(token, nil)
                 setInFlight(id, false)
-                putBack(app, id)
+                putBack(app, id, wakeFailed: true)
                 // A wake withdrawn as refresh went (it waited for a sleep to end, or for
                 // its turn): its alert goes once refresh is back, as one held on arrival.
                 if inboxes[app]?.pushes.contains(where: { $0.id == id && $0.hasAlert }) == true {
@@ -495,7 +500,7 @@ final class RemoteNotificationsMode: ModePlugin {
                     }
                 }
             }
-            holdWaiting(app)
+            holdWaiting(app, wakeFailed: true)
             host.log(.warning, "cannot wake \(app) for a push: \(reason)")
         case .appCheckedIn(let app, let connection, _), .appWoken(let app, let connection, _):
             appInfos.forget(app)
@@ -608,18 +613,20 @@ final class RemoteNotificationsMode: ModePlugin {
                 let level: PluginHost.LogLevel = wakeRefused.insert(app).inserted ? .warning : .debug
                 host.log(level, "cannot wake \(app) for push \(push.id): \(error.message); it waits for the next wake")
                 // All of them, not only this one: none would be woken for otherwise.
-                holdWaiting(app)
+                holdWaiting(app, wakeFailed: true)
                 return
             }
         }
     }
 
     /// Due pushes of `app` with no wake go back to wait for the next one.
-    private func holdWaiting(_ app: String) {
+    /// `wakeFailed`: the app could not be woken, so the silent budget gets
+    /// back what they spent (it counts wakes); not when it overstayed one.
+    private func holdWaiting(_ app: String, wakeFailed: Bool = false) {
         guard inboxes[app]?.pushes.contains(where: { $0.state == .due && !inFlight.contains($0.id) }) == true else { return }
         touch(app)
         guard var box = inboxes.removeValue(forKey: app) else { return }
-        let held = box.holdDue { !inFlight.contains($0.id) }
+        let held = box.holdDue(refundAt: wakeFailed ? host.realtimeMicroseconds : nil) { !inFlight.contains($0.id) }
         inboxes[app] = box
         for push in held {
             if !takenUnstored.contains(push.id) { persist("store push \(push.id)") { try store(push) } }
@@ -657,10 +664,10 @@ final class RemoteNotificationsMode: ModePlugin {
         }
     }
 
-    /// A push whose wake did not happen waits for the next one.
-    private func putBack(_ app: String, _ id: String) {
+    /// A push whose wake did not happen waits for the next one (`wakeFailed` as in ``holdWaiting(_:wakeFailed:)``).
+    private func putBack(_ app: String, _ id: String, wakeFailed: Bool = false) {
         touch(app)
-        inboxes[app]?.hold(id)
+        inboxes[app]?.hold(id, refundAt: wakeFailed ? host.realtimeMicroseconds : nil)
         // One with expiration 0 goes below: not stored first.
         if let push = inboxes[app]?.pushes.first(where: { $0.id == id }), push.expiration != 0 {
             persist("store push \(push.id)") { try store(push) }

@@ -7,7 +7,9 @@ import BgTaskProtocol
 //     never") and cannot go now;
 //   - delivered now when it shows an alert (alerts are not rate-limited), or
 //     when it is silent and the app's bucket has a token — provided the app
-//     may be woken (Background App Refresh available);
+//     may be woken (Background App Refresh available). The budget counts
+//     wakes: a token spent on a wake that then did not happen (the app
+//     could not be launched) goes back;
 //   - held otherwise: over the silent budget, refresh not available, or a
 //     push that asks for no wake at all. Held pushes ride along with the
 //     app's next wake of any kind, without spending tokens.
@@ -43,6 +45,9 @@ public struct PushInbox: Sendable, Equatable {
 
     public private(set) var pushes: [PushRecord] = []
     public var bucket: TokenBucket
+    /// Due silent pushes that spent a token on a wake that has not come yet
+    /// (in memory only: after a restart what they spent stays spent).
+    private var spentOnWake: Set<String> = []
     public var counts = Counts()
 
     public init(bucket: TokenBucket) {
@@ -87,6 +92,7 @@ public struct PushInbox: Sendable, Equatable {
             admission = canWake ? .deliverNow : .hold
         } else if push.isSilent, canWake, inForeground || bucket.take(at: now) {
             admission = .deliverNow
+            if !inForeground { spentOnWake.insert(push.id) }
         } else {
             admission = .hold
         }
@@ -100,6 +106,7 @@ public struct PushInbox: Sendable, Equatable {
             for old in pushes where old.collapseID == collapse && !isOnItsWay(old) {
                 removed.append((old, "replaced by \(push.id) (collapse id \(collapse))"))
                 counts.collapsed += 1
+                spentOnWake.remove(old.id)
             }
             pushes.removeAll { $0.collapseID == collapse && !isOnItsWay($0) }
         }
@@ -115,6 +122,7 @@ public struct PushInbox: Sendable, Equatable {
         while waiting > Self.limit,
               let oldest = pushes.firstIndex(where: { !$0.hasAlert && !isOnItsWay($0) }) ?? pushes.firstIndex(where: { !isOnItsWay($0) }) {
             let dropped = pushes.remove(at: oldest)
+            spentOnWake.remove(dropped.id)
             counts.overflowed += 1
             waiting -= 1
             // The new push itself (a silent one among alerts): dropped as it came, not stored and acknowledged.
@@ -136,6 +144,14 @@ public struct PushInbox: Sendable, Equatable {
     /// Pushes that are due (to deliver), oldest first.
     public var due: [PushRecord] { pushes.filter { $0.state == .due } }
 
+    /// Whether push `id` spent a token on a wake that has not come yet.
+    public func spentOnWake(_ id: String) -> Bool { spentOnWake.contains(id) }
+
+    /// The wake of push `id` came: what it spent stays spent.
+    public mutating func wakeCame(_ id: String) {
+        spentOnWake.remove(id)
+    }
+
     /// Removes pushes past their expiration and returns them.
     public mutating func dropExpired(at now: UInt64) -> [PushRecord] {
         let expired = pushes.filter { $0.state == .held && $0.isExpired(at: now) }
@@ -152,6 +168,7 @@ public struct PushInbox: Sendable, Equatable {
     public mutating func dropStale(_ id: String, at now: UInt64) -> String? {
         guard let index = pushes.firstIndex(where: { $0.id == id }) else { return nil }
         let push = pushes[index]
+        spentOnWake.remove(id)
         if push.isExpired(at: now) {
             pushes.remove(at: index)
             counts.expired += 1
@@ -181,19 +198,30 @@ public struct PushInbox: Sendable, Equatable {
     @discardableResult
     public mutating func complete(_ id: String) -> PushRecord? {
         guard let index = pushes.firstIndex(where: { $0.id == id }) else { return nil }
+        spentOnWake.remove(id)
         counts.delivered += 1
         return pushes.remove(at: index)
     }
 
     /// Due pushes that `isWaiting` names go back to wait for the next wake
     /// (in one pass: an app may have thousands due); returns them, held.
-    public mutating func holdDue(where isWaiting: (PushRecord) -> Bool) -> [PushRecord] {
+    /// `refundAt`: their wakes did not happen (the app could not be woken),
+    /// so the tokens they spent go back, at that time.
+    public mutating func holdDue(refundAt: UInt64? = nil, where isWaiting: (PushRecord) -> Bool) -> [PushRecord] {
         var held: [PushRecord] = []
         for index in pushes.indices where pushes[index].state == .due && isWaiting(pushes[index]) {
             pushes[index].state = .held
             held.append(pushes[index])
+            settle(pushes[index].id, refundAt: refundAt)
         }
         return held
+    }
+
+    /// A push leaves the due ones before its wake came: the token it spent
+    /// goes back if `refundAt` says its wake did not happen; else it stays spent.
+    private mutating func settle(_ id: String, refundAt: UInt64?) {
+        guard spentOnWake.remove(id) != nil, let refundAt else { return }
+        bucket.giveBack(at: refundAt)
     }
 
     /// Held pushes with expiration 0 (now or never): their wake did not
@@ -206,9 +234,11 @@ public struct PushInbox: Sendable, Equatable {
         return dropped
     }
 
-    /// A push whose wake failed or expired goes back to wait for the next wake.
-    public mutating func hold(_ id: String) {
+    /// A push whose wake failed or expired goes back to wait for the next wake;
+    /// `refundAt` as in ``holdDue(refundAt:where:)``.
+    public mutating func hold(_ id: String, refundAt: UInt64? = nil) {
         guard let index = pushes.firstIndex(where: { $0.id == id }) else { return }
         pushes[index].state = .held
+        settle(id, refundAt: refundAt)
     }
 }

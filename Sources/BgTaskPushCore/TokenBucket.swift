@@ -26,6 +26,12 @@ public struct TokenBucket: Sendable, Equatable, Codable {
         return min(capacity, tokens + elapsed * capacity / period)
     }
 
+    /// Gives back a token spent on a wake that did not happen (never above capacity).
+    public mutating func giveBack(at now: UInt64) {
+        tokens = min(capacity, available(at: now) + 1)
+        updatedAt = now
+    }
+
     /// Spends a token if there is one; returns whether it did.
     public mutating func take(at now: UInt64) -> Bool {
         let available = available(at: now)

@@ -128,6 +128,33 @@ import Testing
         #expect(inbox.bucket.available(at: now) == 1)
     }
 
+    /// The budget counts wakes: a token spent on a wake that did not happen
+    /// (the app could not be launched) goes back; one whose wake came, or
+    /// that the app overstayed, stays spent. Before, a failed launch spent
+    /// the budget, and a fixed app got no silent wake for up to an hour.
+    @Test mutating func aWakeThatDidNotHappenGivesItsTokenBack() {
+        var inbox = PushInbox(bucket: TokenBucket(capacity: 2, now: now))
+        var first = push("s1"), second = push("s2")
+        #expect(inbox.admit(&first, canWake: true, now: now).admission == .deliverNow)
+        #expect(inbox.admit(&second, canWake: true, now: now).admission == .deliverNow)
+        #expect(inbox.bucket.available(at: now) == 0)
+        // s1's launch failed; s2 waited its turn behind it: both back.
+        inbox.hold("s1", refundAt: now)
+        #expect(inbox.holdDue(refundAt: now) { _ in true }.map(\.id) == ["s2"])
+        #expect(inbox.bucket.available(at: now) == 2)
+        // Held, they ride along later for free: nothing more to give back.
+        inbox.hold("s1", refundAt: now)
+        #expect(inbox.bucket.available(at: now) == 2)
+
+        var third = push("s3"), fourth = push("s4")
+        #expect(inbox.admit(&third, canWake: true, now: now).admission == .deliverNow)
+        #expect(inbox.admit(&fourth, canWake: true, now: now).admission == .deliverNow)
+        inbox.wakeCame("s3")
+        inbox.hold("s3", refundAt: now)  // woken, then it failed: the wake happened
+        inbox.hold("s4")                 // overstayed: no refund asked
+        #expect(inbox.bucket.available(at: now) == 0)
+    }
+
     @Test mutating func refreshOffHoldsEvenAlertsButSpendsNothing() {
         var inbox = PushInbox(bucket: TokenBucket(capacity: 1, now: now))
         var silent = push("s1")

@@ -482,6 +482,30 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// Silent pushes for an app that cannot be launched spent the hourly
+    /// budget on wakes that never happened: once the app was fixed, its
+    /// silent pushes waited up to an hour. The budget counts wakes.
+    @Test func wakesThatFailSpendNoSilentBudget() throws {
+        let daemon = try daemon(["RemoteNotifications.SilentPerHour=3"])
+        let sender = try RawClient(daemon)
+        // The app is not running: each push launches /bin/false, which exits without checking in.
+        for n in 1...3 {
+            try sender.call("RemoteNotifications", "DeliverPush", Self.push(#"{"aps":{"content-available":1},"n":\#(n)}"#))
+        }
+        #expect(daemon.waitForLog(containing: "cannot wake \(Self.app) for a push", timeout: .seconds(20)), "\(daemon.log)")
+        let deadline = ContinuousClock.now + .seconds(10)
+        func allHeld() throws -> Bool { try held(sender).filter { $0["state"] == .string("held") }.count == 3 }
+        while try !allHeld(), ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        #expect(try allHeld(), "\(daemon.log.suffix(2000))")
+        let state = try sender.applications().first { $0["app_id"] == .string(Self.app) } ?? [:]
+        guard case .double(let budget)? = state["silent_budget"] else {
+            Issue.record("no silent_budget in \(state)")
+            return
+        }
+        #expect(budget > 2.9, "no wake happened, so no token is spent: \(budget)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func countersAndTheSilentBudgetSurviveACrash() throws {
         let daemon = try daemon(["RemoteNotifications.SilentPerHour=2"])
         let app = try app(daemon)
