@@ -234,3 +234,10 @@ long bgt_getrandom(void *buffer, size_t length) {
 int bgt_spawn_actions_close_from(posix_spawn_file_actions_t *actions, int from) {
     return posix_spawn_file_actions_addclosefrom_np(actions, from);
 }
+
+int bgt_socket_peer_pid(int fd) {
+    struct ucred cred;
+    socklen_t length = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) < 0) return -errno;
+    return cred.pid > 0 ? cred.pid : -ESRCH;
+}

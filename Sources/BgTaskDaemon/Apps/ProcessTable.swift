@@ -39,6 +39,19 @@ final class ProcessTable {
         return knownServerName
     }
 
+    /// The bus daemon's pid (its end of the daemon's own connection), learnt when first needed.
+    private var knownBusPID: Int32?
+
+    /// The bus daemon: it holds a client's socket that was sent in a message
+    /// until the recipient reads it, and is never anyone's heir.
+    private var busPID: Int32? {
+        if knownBusPID == nil, busFD >= 0 {
+            let pid = bgt_socket_peer_pid(busFD)
+            if pid > 0 { knownBusPID = pid }
+        }
+        return knownBusPID
+    }
+
     private var handles: [ProcessRef: Handle] = [:]
     private var byPID: [Int32: ProcessRef] = [:]
     private var lastSerial: UInt64 = 0
@@ -174,8 +187,12 @@ final class ProcessTable {
             return false
         }
         let connections = ConnectionHolders.connections(among: handle.sockets, to: server)
+        guard let heirs = heirs(holding: connections, uid: handle.uid) else {
+            logger.notice("pid \(ref.pid) is gone; its \(connections.count) bus connections live on in different processes, and which of them holds the one meant cannot be told: none is signalled")
+            return false
+        }
         var sent = false
-        for pid in ConnectionHolders.processes(holding: Set(connections), uid: handle.uid) where pid != ownPID && pid > 1 {
+        for pid in heirs {
             let fd = bgt_pidfd_open(pid)
             guard fd >= 0 else { continue }
             defer { close(fd) }
@@ -185,6 +202,23 @@ final class ProcessTable {
             }
         }
         return sent
+    }
+
+    /// The processes (of `uid`, not the daemon, pid 1 or the bus daemon)
+    /// sure to hold the connection meant, one of `connections`: with one,
+    /// every holder; with more, those that hold them all. nil when some are
+    /// held but by no process that holds them all.
+    private func heirs(holding connections: [UInt64], uid: uid_t) -> [Int32]? {
+        let excluded: Set<Int32> = [ownPID, busPID ?? -1]
+        var sure: Set<Int32>?
+        var anyHeld = false
+        for connection in Set(connections) {
+            let holders = Set(ConnectionHolders.processes(holding: [connection], uid: uid).filter { $0 > 1 && !excluded.contains($0) })
+            anyHeld = anyHeld || !holders.isEmpty
+            sure = sure.map { $0.intersection(holders) } ?? holders
+        }
+        let heirs = (sure ?? []).sorted()
+        return heirs.isEmpty && anyHeld && Set(connections).count > 1 ? nil : heirs
     }
 
     private func closeIfUnused(_ ref: ProcessRef) {

@@ -14,7 +14,14 @@ import Glibc
 // peer, per NETLINK_SOCK_DIAG, is a socket named like the one its own
 // connection reaches) and signals the processes of the same user that hold
 // one of them now (/proc/*/fd). Only a process that holds the very socket
-// can be reached this way: the connection's current peer process.
+// can be reached this way: the connection's current peer process. Two
+// kinds of holder are not that peer and are never signalled:
+//   - the bus daemon, which holds a socket a client sent in a message (a
+//     unix fd) until the recipient reads it;
+//   - when the gone process had more than one connection to the bus, a
+//     process that holds only some of them: which of them is the one that
+//     overstayed cannot be told from outside, so only processes that hold
+//     every one of them (a child that inherited them all) are sure to hold it.
 
 /// Finds the processes that hold a client's bus connection now.
 enum ConnectionHolders {

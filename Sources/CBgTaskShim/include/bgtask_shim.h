@@ -68,6 +68,9 @@ int bgt_raise_fd_limit(uint64_t *before, uint64_t *after);
  * its own bound name, NUL-terminated ('@' first for an abstract one). Returns
  * 0 or a negative errno (-ENOENT: no such socket). */
 int bgt_unix_socket_info(uint64_t inode, uint64_t *peer, char *name, size_t name_size);
+/* The pid of the process at the other end of a connected unix socket
+ * (SO_PEERCRED), or a negative errno. */
+int bgt_socket_peer_pid(int fd);
 /* CLOCK_MONOTONIC in microseconds, as sd-event uses it. */
 uint64_t bgt_monotonic_usec(void);
 /* Sets the timer slack of the calling thread in nanoseconds (deadlines are enforced to the ms). */
