@@ -9,6 +9,10 @@ struct AppRecord: Sendable {
     /// Connections whose latest `SetApplicationState` put the app in the
     /// foreground (emptied when one puts it in the background).
     var foregroundBy: Set<ConnectionID> = []
+    /// Connections whose latest `SetApplicationState` put the app in the
+    /// background: their processes are the ones an expired task ties to the
+    /// overstay (with the instance the daemon launched).
+    var backgroundBy: Set<ConnectionID> = []
     /// Connections that checked in as the app, latest last: events go to the latest.
     var checkedIn: [ConnectionID] = []
     /// Open tasks across all of the app's connections.

@@ -202,7 +202,13 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     public mutating func setState(_ state: ApplicationState, caller: CallerIdentity) -> [CoreAction] {
         let key = connections[register(caller)]!.app
         modifyApp(key) { app in
-            if state == .background { app.foregroundBy.removeAll() } else { app.foregroundBy.insert(caller.connection) }
+            if state == .background {
+                app.foregroundBy.removeAll()
+                app.backgroundBy.insert(caller.connection)
+            } else {
+                app.foregroundBy.insert(caller.connection)
+                app.backgroundBy.remove(caller.connection)
+            }
         }
         guard apps[key]!.state != state else { return [] }
         modifyApp(key) { $0.state = state }
@@ -500,6 +506,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         let record = connections[connection]!
         let oldApp = apps[record.app]!
         let heldForeground = oldApp.foregroundBy.contains(connection)
+        let heldBackground = oldApp.backgroundBy.contains(connection)
         var actions = detach(connection, from: record.app, taking: record.tasks.count)
         if apps[newKey] == nil {
             let owner = if case .app(let id) = newKey { defaultOwner(id) ?? record.identity.uid } else { record.identity.uid }
@@ -520,6 +527,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
         modifyApp(newKey) { app in
             app.openTasks += record.tasks.count
             if heldForeground && app.state != .background { app.foregroundBy.insert(connection) }
+            if heldBackground && app.state == .background { app.backgroundBy.insert(connection) }
         }
         connections[connection]!.app = newKey
         refreshClock(newKey)
@@ -533,6 +541,7 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
             app.connections.removeAll { $0 == connection }
             app.checkedIn.removeAll { $0 == connection }
             app.foregroundBy.remove(connection)
+            app.backgroundBy.remove(connection)
             app.openTasks -= taskCount
             return app.connections.isEmpty && app.launch?.process == nil
         } ?? false
@@ -617,13 +626,25 @@ public struct BackgroundEngine<Clock: MonotonicClock> {
     /// and terminate the processes that held them.
     private mutating func expire(_ key: AppKey, now: MonotonicInstant, into actions: inout [CoreAction]) {
         let app = apps[key]!
+        // Tied to the overstay: processes that put the app in the background
+        // themselves, and the instance the daemon launched. Another process of
+        // the user that claimed the app and sent it to the background cannot
+        // have one that never asked for it terminated.
+        let askedForBackground = Set(app.backgroundBy.compactMap { connections[$0]?.identity.process })
         var offenders: [ProcessRef] = []
+        var spared: [ProcessRef] = []
         for (connection, id) in openTasks(of: app) {
             actions.append(.sendTaskExpired(connection, task: id))
             tasks[id] = nil
             connections[connection]!.tasks.remove(id)
-            if let process = connections[connection]!.identity.process, !offenders.contains(process) {
+            let identity = connections[connection]!.identity
+            guard let process = identity.process, !offenders.contains(process), !spared.contains(process) else { continue }
+            let launched = app.launch?.isLaunchedInstance(process, launchedByDaemon: identity.appIDSource == .launched) ?? false
+            if askedForBackground.contains(process) || launched {
                 offenders.append(process)
+            } else {
+                spared.append(process)
+                actions.append(.spareProcess(process, app: key))
             }
         }
         modifyApp(key) { $0.openTasks = 0 }

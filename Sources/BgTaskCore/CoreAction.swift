@@ -8,6 +8,10 @@ public enum CoreAction: Equatable, Sendable {
     case sendTaskExpired(ConnectionID, task: UInt32)
     /// Signal an overstaying app's process: SIGTERM, or SIGKILL if it is still alive.
     case signalProcess(ProcessRef, ProcessSignal, app: AppKey)
+    /// An expired task's owner was not signalled: its process neither asked
+    /// for the background nor was launched by the daemon (another process of
+    /// the user put the app there), so nothing ties it to the overstay.
+    case spareProcess(ProcessRef, app: AppKey)
     /// The set of open tasks changed (the `Tasks` property).
     case tasksChanged
     /// The machine went to sleep or woke up (the `Sleeping` property).

@@ -30,6 +30,28 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A process of the same user may claim an app and send it to the
+    /// background; the app's own process, which never asked for the
+    /// background, then has its task expire but is not terminated. Before,
+    /// the claimant got it SIGTERMed (and SIGKILLed).
+    @Test func anotherProcessThatSendsTheAppToTheBackgroundCannotHaveItTerminated() throws {
+        let daemon = try DaemonUnderTest(settings: Self.budget)
+        let app = try daemon.startTestApp(["--app-id", "org.example.Victim", "--name", "work"])
+        #expect(app.waitForEvent("begun") != nil, "\(app.lines) \(app.standardError)")
+        let claimant = try RawClient(daemon)
+        try claimant.call("Manager", "CheckIn") { try $0.append("org.example.Victim") }
+        try claimant.call("Manager", "SetApplicationState") { try $0.append("background") }
+        #expect(app.waitForEvent("expired") != nil, "its task expires with the app's clock: \(app.lines)")
+        #expect(daemon.waitForLog(containing: "never asked for the background"), "\(daemon.log.suffix(2000))")
+        // Past the grace a SIGKILL would have come after: still running, no SIGTERM seen.
+        Thread.sleep(forTimeInterval: 3)
+        #expect(app.isRunning, "\(app.lines)")
+        #expect(!app.eventNames.contains("sigterm"), "\(app.lines)")
+        #expect(!daemon.log.contains("overstayed its background time: SIGTERM"), "\(daemon.log.suffix(2000))")
+        _ = app.stop()
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// The owner of a task forks and exits; its child keeps the connection,
     /// and with it the task: the deadline is enforced on the child.
     @Test func aTaskInheritedByAForkedChildIsEnforcedOnTheChild() throws {

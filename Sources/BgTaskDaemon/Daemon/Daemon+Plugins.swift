@@ -292,7 +292,7 @@ extension Daemon {
         case .appGone(let app):
             usage.record(app, active: false, at: now)
             broadcast(QueuedPluginEvent(type: BGT_EVENT_APP_GONE, app: app.rawValue, realtimeMicroseconds: now))
-        case .sendTaskExpiring, .sendTaskExpired, .signalProcess, .tasksChanged, .sleepingChanged, .freeze, .thaw, .drainChanged:
+        case .sendTaskExpiring, .sendTaskExpired, .signalProcess, .spareProcess, .tasksChanged, .sleepingChanged, .freeze, .thaw, .drainChanged:
             preconditionFailure("perform(_:) carries out \(action) itself")
         }
     }
