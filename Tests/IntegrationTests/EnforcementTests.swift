@@ -211,6 +211,141 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// The owner parks a second connection's socket with the bus daemon (a
+    /// message to a connection that does not read), forks a child that keeps
+    /// the task's connection, and exits. The parked connection had no heir
+    /// but the bus daemon, which made the two look split between processes,
+    /// and the child that overstayed was not signalled.
+    @Test func aConnectionParkedWithTheBusDaemonDoesNotHideTheHeir() throws {
+        let daemon = try DaemonUnderTest(settings: Self.budget)
+        let marker = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-heir-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: marker) }
+        let script = """
+            import dbus, dbus.lowlevel, os, signal, sys, time
+            def sockets():
+                found = set()
+                for fd in os.listdir("/proc/self/fd"):
+                    try:
+                        if os.readlink("/proc/self/fd/" + fd).startswith("socket:"):
+                            found.add(int(fd))
+                    except OSError:
+                        pass
+                return found
+            address = os.environ["DBUS_SESSION_BUS_ADDRESS"]
+            before = sockets()
+            first = dbus.bus.BusConnection(address)
+            first_fds = sockets() - before
+            second = dbus.bus.BusConnection(address)
+            second_fds = sockets() - before - first_fds
+            manager = dbus.Interface(first.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
+                                     "org.bgtaskd.BackgroundTasks1.Manager")
+            manager.BeginBackgroundTask("inherited")
+            manager.SetApplicationState("background")
+            opened = sockets()
+            third = dbus.bus.BusConnection(address)
+            third_fds = sockets() - opened
+            for _ in range(200):
+                message = dbus.lowlevel.MethodCallMessage(third.get_unique_name(), "/x", "x.y", "Fill")
+                message.append("x" * 60000, signature="s")
+                message.set_no_reply(True)
+                second.send_message(message)
+            message = dbus.lowlevel.MethodCallMessage(third.get_unique_name(), "/x", "x.y", "Park")
+            message.append(dbus.types.UnixFd(list(second_fds)[0]), signature="h")
+            message.set_no_reply(True)
+            second.send_message(message)
+            second.flush()
+            time.sleep(0.3)
+            if os.fork() == 0:
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                for fd in sockets() - first_fds - third_fds:
+                    os.close(fd)
+                def terminated(number, frame):
+                    with open(sys.argv[1], "w") as f:
+                        f.write("sigterm")
+                    os._exit(0)
+                signal.signal(signal.SIGTERM, terminated)
+                time.sleep(12)
+                os._exit(1)
+            os._exit(0)
+            """
+        let owner = try CommandResult.run("/usr/bin/python3", ["-c", script, marker], environment: daemon.environment)
+        #expect(owner.succeeded, "\(owner)")
+        let deadline = ContinuousClock.now + .seconds(10)
+        while (try? String(contentsOfFile: marker, encoding: .utf8)) != "sigterm", ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect((try? String(contentsOfFile: marker, encoding: .utf8)) == "sigterm", "\(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// A process that begins a task, goes to the background, sends its own
+    /// bus socket in a message to another process of the user and exits:
+    /// that process, which takes the socket in when it reads the message,
+    /// was SIGTERMed as the heir of the connection. It did not fork from the
+    /// owner, and is left alone.
+    @Test func aProcessHandedTheOwnersSocketIsNoHeir() throws {
+        let daemon = try DaemonUnderTest(settings: Self.budget)
+        let marker = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-victim-\(UUID())").path
+        defer { for path in [marker, marker + ".name"] { try? FileManager.default.removeItem(atPath: path) } }
+        let victim = try ChildProcess("/usr/bin/python3", ["-c", """
+            import dbus, os, signal, sys, time
+            bus = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
+            with open(sys.argv[1] + ".name", "w") as f:
+                f.write(bus.get_unique_name())
+            def terminated(number, frame):
+                with open(sys.argv[1], "w") as f:
+                    f.write("sigterm")
+                os._exit(0)
+            signal.signal(signal.SIGTERM, terminated)
+            for _ in range(100):
+                bus.list_names()
+                time.sleep(0.1)
+            """, marker], environment: daemon.environment)
+        defer { _ = victim.stop() }
+        var name: String?
+        let named = ContinuousClock.now + .seconds(10)
+        while name == nil, ContinuousClock.now < named {
+            name = (try? String(contentsOfFile: marker + ".name", encoding: .utf8)).flatMap { $0.isEmpty ? nil : $0 }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        let victimName = try #require(name, "the victim did not start")
+        let attacker = """
+            import dbus, dbus.lowlevel, os, sys
+            def sockets():
+                found = set()
+                for fd in os.listdir("/proc/self/fd"):
+                    try:
+                        if os.readlink("/proc/self/fd/" + fd).startswith("socket:"):
+                            found.add(int(fd))
+                    except OSError:
+                        pass
+                return found
+            before = sockets()
+            bus = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
+            own = sockets() - before
+            manager = dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
+                                     "org.bgtaskd.BackgroundTasks1.Manager")
+            manager.BeginBackgroundTask("framed")
+            manager.SetApplicationState("background")
+            message = dbus.lowlevel.MethodCallMessage(sys.argv[1], "/x", "x.y", "Take")
+            message.append(dbus.types.UnixFd(list(own)[0]), signature="h")
+            message.set_no_reply(True)
+            bus.send_message(message)
+            bus.flush()
+            os._exit(0)
+            """
+        let owner = try CommandResult.run("/usr/bin/python3", ["-c", attacker, victimName], environment: daemon.environment)
+        #expect(owner.succeeded, "\(owner)")
+        #expect(daemon.waitForLog(containing: "task expired"), "\(daemon.log.suffix(2000))")
+        Thread.sleep(forTimeInterval: 3)
+        #expect((try? String(contentsOfFile: marker, encoding: .utf8)) != "sigterm", "\(daemon.log.suffix(2000))")
+        #expect(victim.isRunning)
+        #expect(!daemon.log.contains("which inherited it: signal"), "\(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// An app left in the background past its budget (Linux does not suspend
     /// it) that then begins a task is refused (`LimitExceeded`) and goes on
     /// running: the task could only have expired at once and the app been

@@ -22,6 +22,9 @@ final class ProcessTable {
         /// its connections can be found if it is gone (``ConnectionHolders``).
         var uid: uid_t
         var sockets: [UInt64]
+        /// Its process group and start time when it was identified: an heir
+        /// is a process it forked, in its group and started after it.
+        var lineage: ConnectionHolders.Lineage?
     }
 
     /// The daemon's own bus connection (its socket), to learn which sockets
@@ -87,7 +90,8 @@ final class ProcessTable {
         var status = stat()
         let uid = stat("/proc/\(pid)", &status) == 0 ? status.st_uid : uid_t.max
         let sockets = ConnectionHolders.socketInodes(of: pid)
-        handles[ref] = Handle(pidfd: fd, holders: 1, awaitingKill: false, uid: uid, sockets: sockets)
+        handles[ref] = Handle(pidfd: fd, holders: 1, awaitingKill: false, uid: uid, sockets: sockets,
+                              lineage: ConnectionHolders.lineage(of: pid))
         byPID[pid] = ref
         return ref
     }
@@ -101,7 +105,7 @@ final class ProcessTable {
         }
         lastSerial += 1
         let ref = ProcessRef(pid: pid, serial: lastSerial)
-        handles[ref] = Handle(pidfd: pidfd, holders: 1, awaitingKill: false, uid: getuid(), sockets: [])
+        handles[ref] = Handle(pidfd: pidfd, holders: 1, awaitingKill: false, uid: getuid(), sockets: [], lineage: nil)
         byPID[pid] = ref
         return ref
     }
@@ -186,9 +190,13 @@ final class ProcessTable {
             logger.notice("pid \(ref.pid) is gone and its connection may live on in a child, but which sockets reach the bus cannot be told here (no NETLINK_SOCK_DIAG)")
             return false
         }
+        guard let lineage = handle.lineage else {
+            logger.notice("pid \(ref.pid) is gone, and what it forked cannot be told (its process group and start were not read): no heir is signalled")
+            return false
+        }
         let connections = ConnectionHolders.connections(among: handle.sockets, to: server)
-        guard let heirs = heirs(holding: connections, uid: handle.uid) else {
-            logger.notice("pid \(ref.pid) is gone; its \(connections.count) bus connections live on in different processes, and which of them holds the one meant cannot be told: none is signalled")
+        guard let heirs = heirs(holding: connections, uid: handle.uid, of: lineage) else {
+            logger.notice("pid \(ref.pid) is gone; its bus connections live on in different processes it forked, and which of them holds the one meant cannot be told: none is signalled")
             return false
         }
         var sent = false
@@ -204,21 +212,25 @@ final class ProcessTable {
         return sent
     }
 
-    /// The processes (of `uid`, not the daemon, pid 1 or the bus daemon)
-    /// sure to hold the connection meant, one of `connections`: with one,
-    /// every holder; with more, those that hold them all. nil when some are
-    /// held but by no process that holds them all.
-    private func heirs(holding connections: [UInt64], uid: uid_t) -> [Int32]? {
+    /// The processes sure to hold the connection meant, one of
+    /// `connections`, among those that could have inherited it: of `uid`,
+    /// in the gone owner's process group and started no earlier than it
+    /// (what it forked), not the daemon, pid 1 or the bus daemon. A socket
+    /// handed to any other process in a message makes no heir of it.
+    /// Connections no such process holds cannot be the one meant (someone
+    /// holds that). Of the rest: with one, every holder; with more, those
+    /// that hold them all; nil when no process does.
+    private func heirs(holding connections: [UInt64], uid: uid_t, of lineage: ConnectionHolders.Lineage) -> [Int32]? {
         let excluded: Set<Int32> = [ownPID, busPID ?? -1]
-        var sure: Set<Int32>?
-        var anyHeld = false
-        for connection in Set(connections) {
-            let holders = Set(ConnectionHolders.processes(holding: [connection], uid: uid).filter { $0 > 1 && !excluded.contains($0) })
-            anyHeld = anyHeld || !holders.isEmpty
-            sure = sure.map { $0.intersection(holders) } ?? holders
-        }
-        let heirs = (sure ?? []).sorted()
-        return heirs.isEmpty && anyHeld && Set(connections).count > 1 ? nil : heirs
+        let held = Set(connections).map { connection in
+            Set(ConnectionHolders.processes(holding: [connection], uid: uid).filter { pid in
+                guard pid > 1, !excluded.contains(pid), let candidate = ConnectionHolders.lineage(of: pid) else { return false }
+                return candidate.processGroup == lineage.processGroup && candidate.startTime >= lineage.startTime
+            })
+        }.filter { !$0.isEmpty }
+        guard let first = held.first else { return [] }
+        let sure = held.dropFirst().reduce(first) { $0.intersection($1) }
+        return sure.isEmpty ? nil : sure.sorted()
     }
 
     private func closeIfUnused(_ ref: ProcessRef) {

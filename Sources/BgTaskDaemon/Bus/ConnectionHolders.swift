@@ -18,13 +18,44 @@ import Glibc
 // kinds of holder are not that peer and are never signalled:
 //   - the bus daemon, which holds a socket a client sent in a message (a
 //     unix fd) until the recipient reads it;
-//   - when the gone process had more than one connection to the bus, a
-//     process that holds only some of them: which of them is the one that
-//     overstayed cannot be told from outside, so only processes that hold
-//     every one of them (a child that inherited them all) are sure to hold it.
+//   - a process the gone one did not fork: a socket can be handed to any
+//     process in a message, and a process that takes it in is no heir. An
+//     heir is in the gone process's process group (noted when it was
+//     identified, as is its start time) and started no earlier than it;
+//   - when the gone process had more than one connection to the bus that
+//     such processes hold, one that holds only some of them: which of them
+//     is the one that overstayed cannot be told from outside, so only
+//     processes that hold every one of them (a child that inherited them
+//     all) are sure to hold it.
 
 /// Finds the processes that hold a client's bus connection now.
 enum ConnectionHolders {
+    /// What tells a process's children from strangers: its process group
+    /// and its start time (clock ticks after boot), from /proc/PID/stat.
+    struct Lineage: Equatable {
+        var processGroup: Int32
+        var startTime: UInt64
+    }
+
+    /// The lineage of process `pid`, nil when /proc cannot tell it.
+    static func lineage(of pid: Int32) -> Lineage? {
+        guard let file = fopen("/proc/\(pid)/stat", "r") else { return nil }
+        defer { fclose(file) }
+        var buffer = [CChar](repeating: 0, count: 1024)
+        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return nil }
+        return lineage(stat: String(cString: buffer))
+    }
+
+    /// Parses a /proc/PID/stat line: the fields after the command (which may
+    /// hold spaces and parentheses) are state, ppid, pgrp, … starttime (22nd).
+    static func lineage(stat line: String) -> Lineage? {
+        guard let close = line.lastIndex(of: ")") else { return nil }
+        let fields = line[line.index(after: close)...].split(separator: " ", omittingEmptySubsequences: true)
+        // fields[0] is field 3 (state): pgrp is field 5, starttime field 22.
+        guard fields.count > 19, let group = Int32(fields[2]), let start = UInt64(fields[19]) else { return nil }
+        return Lineage(processGroup: group, startTime: start)
+    }
+
     /// The inodes of the sockets process `pid` has open (at most `limit`).
     static func socketInodes(of pid: Int32, limit: Int = 4096) -> [UInt64] {
         guard let directory = opendir("/proc/\(pid)/fd") else { return [] }
