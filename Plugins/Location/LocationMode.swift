@@ -237,7 +237,10 @@ final class LocationMode: ModePlugin {
     /// was uninstalled) is not followed: its regions and significant changes
     /// stay stored but are set aside, so GeoClue is not kept on for it and no
     /// event is made for it, and they are followed again if it declares the
-    /// mode again. Apps set aside come back the same way.
+    /// mode again. Apps set aside come back the same way, and the position
+    /// known then counts for them at once, as for a region just monitored:
+    /// GeoClue reports again only after a move, so a crossing made while the
+    /// app was away would otherwise wait for the device to move.
     private func followDeclaredApps() {
         let followed = Set(monitor.apps).union(significant.keys)
         for app in followed.sorted() where !declaresLocation(app) {
@@ -253,6 +256,13 @@ final class LocationMode: ModePlugin {
                 _ = try loadRegions { $0 == app }
                 try loadSignificant { $0 == app }
                 host.log(.notice, "\(app) declares the location mode again: following its \(monitor.count(of: app)) regions")
+                if let lastFix {
+                    let keys = monitor.regions(of: app).map { RegionMonitor.Key(app: app, region: $0.id) }
+                    record(keys.compactMap { monitor.update($0, with: lastFix) }, at: lastFix)
+                    considerSignificant(app, lastFix)
+                } else {
+                    recordSideChanges()
+                }
             } catch {
                 setAside.insert(app)
                 host.log(.warning, "cannot read the regions of \(app) again: \(error); they stay set aside")
