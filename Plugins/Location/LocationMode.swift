@@ -603,10 +603,11 @@ final class LocationMode: ModePlugin {
         recordSideChanges(carriedBy: crossings)
         for crossing in crossings {
             let at = LocationFix(coordinate: fix.coordinate, accuracy: fix.accuracy, time: crossing.time)
-            newEvent(LocationEvent(
+            let made = newEvent(LocationEvent(
                 id: nextID(crossing.time), app: crossing.key.app, kind: .region, region: crossing.key.region,
                 crossing: crossing.event, fix: at, sequence: lastSequence))
-            host.logWhenCommitted(.info, "\(crossing.key.app): \(crossing.event.rawValue) region \(crossing.key.region)")
+            // Not for a crossing dropped as it restates what the app was told (logged there).
+            if made { host.logWhenCommitted(.info, "\(crossing.key.app): \(crossing.event.rawValue) region \(crossing.key.region)") }
         }
     }
 
@@ -628,14 +629,17 @@ final class LocationMode: ModePlugin {
     }
 
     /// Stores an event, then wakes its app for it (or leaves it waiting).
-    private func newEvent(_ event: LocationEvent) {
-        guard let anchored = supersedeWaiting(by: event) else { return }
+    /// Returns whether it was made (not dropped as restating the side the app was told).
+    @discardableResult
+    private func newEvent(_ event: LocationEvent) -> Bool {
+        guard let anchored = supersedeWaiting(by: event) else { return false }
         setEvent(event.id, event)
         setDelivery(event.id, .unsent(anchored: anchored))
         persist("store location event \(event.id)") {
             try host.put(event.json, collection: "events", key: event.id)
         }
         deliver(event.id)
+        return true
     }
 
     /// The other events of `event`'s app about the same region (or its

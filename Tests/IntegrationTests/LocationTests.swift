@@ -567,6 +567,7 @@ import Testing
         // Both were logged for the crossings above already: these two fixes log them once more.
         func count(_ text: String) -> Int { daemon.log.components(separatedBy: text).count - 1 }
         let (restated, replaced) = (count("restates the side it was last told"), count("replaced by"))
+        let exits = count("\(Self.app): exit region office\n")
         try simulate(admin, Self.north(3000))
         try simulate(admin, Self.north(5000))
         let deadline = ContinuousClock.now + .seconds(10)
@@ -575,6 +576,8 @@ import Testing
         }
         #expect(count("restates the side it was last told") > restated, "\(daemon.log.suffix(3000))")
         #expect(count("replaced by") > replaced, "\(daemon.log.suffix(3000))")
+        // The exit that restates what the app was told is not logged as a crossing made.
+        #expect(count("\(Self.app): exit region office\n") == exits, "\(daemon.log.suffix(3000))")
         #expect(try field(admin, "location_events_waiting")?.unwrapped == .uint64(1), "the last position only")
         let back = try RawClient(daemon)
         try back.listen(for: "RegionEvent")
