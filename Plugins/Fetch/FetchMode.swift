@@ -289,6 +289,15 @@ final class FetchMode: ModePlugin {
                 host.log(.warning, "cannot send PerformFetch: \(error)")
             }
             answerSimulation(token)
+            // It begins now: a wake that waited (for the machine to wake, for
+            // the app to start) is timed from here, not from when it was asked for.
+            if let (app, at) = tokens[token], host.realtimeMicroseconds > at &+ 1_000_000 {
+                let now = host.realtimeMicroseconds
+                setToken(token, (app, now))
+                touch(app)
+                planner.skipped(app, at: now)
+                markUnsaved(app)
+            }
         case .tokenExpired(let app, let token):
             answerSimulation(token, failure: "\(app) was launched but never checked in to take its fetch (it exited, or did not call CheckIn within \(wakeBudget) s); see the daemon's log")
             guard let (_, at) = tokens[token] else { return }

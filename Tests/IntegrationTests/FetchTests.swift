@@ -136,6 +136,31 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A fetch asked for while the machine sleeps begins at the wake; it was
+    /// timed from the request, so LAST FETCH said "8h ago" after a night
+    /// for a fetch that had just run, and the interval counted from then.
+    @Test func aFetchAskedForDuringSleepIsTimedFromTheWake() throws {
+        let daemon = try daemon()
+        // In the background, so that the sleep freezes it and its fetch waits for the wake.
+        let app = try daemon.startTestApp(["--app-id", Self.app, "--fetch-result", "newData", "--background"])
+        #expect(app.waitForEvent("state") != nil, "\(app.lines) \(app.standardError)")
+        let admin = try RawClient(daemon)
+        try admin.call("Manager", "SimulateSleep")
+        try admin.call("Fetch", "SimulateFetch") { try $0.append(Self.app) }
+        Thread.sleep(forTimeInterval: 2)
+        let wokeAt = UInt64(Date().timeIntervalSince1970 * 1_000_000)
+        try admin.call("Manager", "SimulateWake")
+        #expect(app.waitForEvent("fetch_completed") != nil, "\(app.lines) \(daemon.log.suffix(2000))")
+        let weather = try admin.applications().first { $0["app_id"] == .string(Self.app) }
+        guard case .uint64(let at)? = weather?["fetch_last_usec"] else {
+            Issue.record("no fetch_last_usec in \(String(describing: weather))")
+            return
+        }
+        #expect(at + 100_000 >= wokeAt, "began \(Double(Int64(wokeAt) - Int64(at)) / 1e6) s before the wake")
+        _ = app.stop()
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func refreshSwitchedOffIsDenied() throws {
         let daemon = try daemon()
         let app = try client(daemon)
