@@ -293,7 +293,7 @@ public final class Daemon {
             case .signalProcess(let process, let signal, let app):
                 signals.append((process, signal, app))
             case .spareProcess(let process, let app):
-                logger.notice("\(app) overstayed its background time, but pid \(process.pid), which holds one of its expired tasks, never asked for the background (another process of the app did) and was not launched by bgtaskd: not terminated")
+                logger.notice("\(app) overstayed its background time, but pid \(process.pid), which holds one of its expired tasks, never asked for the background itself and was not launched by bgtaskd: not terminated")
             case .tasksChanged:
                 properties.changed(ManagerInterface.Property.tasks.rawValue)
             case .sleepingChanged(let sleeping):
