@@ -93,13 +93,9 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
-    /// Python that opens two connections, begins a task on the first and sends
-    /// it to the background, checks the second in as another app, then forks
-    /// one child that keeps only the first connection and one that keeps only
-    /// the second, and exits. Each child writes "sigterm" to its marker file
-    /// (argv 1, argv 2) if it gets SIGTERM.
-    static let twoConnectionsTwoHeirs = """
-        import dbus, os, signal, sys, time
+    /// Python that defines `sockets()`: the descriptors of the process's
+    /// sockets (to tell which a new bus connection opened). Needs `os`.
+    static let pythonSockets = """
         def sockets():
             found = set()
             for fd in os.listdir("/proc/self/fd"):
@@ -109,6 +105,16 @@ import Testing
                 except OSError:
                     pass
             return found
+        """
+
+    /// Python that opens two connections, begins a task on the first and sends
+    /// it to the background, checks the second in as another app, then forks
+    /// one child that keeps only the first connection and one that keeps only
+    /// the second, and exits. Each child writes "sigterm" to its marker file
+    /// (argv 1, argv 2) if it gets SIGTERM.
+    static let twoConnectionsTwoHeirs = """
+        import dbus, os, signal, sys, time
+        \(Self.pythonSockets)
         def manager(bus):
             return dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
                                   "org.bgtaskd.BackgroundTasks1.Manager")
@@ -162,15 +168,7 @@ import Testing
         let daemon = try DaemonUnderTest(settings: Self.budget)
         let script = """
             import dbus, dbus.lowlevel, os, time
-            def sockets():
-                found = set()
-                for fd in os.listdir("/proc/self/fd"):
-                    try:
-                        if os.readlink("/proc/self/fd/" + fd).startswith("socket:"):
-                            found.add(int(fd))
-                    except OSError:
-                        pass
-                return found
+            \(Self.pythonSockets)
             before = sockets()
             bus = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
             own = sockets() - before
@@ -222,15 +220,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: marker) }
         let script = """
             import dbus, dbus.lowlevel, os, signal, sys, time
-            def sockets():
-                found = set()
-                for fd in os.listdir("/proc/self/fd"):
-                    try:
-                        if os.readlink("/proc/self/fd/" + fd).startswith("socket:"):
-                            found.add(int(fd))
-                    except OSError:
-                        pass
-                return found
+            \(Self.pythonSockets)
             address = os.environ["DBUS_SESSION_BUS_ADDRESS"]
             before = sockets()
             first = dbus.bus.BusConnection(address)
@@ -313,15 +303,7 @@ import Testing
         let victimName = try #require(name, "the victim did not start")
         let attacker = """
             import dbus, dbus.lowlevel, os, sys
-            def sockets():
-                found = set()
-                for fd in os.listdir("/proc/self/fd"):
-                    try:
-                        if os.readlink("/proc/self/fd/" + fd).startswith("socket:"):
-                            found.add(int(fd))
-                    except OSError:
-                        pass
-                return found
+            \(Self.pythonSockets)
             before = sockets()
             bus = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
             own = sockets() - before
