@@ -56,6 +56,9 @@ final class FetchMode: ModePlugin {
     private var simulations: [String: (call: PluginCall, answerBy: UInt64)] = [:]
     /// Whether the machine sleeps (the host says so with sleepChanged).
     private var sleeping = false
+    /// When the UTC offset was last read (monotonic µs): once a minute at
+    /// most, so that a wake's path does not stat /etc/localtime each time.
+    private var offsetReadAt: UInt64?
     /// How long a SimulateFetch waits for a launched app before it answers that it was launched.
     static let simulationWait: UInt64 = 5_000_000
 
@@ -455,10 +458,14 @@ final class FetchMode: ModePlugin {
         host.scheduleOpportunity(at: next ?? 0)
     }
 
-    /// Tells the planner the UTC offset now, before anything else it is told:
-    /// it changes when daylight saving time begins or ends, or the zone changes.
-    /// (A fact, not a write: a failed batch leaves it.)
+    /// Tells the planner the UTC offset now, before anything else it is told
+    /// (read again a minute after it was last read): it changes when daylight
+    /// saving time begins or ends, or the zone changes. (A fact, not a write:
+    /// a failed batch leaves it.)
     private func followLocalTime() {
+        let now = host.monotonicMicroseconds
+        if let offsetReadAt, now &- offsetReadAt < 60_000_000 { return }
+        offsetReadAt = now
         planner.setUTCOffset(Self.localUTCOffset(), at: host.realtimeMicroseconds)
     }
 
