@@ -14,7 +14,7 @@ import Glibc
 // peer, per NETLINK_SOCK_DIAG, is a socket named like the one its own
 // connection reaches) and signals the processes of the same user that hold
 // one of them now (/proc/*/fd). Only a process that holds the very socket
-// can be reached this way: the connection's current peer process. Two
+// can be reached this way: the connection's current peer process. Three
 // kinds of holder are not that peer and are never signalled:
 //   - the bus daemon, which holds a socket a client sent in a message (a
 //     unix fd) until the recipient reads it;
