@@ -52,50 +52,18 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
-    /// The owner of a task forks and exits; its child keeps the connection,
-    /// and with it the task: the deadline is enforced on the child.
-    @Test func aTaskInheritedByAForkedChildIsEnforcedOnTheChild() throws {
-        let daemon = try DaemonUnderTest(settings: Self.budget)
-        let marker = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-heir-\(UUID())").path
-        defer { try? FileManager.default.removeItem(atPath: marker) }
-        let script = """
-            import dbus, os, signal, sys, time
-            bus = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
-            manager = dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
-                                     "org.bgtaskd.BackgroundTasks1.Manager")
-            manager.BeginBackgroundTask("inherited")
-            manager.SetApplicationState("background")
-            if os.fork() == 0:
-                # Not the test's pipes: the test sees the parent's exit at once.
-                null = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):
-                    os.dup2(null, fd)
-                def terminated(number, frame):
-                    with open(sys.argv[1], "w") as f:
-                        f.write("sigterm")
-                    os._exit(0)
-                signal.signal(signal.SIGTERM, terminated)
-                time.sleep(30)
-                os._exit(1)
-            os._exit(0)
-            """
-        let owner = try CommandResult.run("/usr/bin/python3", ["-c", script, marker], environment: daemon.environment)
-        #expect(owner.succeeded, "\(owner)")
-        #expect(try daemon.property("Tasks").contains("\"inherited\""), "the child holds the connection, so the task stays")
-        let deadline = ContinuousClock.now + .seconds(10)
-        // The child creates the file before it writes it: wait for the content, not the file.
-        while (try? String(contentsOfFile: marker, encoding: .utf8)) != "sigterm", ContinuousClock.now < deadline {
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        #expect((try? String(contentsOfFile: marker, encoding: .utf8)) == "sigterm", "\(daemon.log.suffix(2000))")
-        // The daemon logs the heir after it signalled it: the line may come a moment after the marker.
-        #expect(daemon.waitForLog(containing: "its bus connection lives on in pid"), "\(daemon.log.suffix(2000))")
-        #expect(daemon.stop() == .status(0))
-    }
-
-    /// Python that defines `sockets()`: the descriptors of the process's
-    /// sockets (to tell which a new bus connection opened). Needs `os`.
-    static let pythonSockets = """
+    /// Python every forking test script starts with: the imports, and
+    /// - `sockets()`: the descriptors of the process's sockets;
+    /// - `connect()`: a new bus connection and the descriptors it opened;
+    /// - `manager(bus)`: the daemon's Manager on a connection;
+    /// - `detach()`: a forked child off the test's pipes (the test sees its
+    ///   parent's exit at once);
+    /// - `note_sigterm(marker)`: on SIGTERM, write "sigterm" to `marker` and exit;
+    /// - `park(sender, reader, fd)`: send `fd` over `sender` in a message to
+    ///   the connection `reader` after enough that it does not read for the
+    ///   bus daemon to queue it, descriptor and all.
+    static let pythonHelpers = """
+        import dbus, dbus.lowlevel, os, signal, sys, time
         def sockets():
             found = set()
             for fd in os.listdir("/proc/self/fd"):
@@ -105,7 +73,79 @@ import Testing
                 except OSError:
                     pass
             return found
+        def connect():
+            before = sockets()
+            bus = dbus.bus.BusConnection(address)
+            return bus, sockets() - before
+        def manager(bus):
+            return dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
+                                  "org.bgtaskd.BackgroundTasks1.Manager")
+        def detach():
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+        def note_sigterm(marker):
+            def terminated(number, frame):
+                with open(marker, "w") as f:
+                    f.write("sigterm")
+                os._exit(0)
+            signal.signal(signal.SIGTERM, terminated)
+        def park(sender, reader, fd):
+            for _ in range(200):
+                message = dbus.lowlevel.MethodCallMessage(reader, "/x", "x.y", "Fill")
+                message.append("x" * 60000, signature="s")
+                message.set_no_reply(True)
+                sender.send_message(message)
+            message = dbus.lowlevel.MethodCallMessage(reader, "/x", "x.y", "Park")
+            message.append(dbus.types.UnixFd(fd), signature="h")
+            message.set_no_reply(True)
+            sender.send_message(message)
+            sender.flush()
+        address = os.environ["DBUS_SESSION_BUS_ADDRESS"]
         """
+
+    /// A marker file's path for a test's child to write to (removed with `defer`).
+    static func markerPath(_ kind: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-\(kind)-\(UUID())").path
+    }
+
+    /// Whether the child noted SIGTERM in `marker`.
+    static func gotSigterm(_ marker: String) -> Bool { (try? String(contentsOfFile: marker, encoding: .utf8)) == "sigterm" }
+
+    /// Waits up to 10 s for the child to note SIGTERM in `marker`. The child
+    /// creates the file before it writes it: the content is waited for, not the file.
+    static func waitForSigterm(_ marker: String) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !gotSigterm(marker), ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        return gotSigterm(marker)
+    }
+
+    /// The owner of a task forks and exits; its child keeps the connection,
+    /// and with it the task: the deadline is enforced on the child.
+    @Test func aTaskInheritedByAForkedChildIsEnforcedOnTheChild() throws {
+        let daemon = try DaemonUnderTest(settings: Self.budget)
+        let marker = Self.markerPath("heir")
+        defer { try? FileManager.default.removeItem(atPath: marker) }
+        let script = """
+            \(Self.pythonHelpers)
+            bus = dbus.bus.BusConnection(address)
+            manager(bus).BeginBackgroundTask("inherited")
+            manager(bus).SetApplicationState("background")
+            if os.fork() == 0:
+                detach()
+                note_sigterm(sys.argv[1])
+                time.sleep(30)
+                os._exit(1)
+            os._exit(0)
+            """
+        let owner = try CommandResult.run("/usr/bin/python3", ["-c", script, marker], environment: daemon.environment)
+        #expect(owner.succeeded, "\(owner)")
+        #expect(try daemon.property("Tasks").contains("\"inherited\""), "the child holds the connection, so the task stays")
+        #expect(Self.waitForSigterm(marker), "\(daemon.log.suffix(2000))")
+        // The daemon logs the heir after it signalled it: the line may come a moment after the marker.
+        #expect(daemon.waitForLog(containing: "its bus connection lives on in pid"), "\(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
 
     /// Python that opens two connections, begins a task on the first and sends
     /// it to the background, checks the second in as another app, then forks
@@ -113,31 +153,18 @@ import Testing
     /// the second, and exits. Each child writes "sigterm" to its marker file
     /// (argv 1, argv 2) if it gets SIGTERM.
     static let twoConnectionsTwoHeirs = """
-        import dbus, os, signal, sys, time
-        \(Self.pythonSockets)
-        def manager(bus):
-            return dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
-                                  "org.bgtaskd.BackgroundTasks1.Manager")
-        before = sockets()
-        first = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
-        first_fds = sockets() - before
-        second = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
-        second_fds = sockets() - before - first_fds
+        \(Self.pythonHelpers)
+        first, first_fds = connect()
+        second, second_fds = connect()
         manager(second).CheckIn("org.example.Innocent")
         manager(first).BeginBackgroundTask("inherited")
         manager(first).SetApplicationState("background")
-        for keep, drop, marker in ((first_fds, second_fds, sys.argv[1]), (second_fds, first_fds, sys.argv[2])):
+        for drop, marker in ((second_fds, sys.argv[1]), (first_fds, sys.argv[2])):
             if os.fork() == 0:
-                null = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):
-                    os.dup2(null, fd)
+                detach()
                 for fd in drop:
                     os.close(fd)
-                def terminated(number, frame, marker=marker):
-                    with open(marker, "w") as f:
-                        f.write("sigterm")
-                    os._exit(0)
-                signal.signal(signal.SIGTERM, terminated)
+                note_sigterm(marker)
                 time.sleep(12)
                 os._exit(1)
         os._exit(0)
@@ -150,13 +177,13 @@ import Testing
     /// log says why.
     @Test func aChildHoldingAnotherConnectionOfTheGoneOwnerIsNotSignalled() throws {
         let daemon = try DaemonUnderTest(settings: Self.budget)
-        let markers = (0..<2).map { FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-heir-\($0)-\(UUID())").path }
+        let markers = (0..<2).map { Self.markerPath("heir-\($0)") }
         defer { for marker in markers { try? FileManager.default.removeItem(atPath: marker) } }
         let owner = try CommandResult.run("/usr/bin/python3", ["-c", Self.twoConnectionsTwoHeirs] + markers, environment: daemon.environment)
         #expect(owner.succeeded, "\(owner)")
         #expect(daemon.waitForLog(containing: "which of them holds the one meant cannot be told: none is signalled"), "\(daemon.log.suffix(2000))")
         Thread.sleep(forTimeInterval: 0.5)
-        #expect((try? String(contentsOfFile: markers[1], encoding: .utf8)) != "sigterm", "the holder of the other app's connection: \(daemon.log.suffix(2000))")
+        #expect(!Self.gotSigterm(markers[1]), "the holder of the other app's connection: \(daemon.log.suffix(2000))")
         #expect(daemon.stop() == .status(0))
     }
 
@@ -167,36 +194,19 @@ import Testing
     @Test func theBusDaemonIsNeverTakenForAnHeir() throws {
         let daemon = try DaemonUnderTest(settings: Self.budget)
         let script = """
-            import dbus, dbus.lowlevel, os, time
-            \(Self.pythonSockets)
-            before = sockets()
-            bus = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
-            own = sockets() - before
-            manager = dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
-                                     "org.bgtaskd.BackgroundTasks1.Manager")
-            manager.BeginBackgroundTask("handed-over")
-            manager.SetApplicationState("background")
-            reader = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
-            name = reader.get_unique_name()
+            \(Self.pythonHelpers)
+            bus, own = connect()
+            manager(bus).BeginBackgroundTask("handed-over")
+            manager(bus).SetApplicationState("background")
+            reader = dbus.bus.BusConnection(address)
             if os.fork() == 0:
                 # Holds the reader's connection and never reads it.
-                null = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):
-                    os.dup2(null, fd)
+                detach()
                 for fd in own:
                     os.close(fd)
                 time.sleep(10)
                 os._exit(0)
-            for _ in range(200):
-                message = dbus.lowlevel.MethodCallMessage(name, "/x", "x.y", "Fill")
-                message.append("x" * 60000, signature="s")
-                message.set_no_reply(True)
-                bus.send_message(message)
-            message = dbus.lowlevel.MethodCallMessage(name, "/x", "x.y", "Socket")
-            message.append(dbus.types.UnixFd(list(own)[0]), signature="h")
-            message.set_no_reply(True)
-            bus.send_message(message)
-            bus.flush()
+            park(bus, reader.get_unique_name(), list(own)[0])
             time.sleep(0.5)
             os._exit(0)
             """
@@ -216,57 +226,29 @@ import Testing
     /// and the child that overstayed was not signalled.
     @Test func aConnectionParkedWithTheBusDaemonDoesNotHideTheHeir() throws {
         let daemon = try DaemonUnderTest(settings: Self.budget)
-        let marker = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-heir-\(UUID())").path
+        let marker = Self.markerPath("heir")
         defer { try? FileManager.default.removeItem(atPath: marker) }
         let script = """
-            import dbus, dbus.lowlevel, os, signal, sys, time
-            \(Self.pythonSockets)
-            address = os.environ["DBUS_SESSION_BUS_ADDRESS"]
-            before = sockets()
-            first = dbus.bus.BusConnection(address)
-            first_fds = sockets() - before
-            second = dbus.bus.BusConnection(address)
-            second_fds = sockets() - before - first_fds
-            manager = dbus.Interface(first.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
-                                     "org.bgtaskd.BackgroundTasks1.Manager")
-            manager.BeginBackgroundTask("inherited")
-            manager.SetApplicationState("background")
-            opened = sockets()
-            third = dbus.bus.BusConnection(address)
-            third_fds = sockets() - opened
-            for _ in range(200):
-                message = dbus.lowlevel.MethodCallMessage(third.get_unique_name(), "/x", "x.y", "Fill")
-                message.append("x" * 60000, signature="s")
-                message.set_no_reply(True)
-                second.send_message(message)
-            message = dbus.lowlevel.MethodCallMessage(third.get_unique_name(), "/x", "x.y", "Park")
-            message.append(dbus.types.UnixFd(list(second_fds)[0]), signature="h")
-            message.set_no_reply(True)
-            second.send_message(message)
-            second.flush()
+            \(Self.pythonHelpers)
+            first, first_fds = connect()
+            second, second_fds = connect()
+            manager(first).BeginBackgroundTask("inherited")
+            manager(first).SetApplicationState("background")
+            third, third_fds = connect()
+            park(second, third.get_unique_name(), list(second_fds)[0])
             time.sleep(0.3)
             if os.fork() == 0:
-                null = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):
-                    os.dup2(null, fd)
+                detach()
                 for fd in sockets() - first_fds - third_fds:
                     os.close(fd)
-                def terminated(number, frame):
-                    with open(sys.argv[1], "w") as f:
-                        f.write("sigterm")
-                    os._exit(0)
-                signal.signal(signal.SIGTERM, terminated)
+                note_sigterm(sys.argv[1])
                 time.sleep(12)
                 os._exit(1)
             os._exit(0)
             """
         let owner = try CommandResult.run("/usr/bin/python3", ["-c", script, marker], environment: daemon.environment)
         #expect(owner.succeeded, "\(owner)")
-        let deadline = ContinuousClock.now + .seconds(10)
-        while (try? String(contentsOfFile: marker, encoding: .utf8)) != "sigterm", ContinuousClock.now < deadline {
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        #expect((try? String(contentsOfFile: marker, encoding: .utf8)) == "sigterm", "\(daemon.log.suffix(2000))")
+        #expect(Self.waitForSigterm(marker), "\(daemon.log.suffix(2000))")
         #expect(daemon.stop() == .status(0))
     }
 
@@ -277,18 +259,14 @@ import Testing
     /// owner, and is left alone.
     @Test func aProcessHandedTheOwnersSocketIsNoHeir() throws {
         let daemon = try DaemonUnderTest(settings: Self.budget)
-        let marker = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-victim-\(UUID())").path
+        let marker = Self.markerPath("victim")
         defer { for path in [marker, marker + ".name"] { try? FileManager.default.removeItem(atPath: path) } }
         let victim = try ChildProcess("/usr/bin/python3", ["-c", """
-            import dbus, os, signal, sys, time
-            bus = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
+            \(Self.pythonHelpers)
+            bus = dbus.bus.BusConnection(address)
             with open(sys.argv[1] + ".name", "w") as f:
                 f.write(bus.get_unique_name())
-            def terminated(number, frame):
-                with open(sys.argv[1], "w") as f:
-                    f.write("sigterm")
-                os._exit(0)
-            signal.signal(signal.SIGTERM, terminated)
+            note_sigterm(sys.argv[1])
             for _ in range(100):
                 bus.list_names()
                 time.sleep(0.1)
@@ -302,15 +280,10 @@ import Testing
         }
         let victimName = try #require(name, "the victim did not start")
         let attacker = """
-            import dbus, dbus.lowlevel, os, sys
-            \(Self.pythonSockets)
-            before = sockets()
-            bus = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
-            own = sockets() - before
-            manager = dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
-                                     "org.bgtaskd.BackgroundTasks1.Manager")
-            manager.BeginBackgroundTask("framed")
-            manager.SetApplicationState("background")
+            \(Self.pythonHelpers)
+            bus, own = connect()
+            manager(bus).BeginBackgroundTask("framed")
+            manager(bus).SetApplicationState("background")
             message = dbus.lowlevel.MethodCallMessage(sys.argv[1], "/x", "x.y", "Take")
             message.append(dbus.types.UnixFd(list(own)[0]), signature="h")
             message.set_no_reply(True)
@@ -322,7 +295,7 @@ import Testing
         #expect(owner.succeeded, "\(owner)")
         #expect(daemon.waitForLog(containing: "task expired"), "\(daemon.log.suffix(2000))")
         Thread.sleep(forTimeInterval: 3)
-        #expect((try? String(contentsOfFile: marker, encoding: .utf8)) != "sigterm", "\(daemon.log.suffix(2000))")
+        #expect(!Self.gotSigterm(marker), "\(daemon.log.suffix(2000))")
         #expect(victim.isRunning)
         #expect(!daemon.log.contains("which inherited it: signal"), "\(daemon.log.suffix(2000))")
         #expect(daemon.stop() == .status(0))
