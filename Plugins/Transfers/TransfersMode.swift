@@ -91,10 +91,11 @@ final class TransfersMode: ModePlugin {
     /// A schedule() is posted and not yet run.
     private var schedulePosted = false
     private var lastSequence: UInt64 = 0
-    /// Bytes done when each transfer's latest attempt started, and how many
-    /// attempts in a row moved none: what the backoff grows with (kept in
-    /// memory only: after a restart the backoff starts again).
-    private var attemptStart: [String: UInt64] = [:]
+    /// The most bytes an attempt of each transfer started from (what a
+    /// download could keep), and how many attempts failed since one started
+    /// further than any before: what the backoff grows with (kept in memory
+    /// only: after a restart the backoff starts again).
+    private var furthestStart: [String: UInt64] = [:]
     private var fruitlessAttempts: [String: Int] = [:]
     private var armedAt: UInt64?
     private var undo = UndoLog()
@@ -209,7 +210,7 @@ final class TransfersMode: ModePlugin {
     private func setRecord(_ id: String, _ record: TransferRecord?) {
         undo.set(id, to: record, in: &transfers) { [unowned self] in $0(&self.transfers) }
         if record == nil {
-            attemptStart[id] = nil
+            furthestStart[id] = nil
             fruitlessAttempts[id] = nil
         }
     }
@@ -717,7 +718,11 @@ final class TransfersMode: ModePlugin {
             record.validator = validator
             record.bytesDone = done
             record.bytesTotal = total
-            attemptStart[id] = done
+            // Progress is what the next attempt keeps: bytes an attempt moved
+            // and a later one started over from (an upload, a download that
+            // could not resume) or never reached (a server gone) are none.
+            if done > furthestStart[id, default: 0] { fruitlessAttempts[id] = nil }
+            furthestStart[id] = max(done, furthestStart[id, default: 0])
             if resumed { record.resumed = true }
             if restarted {
                 record.restarted = true
@@ -802,11 +807,11 @@ final class TransfersMode: ModePlugin {
     private func retry(_ record: TransferRecord, why: String, retryAfter: Double?) {
         var record = record
         record.attempts += 1
-        // The wait grows with the attempts in a row that moved nothing: a
-        // server that sends a part per request, or a link that drops every
-        // few minutes, is not a server that is down.
-        let moved = attemptStart[record.id].map { record.bytesDone > $0 } ?? false
-        let fruitless = moved ? 1 : fruitlessAttempts[record.id, default: 0] + 1
+        // The wait grows with the attempts since one resumed further than
+        // any before (see `received`): a server that sends a part per
+        // request is not a server that is down, but one that fails every
+        // upload, or drops every download it cannot resume, is.
+        let fruitless = fruitlessAttempts[record.id, default: 0] + 1
         fruitlessAttempts[record.id] = fruitless
         let delay = TransferBackoff.delay(afterAttempt: fruitless, retryAfter: retryAfter)
         record.state = .waiting
@@ -854,7 +859,7 @@ final class TransfersMode: ModePlugin {
     private func finish(_ record: TransferRecord, result: TransfersInterface.Result, error: String?, deliver wake: Bool = true) {
         respite.forget(record.id)
         fruitlessAttempts[record.id] = nil
-        attemptStart[record.id] = nil
+        furthestStart[record.id] = nil
         var record = record
         record.state = .finished
         record.result = result.rawValue

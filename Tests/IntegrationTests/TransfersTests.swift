@@ -247,6 +247,48 @@ import Testing
         #expect(daemon.waitForLog(containing: "transfer \(down) failed (the server answered 503); attempt 3 in 2.0 s"), "\(daemon.log.suffix(2000))")
     }
 
+    /// Bytes an attempt moved that the next cannot keep are no progress: an
+    /// upload a server fails with 500 after reading it, and a download cut
+    /// short on a server that cannot resume, were sent again every second
+    /// for the whole resource timeout.
+    @Test func attemptsWhoseBytesAreNotKeptBackOff() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let source = cache(daemon) + "/up.bin"
+        try Data(repeating: 0x55, count: 300_000).write(to: URL(fileURLWithPath: source))
+        let upload = try start(client, "StartUpload", url: server.url("/upload/x?status=500"), path: source)
+        let restarting = try start(client, url: server.url("/blob/8000?cut=1000&norange=1"), path: cache(daemon) + "/again.bin")
+        for id in [upload, restarting] {
+            #expect(waitForLine(daemon, "transfer \(id) failed", "; attempt 3 in 2.0 s"), "\(daemon.log.suffix(3000))")
+        }
+    }
+
+    /// A download that got bytes and then lost its server was retried every
+    /// second: the failed attempts, which never reached the server, counted
+    /// the first one's bytes as theirs.
+    @Test func aDownloadWhoseServerGoesAwayBacksOff() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let id = try start(client, url: server.url("/blob/400000?rate=40000"), path: cache(daemon) + "/gone.bin")
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try server.bytesSent() < 20_000, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        server.stop()
+        #expect(waitForLine(daemon, "transfer \(id) failed", "; attempt 3 in 2.0 s"), "\(daemon.log.suffix(3000))")
+        #expect(waitForLine(daemon, "transfer \(id) failed", "; attempt 4 in 4.0 s"), "\(daemon.log.suffix(3000))")
+    }
+
+    /// Whether a line of the daemon's log holds each of `parts`, within 30 s.
+    private func waitForLine(_ daemon: DaemonUnderTest, _ parts: String...) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(30)
+        repeat {
+            if daemon.log.split(separator: "\n").contains(where: { line in parts.allSatisfy { line.contains($0) } }) { return true }
+            Thread.sleep(forTimeInterval: 0.1)
+        } while ContinuousClock.now < deadline
+        return false
+    }
+
     @Test func badRequestsAreRefusedAndSayWhy() throws {
         let server = try TransferServer()
         let daemon = try daemon()
