@@ -101,7 +101,10 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         }
         done = have
         flushedTo = have
-        report(.started(id: job.id, status: status, validator: HTTPTransferRunner.validator(of: head.headers), done: have, total: total,
+        // A 206 that names no validator continues the bytes of the one they came under (checked above when it names one).
+        let named = HTTPTransferRunner.validator(of: head.headers)
+        let validator = status == 206 && have > 0 ? named ?? job.validator : named
+        report(.started(id: job.id, status: status, validator: validator, done: have, total: total,
                         resumed: have > 0, restarted: restarted))
     }
 

@@ -289,6 +289,20 @@ import Testing
         return false
     }
 
+    /// A 206 that names no validator continues the bytes of the one named
+    /// before: the next attempt after it resumes rather than start over.
+    @Test func aResumeWhoseAnswerNamesNoValidatorKeepsTheOldOne() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let client = try app(daemon)
+        let path = "/blob/8000?cut=1000&bare206=1"
+        let id = try start(client, url: server.url(path), path: cache(daemon) + "/bare.bin")
+        let done = try #require(try waitForFinished(client, id), "\(daemon.log)")
+        #expect(done.result == "success", "\(done.info)")
+        #expect(TransferServer.isBlob(cache(daemon) + "/bare.bin", size: 8000))
+        #expect(try server.ranges(of: path) == [nil] + (1...7).map { "bytes=\($0 * 1000)-" })
+    }
+
     @Test func badRequestsAreRefusedAndSayWhy() throws {
         let server = try TransferServer()
         let daemon = try daemon()

@@ -45,6 +45,8 @@ GET|HEAD /blob/<size>[?query]
                  N bytes of the blob from the start of its range, fewer or more
                  than the range holds, then closes the connection: a body
                  delimited by the close, which looks whole
+      bare206=1  206 answers carry neither ETag nor Last-Modified (the
+                 validator only on full answers, against RFC 7233)
       status=C   always answer status C (200..599) with a short text body
                  (none for 204 and 304); with claim=N, a 204 or 304 also
                  carries Content-Length: N, which it must not
@@ -416,6 +418,8 @@ class Handler(BaseHTTPRequestHandler):
             start, end = partial
             length, code = end - start + 1, 206
             headers.append(('Content-Range', f'bytes {start}-{end}/{size}'))
+        if code == 206 and query.get('bare206', '0') != '0':
+            headers = [header for header in headers if header[0] not in ('ETag', 'Last-Modified')]
         close_after = False
         if (code == 206 and self.command == 'GET' and (span_bytes or claimed_total or claimed_end or body is not None)
                 and STATE.take_once(self.path, 'lie')):
