@@ -428,7 +428,7 @@ final class LocationMode: ModePlugin {
         // while it is learnt again, and repeat notify_on_start's event.
         if monitor.region(key) == region { return try call.reply() }
         if monitor.region(key) == nil, monitor.count(of: app) >= maxRegions {
-            throw ModeError(.limitExceeded, "\(app) monitors \(maxRegions) regions already (Location.MaxRegionsPerApp)")
+            throw ModeError(.limitExceeded, "\(app) monitors \(monitor.count(of: app)) regions already, the most Location.MaxRegionsPerApp (\(maxRegions)) allows")
         }
         replaceRegion(key, with: region)
         try saveRegion(key)

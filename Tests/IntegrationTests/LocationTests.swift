@@ -152,6 +152,36 @@ import Testing
 
     /// Outside, then inside: one `enter`; then outside: one `exit`; staying
     /// there, or coming back to where it was, sends nothing more.
+    /// The refusal said the app monitored as many regions as the limit
+    /// allows: after the limit was lowered, not what it monitors.
+    @Test func theRegionLimitRefusalSaysHowManyTheAppMonitors() throws {
+        let first = try daemon()
+        let client = try app(first)
+        for index in 0..<7 {
+            try client.call("Location", "StartMonitoringRegion") {
+                try $0.append("r\(index)")
+                try $0.append(48.0)
+                try $0.append(2.0)
+                try $0.append(300.0)
+            }
+        }
+        first.stop()
+        let daemon = try DaemonUnderTest(settings: Self.quick + ["Location.MaxRegionsPerApp=2"], stateDirectory: first.stateDirectory, home: first.home)
+        let again = try app(daemon)
+        do {
+            try again.call("Location", "StartMonitoringRegion") {
+                try $0.append("r7")
+                try $0.append(48.0)
+                try $0.append(2.0)
+                try $0.append(300.0)
+            }
+            Issue.record("an eighth region was taken")
+        } catch let error as BusError {
+            #expect(error.name == Self.prefix + "LimitExceeded")
+            #expect(error.message == "\(Self.app) monitors 7 regions already, the most Location.MaxRegionsPerApp (2) allows", "\(error)")
+        }
+    }
+
     @Test func aRunningAppGetsEnterThenExitOnce() throws {
         let daemon = try daemon()
         let client = try app(daemon)
