@@ -251,6 +251,38 @@ import Testing
         #expect(DanglingLink.problem(with: directory.path("fine")) == nil)
     }
 
+    /// A configuration file of gigabytes (a wrong --config, a sparse file)
+    /// was read whole into memory before it was refused: 850 MB and 35 s for
+    /// 200 MB. It is refused by its size, and a FIFO or device is not read.
+    @Test func aFileTooLargeOrNotRegularIsRefusedUnread() throws {
+        let directory = try TemporaryDirectory()
+        let huge = directory.path("huge.conf")
+        #expect(FileManager.default.createFile(atPath: huge, contents: nil))
+        #expect(truncate(huge, 2 << 30) == 0)
+        let fifo = directory.path("fifo.conf")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        func failure(_ path: String) -> Configuration.ParseError? {
+            #expect(throws: Configuration.ParseError.self) {
+                try Configuration.load(
+                    configFiles: [path], overrides: [],
+                    environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
+            }
+        }
+        let started = ContinuousClock.now
+        #expect(failure(huge)?.reason == "is \(2 << 30) bytes, more than a configuration file may be (\(Configuration.maximumFileSize))")
+        #expect(ContinuousClock.now - started < .seconds(5), "refused without reading it")
+        #expect(failure(fifo)?.reason == "is not a regular file")
+        #expect(failure("/dev/null")?.reason == "is not a regular file")
+        // A byte order mark is not part of the text; bytes that are not UTF-8 are refused.
+        try directory.write("bom.conf", "\u{FEFF}[Tasks]\nBudgetSec=12\n")
+        let configuration = try Configuration.load(
+            configFiles: [directory.path("bom.conf")], overrides: [],
+            environment: ["XDG_CONFIG_HOME": directory.path("xdg"), "HOME": directory.path("home")])
+        #expect(configuration.taskBudgetSec == 12)
+        #expect(FileManager.default.createFile(atPath: directory.path("latin1.conf"), contents: Data([0x5B, 0xE9, 0x5D, 0x0A])))
+        #expect(failure(directory.path("latin1.conf"))?.reason == "is not UTF-8 text")
+    }
+
     @Test func errorInConfigFileStopsLoadingWithItsLine() throws {
         let directory = try TemporaryDirectory()
         try directory.write("bad.conf", "[Tasks]\nBudgetSec=30\n\n[Scheduler]\nChunkSec=-5\n")

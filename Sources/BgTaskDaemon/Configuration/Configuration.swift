@@ -54,6 +54,11 @@ public struct Configuration: Sendable {
     /// be all freezing, and overlap the apps it is meant to keep apart.
     public static let minimumChunkSec = 0.1
 
+    /// The largest configuration file read: a few keys take a few hundred
+    /// bytes, and a larger file (a wrong path, a log) is refused at once
+    /// rather than read whole into memory.
+    public static let maximumFileSize = 1 << 20
+
     private static func integer(
         _ name: String, _ path: any WritableKeyPath<Configuration, Int> & Sendable, minimum: Int, maximum: Int,
         _ summary: String
@@ -219,10 +224,19 @@ public struct Configuration: Sendable {
             if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
                 throw ParseError(origin: Origin(file: path), key: nil, reason: "is a directory, not a file")
             }
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw ParseError(origin: Origin(file: path), key: nil, reason: "cannot be read")
+            let data: [UInt8]
+            switch RegularFileText.bytes(path, limit: Self.maximumFileSize, beyond: .refuse) {
+            case .read(let bytes): data = bytes
+            case .notRegular: throw ParseError(origin: Origin(file: path), key: nil, reason: "is not a regular file")
+            case .tooLarge(let size):
+                throw ParseError(origin: Origin(file: path), key: nil,
+                                 reason: "is \(size) bytes, more than a configuration file may be (\(Self.maximumFileSize))")
+            case .failed(let code):
+                throw ParseError(origin: Origin(file: path), key: nil, reason: "cannot be read: \(String(cString: strerror(code)))")
             }
-            guard let text = String(data: data, encoding: .utf8) else {
+            // A byte order mark, as some editors write, is not part of the text.
+            let body = data.starts(with: [0xEF, 0xBB, 0xBF]) ? data.dropFirst(3) : data[...]
+            guard let text = String(validating: body, as: UTF8.self) else {
                 throw ParseError(origin: Origin(file: path), key: nil, reason: "is not UTF-8 text")
             }
             try configuration.apply(iniText: text, file: path)
