@@ -35,9 +35,9 @@ struct LocationRegionsCommand: ClientCommand {
         var regions: [[String: BusValueJSON]]
     }
 
+    func validate() throws { try EmptyArgument.refuse(app, as: "APP", leaveOut: "list the regions of all apps") }
+
     func run(with client: DaemonClient) throws {
-        // "" asks for every app's regions, as leaving APP out does.
-        let app = app.flatMap { $0.isEmpty ? nil : $0 }
         let uniqueName = try client.daemonUniqueName()
         let reply: Message
         do {

@@ -140,6 +140,7 @@ struct PushCommand: ClientCommand {
     /// The payload to send and its kind.
     private func built() throws -> (json: String, kind: String) {
         if let payload {
+            guard !payload.isEmpty else { throw ValidationError("--payload is empty: give a JSON object, such as '{\"aps\":{\"content-available\":1}}'") }
             guard PushPayload.isJSON(payload) else { throw ValidationError("--payload is not valid JSON: \(payload)") }
             return (payload, Self.kind(of: payload))
         }

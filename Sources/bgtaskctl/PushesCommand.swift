@@ -43,6 +43,8 @@ struct PushesCommand: ClientCommand {
         var pushes: [[String: BusValueJSON]]
     }
 
+    func validate() throws { try EmptyArgument.refuse(app, as: "APP", leaveOut: "list the pushes of all apps") }
+
     func run(with client: DaemonClient) throws {
         // "" asks for every app's pushes, as leaving APP out does.
         let app = app.flatMap { $0.isEmpty ? nil : $0 }

@@ -41,9 +41,7 @@ struct RefreshCommand: ParsableCommand {
     /// An APP given but empty is refused: `refresh disable "$APP"` with APP
     /// unset must not turn refresh off for every app.
     static func validate(app: String?) throws {
-        if app?.isEmpty == true {
-            throw ValidationError("APP is empty; leave it out to change the switch of all apps")
-        }
+        try EmptyArgument.refuse(app, as: "APP", leaveOut: "change the switch of all apps")
     }
 
     static func setEnabled(_ enabled: Bool, app: String?, client: DaemonClient, json: Bool) throws {

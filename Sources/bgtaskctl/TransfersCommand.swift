@@ -34,6 +34,8 @@ struct TransfersCommand: ClientCommand {
         var transfers: [[String: BusValueJSON]]
     }
 
+    func validate() throws { try EmptyArgument.refuse(session, as: "SESSION", leaveOut: "list every transfer") }
+
     func run(with client: DaemonClient) throws {
         let uniqueName = try client.daemonUniqueName()
         let reply: Message

@@ -298,6 +298,13 @@ import Testing
             let refused = try daemon.bgtaskctl(["refresh", verb, ""])
             #expect(refused.exit == .status(64) && refused.standardError.contains("APP is empty"), "\(refused)")
         }
+        // Listings refuse it too rather than list every app's, and an empty payload says what it wants.
+        for (arguments, name) in [(["pushes", ""], "APP"), (["location", "regions", ""], "APP"), (["transfers", ""], "SESSION")] {
+            let refused = try daemon.bgtaskctl(arguments)
+            #expect(refused.exit == .status(64) && refused.standardError.contains("\(name) is empty; leave it out to list"), "\(refused)")
+        }
+        let payload = try daemon.bgtaskctl(["push", "org.example.News", "-P", ""])
+        #expect(payload.exit == .status(64) && payload.standardError.contains("--payload is empty: give a JSON object"), "\(payload)")
         let status = try daemon.bgtaskctl(["refresh", "status"])
         #expect(status.succeeded && !status.standardOutput.contains("denied"), "\(status)")
         let global = try daemon.bgtaskctl(["refresh", "disable"])
