@@ -44,6 +44,16 @@ import Testing
         #expect(folder.standardError.contains("\(directory.path): is a directory, not a file"), "\(folder)")
     }
 
+    /// A state directory that is a file said "File exists".
+    @Test func aStateDirectoryThatIsAFileSaysSo() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-\(UUID().uuidString)").path
+        try "not a directory\n".write(toFile: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let result = try runDaemon(["--bus", "unix:path=/nonexistent", "--state-dir", file])
+        #expect(result.exit == .status(73), "\(result)")
+        #expect(result.standardError.contains("cannot use the state directory \(file): it is a file, not a directory"), "\(result)")
+    }
+
     /// A socket that takes connections and never answers them (a bus that
     /// hangs): bgtaskd waited 90 s, then said "Transport endpoint is not
     /// connected" (found by an outside test). It gives up after 25 s and says why.

@@ -143,6 +143,11 @@ public struct DaemonCommand: ParsableCommand {
             logger.critical("cannot use the state directory \(stateDirectory): \(problem)")
             throw ExitCode(73)  // EX_CANTCREAT
         }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: stateDirectory, isDirectory: &isDirectory), !isDirectory.boolValue {
+            logger.critical("cannot use the state directory \(stateDirectory): it is a file, not a directory")
+            throw ExitCode(73)  // EX_CANTCREAT
+        }
         do {
             try FileManager.default.createDirectory(
                 atPath: stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
