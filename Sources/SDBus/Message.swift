@@ -65,6 +65,18 @@ public final class Message {
 
     public var expectsReply: Bool { sd_bus_message_get_expect_reply(handle) > 0 }
 
+    /// Whether this message is a reply (or error) to `call`: it goes to the
+    /// call's sender and its reply cookie is the call's cookie (cookies are
+    /// counted per sender, so both are needed).
+    public func answers(_ call: Message) -> Bool {
+        var cookie: UInt64 = 0, replyCookie: UInt64 = 0
+        guard sd_bus_message_get_cookie(call.handle, &cookie) >= 0, sd_bus_message_get_reply_cookie(handle, &replyCookie) >= 0,
+              cookie == replyCookie else { return false }
+        let sender = sd_bus_message_get_sender(call.handle), destination = sd_bus_message_get_destination(handle)
+        guard let sender, let destination else { return sender == nil && destination == nil }
+        return strcmp(sender, destination) == 0
+    }
+
     /// Sets the destination (unicast signals go to one connection only); a
     /// C string, passed on as it is (Swift strings convert at the call).
     public func setDestination(_ name: UnsafePointer<CChar>) throws(BusError) {

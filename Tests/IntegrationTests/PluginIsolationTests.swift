@@ -258,7 +258,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: fixtures) }
         let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures])
         #expect(try daemon.property("Plugins") == #"a(ssu) 1 "alpha" "1.0.0" 1"#)
-        #expect(daemon.waitForLog(containing: "libbgtaskd-mode-beta.so: start failed: cannot export org.bgtaskd.BackgroundTasks1.Demo: the interface org.bgtaskd.BackgroundTasks1.Demo is exported already"), "\(daemon.log)")
+        #expect(daemon.waitForLog(containing: "libbgtaskd-mode-beta.so: start failed: cannot export org.bgtaskd.BackgroundTasks1.Demo: the interface org.bgtaskd.BackgroundTasks1.Demo is exported at /org/bgtaskd/BackgroundTasks1 already"), "\(daemon.log)")
         #expect(daemon.waitForLog(containing: "libbgtaskd-mode-gamma.so: start failed: cannot export org.bgtaskd.BackgroundTasks1.Manager: the interface org.bgtaskd.BackgroundTasks1.Manager is the daemon's own"), "\(daemon.log)")
         let manager = try daemon.busctl(["introspect", "org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1", "org.bgtaskd.BackgroundTasks1.Manager"])
         #expect(manager.succeeded && !manager.standardOutput.contains(".Ping"), "\(manager)")
@@ -283,6 +283,104 @@ import Testing
         let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures + ":" + buildDirectory])
         #expect(try daemon.property("Plugins") == #"a(ssu) 4 "fetch" "1.0.0" 1 "location" "1.0.0" 1 "remote-notification" "1.0.0" 1 "transfer" "1.0.0" 1"#)
         #expect(daemon.waitForLog(containing: "libbgtaskd-mode-aaa.so: start failed: cannot export org.bgtaskd.BackgroundTasks1.Fetch: the interface belongs to the fetch mode"), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
+    /// Found by an outside review with plugins of its own: a plugin could
+    /// send the daemon's and other modes' signals (those of an export that
+    /// was refused counted as declared, and so did those of one at another
+    /// path, which went out from the daemon's path); end another plugin's
+    /// subscription; trap the daemon with an interface of members and no
+    /// array; and have a stock mode's interface at another path.
+    @Test func aPluginCannotSpeakForTheDaemonOrOtherPlugins() throws {
+        let listener = PluginFixture.source(name: "aaa", start: """
+            extern void heard(void *userdata, bgt_message *signal);
+            uint64_t id = 0;
+            if (api->signal_subscribe(host, BGT_BUS_USER, "org.freedesktop.DBus", NULL, NULL, "NameOwnerChanged", NULL, heard, NULL, &id) < 0 || id != 1) return -1;
+            """, declarations: "void heard(void *userdata, bgt_message *signal) { (void) userdata; (void) signal; }")
+        let evil = PluginFixture.source(name: "evil", start: """
+            extern int results[5];
+            static const bgt_member expired[] = { { .kind = BGT_MEMBER_SIGNAL, .name = "TaskExpired", .in_signature = "u", .in_names = "task_id" } };
+            static const bgt_interface manager = { .name = "org.bgtaskd.BackgroundTasks1.Manager", .members = expired, .n_members = 1 };
+            static const bgt_member forged[] = { { .kind = BGT_MEMBER_SIGNAL, .name = "PerformFetch", .in_signature = "s", .in_names = "token" } };
+            static const bgt_interface fetch = { .name = "org.bgtaskd.BackgroundTasks1.Fetch", .members = forged, .n_members = 1 };
+            static const bgt_member odd[] = { { .kind = BGT_MEMBER_SIGNAL, .name = "Odd", .in_signature = "s", .in_names = "what" } };
+            static const bgt_interface elsewhere = { .name = "org.example.Elsewhere1", .members = odd, .n_members = 1 };
+            static const bgt_interface hollow = { .name = "org.example.Hollow1", .members = NULL, .n_members = 3 };
+            static const bgt_member go[] = {
+                { .kind = BGT_MEMBER_METHOD, .name = "Go", .in_signature = "", .in_names = "", .out_signature = "a(si)", .out_names = "results" },
+                { .kind = BGT_MEMBER_METHOD, .name = "Hold", .in_signature = "", .in_names = "", .out_signature = "i", .out_names = "value" },
+                { .kind = BGT_MEMBER_METHOD, .name = "Cross", .in_signature = "", .in_names = "", .out_signature = "i", .out_names = "value" },
+            };
+            static const bgt_interface mine = { .name = "org.example.Evil1", .members = go, .n_members = 3 };
+            results[0] = api->export_interface(host, &manager);
+            results[1] = api->export_interface_at(host, "/x", &fetch);
+            results[2] = api->export_interface_at(host, "/y", &elsewhere);
+            results[3] = api->export_interface(host, &hollow);
+            results[4] = api->signal_unsubscribe(host, 1);
+            if (api->export_interface(host, &mine) < 0) return -1;
+            """, call: """
+            extern int results[5];
+            extern bgt_call *held;
+            if (strcmp(member, "Hold") == 0) { api->call_retain(call); held = call; api->log(host, BGT_LOG_INFO, "holding a call"); return; }
+            bgt_message *reply = api->reply_new(call);
+            if (strcmp(member, "Cross") == 0) {
+                /* The held call's reply, sent for this call; then each its own. */
+                bgt_message *other = api->reply_new(held);
+                int32_t value = 42;
+                api->message_append(other, 'i', &value);
+                int32_t crossed = api->reply_send(call, other);
+                api->message_append(reply, 'i', &crossed);
+                api->reply_send(call, reply);
+                bgt_message *own = api->reply_new(held);
+                value = 7;
+                api->message_append(own, 'i', &value);
+                api->reply_send(held, own);
+                api->call_release(held);
+                return;
+            }
+            const char *to = api->call_caller(call)->connection;
+            bgt_message *a = api->signal_new(host, "org.bgtaskd.BackgroundTasks1.Manager", "TaskExpired");
+            uint32_t task = 7;
+            api->message_append(a, 'u', &task);
+            int sentExpired = api->signal_send(host, a, to);
+            bgt_message *b = api->signal_new(host, "org.bgtaskd.BackgroundTasks1.Fetch", "PerformFetch");
+            api->message_append(b, 's', "forged");
+            int sentFetch = api->signal_send(host, b, to);
+            bgt_message *c = api->signal_new(host, "org.example.Elsewhere1", "Odd");
+            api->message_append(c, 's', "odd");
+            int sentOdd = api->signal_send(host, c, to);
+            const char *names[] = { "export Manager", "export Fetch at /x", "export signals at /y", "export no members", "unsubscribe another one", "send TaskExpired", "send PerformFetch", "send Odd" };
+            int values[] = { results[0], results[1], results[2], results[3], results[4], sentExpired, sentFetch, sentOdd };
+            api->message_open(reply, 'a', "(si)");
+            for (int i = 0; i < 8; i++) {
+                api->message_open(reply, 'r', "si");
+                api->message_append(reply, 's', names[i]);
+                int32_t value = values[i];
+                api->message_append(reply, 'i', &value);
+                api->message_close(reply);
+            }
+            api->message_close(reply);
+            api->reply_send(call, reply);
+            """, declarations: "int results[5]; bgt_call *held;")
+        let fixtures = try PluginFixture.directory([("libbgtaskd-mode-aaa.so", listener), ("libbgtaskd-mode-evil.so", evil)])
+        defer { try? FileManager.default.removeItem(atPath: fixtures) }
+        let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures])
+        #expect(try daemon.property("Plugins") == #"a(ssu) 2 "aaa" "1.0.0" 1 "evil" "1.0.0" 1"#, "\(daemon.log)")
+        let go = try daemon.busctl(["call", "org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1", "org.example.Evil1", "Go"])
+        let invalid = "-\(EINVAL)"
+        #expect(go.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == """
+            a(si) 8 "export Manager" \(invalid) "export Fetch at /x" \(invalid) "export signals at /y" \(invalid) "export no members" \(invalid) \
+            "unsubscribe another one" -\(ENOENT) "send TaskExpired" \(invalid) "send PerformFetch" \(invalid) "send Odd" \(invalid)
+            """, "\(go)\n\(daemon.log.suffix(3000))")
+        // A reply made for one call and sent for another is refused: each caller gets its own.
+        let hold = try ChildProcess("/usr/bin/busctl", ["--user", "call", "org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1", "org.example.Evil1", "Hold"],
+                                    environment: daemon.environment)
+        #expect(daemon.waitForLog(containing: "holding a call"), "\(daemon.log.suffix(2000))")
+        let cross = try daemon.busctl(["call", "org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1", "org.example.Evil1", "Cross"])
+        #expect(cross.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == "i \(invalid)", "\(cross)\n\(daemon.log.suffix(3000))")
+        #expect(hold.waitForExit() == .status(0))
+        #expect(hold.lines.contains("i 7") && !hold.lines.contains("i 42"), "\(hold.lines)")
         #expect(daemon.stop() == .status(0))
     }
 

@@ -147,6 +147,9 @@ final class LoadedPlugin {
         let interfaceName = String(cString: namePointer)
         var methods: [BusMethod] = []
         var signals: [BusSignal] = []
+        guard interface.n_members == 0 || interface.members != nil else {
+            throw PluginError("\(interfaceName) has \(interface.n_members) members and no array of them")
+        }
         for index in 0..<interface.n_members {
             let member = interface.members[index]
             guard let memberNamePointer = member.name else { throw PluginError("member without a name in \(interfaceName)") }
@@ -161,22 +164,29 @@ final class LoadedPlugin {
                 })
             case UInt32(BGT_MEMBER_SIGNAL):
                 signals.append(BusSignal(memberName, inputs))
-                declaredSignals.append((strdup(interfaceName)!, strdup(memberName)!, strdup(inputs.map(\.signature).joined())!))
             default:
                 throw PluginError("member \(memberName) of \(interfaceName) is neither a method nor a signal")
             }
         }
         let busInterface = BusInterface(name: interfaceName, methods: methods, signals: signals)
-        // A stock mode's interface is that mode's, whichever plugin starts first.
-        if path == BgTaskNames.objectPath,
-           let mode = BgTaskMode.allCases.first(where: { "\(BgTaskNames.busName).\($0.configSection)" == interfaceName }),
+        // A stock mode's interface is that mode's, whichever plugin starts first, at any path.
+        if let mode = BgTaskMode.allCases.first(where: { "\(BgTaskNames.busName).\($0.configSection)" == interfaceName }),
            mode.rawValue != name {
             throw PluginError("cannot export \(interfaceName): the interface belongs to the \(mode.rawValue) mode")
+        }
+        // Signals go out from the daemon's object (see signal_new): declared
+        // elsewhere they would be sent from where they were not declared.
+        if path != BgTaskNames.objectPath, !signals.isEmpty {
+            throw PluginError("cannot export \(interfaceName) at \(path): signals are sent from \(BgTaskNames.objectPath) only, so only interfaces exported there may declare them")
         }
         do {
             try services.export(busInterface, at: path, by: self)
         } catch {
             throw PluginError("cannot export \(interfaceName): \(error.message)")
+        }
+        // Only an interface that was exported may send its signals.
+        for signal in signals {
+            declaredSignals.append((strdup(interfaceName)!, strdup(signal.name)!, strdup(signal.arguments.map(\.signature).joined())!))
         }
         interfaces.append(busInterface)
     }

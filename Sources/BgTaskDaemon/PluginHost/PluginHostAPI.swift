@@ -155,6 +155,10 @@ enum PluginHostAPI {
         }
         api.reply_send = { call, reply in
             guard let call = PluginCallInFlight.from(call), let reply = PluginHostAPI.take(reply) else { return -EINVAL }
+            // A reply made for another call would answer that call's caller, and leave this one's waiting.
+            guard reply.answers(call.message) else {
+                return call.host?.fail(EINVAL, "a reply sent for a call it was not made for") ?? -EINVAL
+            }
             guard call.markReplied() else { return -EALREADY }
             guard call.message.expectsReply else { return 0 }
             // A reply a write to which failed would cut the daemon off the bus: the caller gets Failed.
@@ -393,7 +397,7 @@ enum PluginHostAPI {
         }
         api.signal_unsubscribe = { handle, id in
             let host = PluginHostAPI.host(handle)
-            return host.services.unsubscribe(id) ? 0 : host.fail(ENOENT, "no subscription \(id)")
+            return host.services.unsubscribe(id, of: host) ? 0 : host.fail(ENOENT, "no subscription \(id)")
         }
         return api
     }

@@ -105,13 +105,13 @@ final class PluginServices {
         if interface.name.hasPrefix("org.freedesktop.DBus.") {
             throw BusError.invalidArgs("the interface name \(interface.name) belongs to D-Bus itself")
         }
-        if path == BgTaskNames.objectPath {
-            if interface.name == BgTaskNames.manager {
-                throw BusError.invalidArgs("the interface \(interface.name) is the daemon's own")
-            }
-            if interfaces.contains(where: { $0.name == interface.name }) {
-                throw BusError.invalidArgs("the interface \(interface.name) is exported already")
-            }
+        if interface.name == BgTaskNames.manager {
+            throw BusError.invalidArgs("the interface \(interface.name) is the daemon's own")
+        }
+        // At any path: sd-bus merges there too, into the plugin that came first.
+        if exportsBy.values.contains(where: { $0.contains { $0.interface == interface.name && $0.path == path } })
+            || (path == BgTaskNames.objectPath && interfaces.contains(where: { $0.name == interface.name })) {
+            throw BusError.invalidArgs("the interface \(interface.name) is exported at \(path) already")
         }
         let object = try bus.map { (bus) throws(BusError) in try bus.export(interface, at: path) }
         if let object { objects.append(object) }
@@ -236,7 +236,11 @@ final class PluginServices {
     }
 
     /// Ends a subscription; false for an unknown id.
-    func unsubscribe(_ id: UInt64) -> Bool { subscriptions.removeValue(forKey: id) != nil }
+    /// Ends subscription `id` of `host`; another plugin's is not its to end.
+    func unsubscribe(_ id: UInt64, of host: LoadedPlugin) -> Bool {
+        guard subscriptions[id]?.host === host else { return false }
+        return subscriptions.removeValue(forKey: id) != nil
+    }
 
     /// Ends every subscription of a plugin that stops.
     func unsubscribeAll(of host: LoadedPlugin) {

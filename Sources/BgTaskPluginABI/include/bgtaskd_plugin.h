@@ -250,7 +250,10 @@ typedef struct bgt_host_api {
      * unknown. Since 1.3, a key the plugin declared always has a value. */
     const char *(*config)(bgt_host *host, const char *key);
 
-    /* D-Bus: export an interface on /org/bgtaskd/BackgroundTasks1 (call from start()). */
+    /* D-Bus: export an interface on /org/bgtaskd/BackgroundTasks1 (call from start()).
+     * -EINVAL for the daemon's own interface, a stock mode's (unless the
+     * plugin is that mode), one exported at that path already, and members
+     * without an array. Only an exported interface's signals may be sent. */
     int (*export_interface)(bgt_host *host, const bgt_interface *interface);
     /* A new signal of one of the plugin's interfaces; write its body, then send it. */
     bgt_message *(*signal_new)(bgt_host *host, const char *interface, const char *member);
@@ -293,7 +296,9 @@ typedef struct bgt_host_api {
     const bgt_caller *(*call_caller)(bgt_call *call);
     bgt_message *(*reply_new)(bgt_call *call);
     /* -EINVAL when the reply's arguments are not the method's declared out
-     * signature: the caller then gets org.freedesktop.DBus.Error.Failed. */
+     * signature: the caller then gets org.freedesktop.DBus.Error.Failed.
+     * -EINVAL too, and the call still unanswered, for a reply made by
+     * reply_new() for another call. */
     int (*reply_send)(bgt_call *call, bgt_message *reply);
     /* error_name: a full D-Bus error name ("org.bgtaskd.BackgroundTasks1.Error.NoSuchToken",
      * "org.freedesktop.DBus.Error.InvalidArgs"). -EINVAL for a malformed
@@ -393,13 +398,16 @@ typedef struct bgt_host_api {
     int (*signal_subscribe)(bgt_host *host, uint32_t bus, const char *sender, const char *path,
                             const char *interface, const char *member, const char *arg0, bgt_signal_fn fn,
                             void *userdata, uint64_t *id_out);
-    /* 1.4: ends a subscription; fn is not called again. -ENOENT for an unknown id. */
+    /* 1.4: ends a subscription; fn is not called again. -ENOENT for an
+     * unknown id, and for another plugin's. */
     int (*signal_unsubscribe)(bgt_host *host, uint64_t id);
 
     /* 1.6: export_interface on another object path of the daemon's bus, for
      * protocols that fix the path (UnifiedPush calls its connectors at
      * /org/unifiedpush/Connector). Calls reach handle_call as any other;
-     * the caller is whoever called, not necessarily an app. Call from start(). */
+     * the caller is whoever called, not necessarily an app. Call from start().
+     * Such an interface declares no signals (-EINVAL): signals go out from
+     * /org/bgtaskd/BackgroundTasks1 only. */
     int (*export_interface_at)(bgt_host *host, const char *path, const bgt_interface *interface);
 
     /* 1.7: the one function a plugin may call from any thread. Runs
