@@ -237,6 +237,22 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A key's help and unit went to `bgtaskd --help` as the plugin wrote
+    /// them: a line break and escape sequences forged a key and colours.
+    @Test func aPluginsKeyHelpIsShownEscaped() throws {
+        let forger = PluginFixture.source(name: "forger", declarations: #"""
+            static const bgt_config_key keys[] = {
+                { .name = "Forger.Size", .type = BGT_CONFIG_NUMBER, .minimum = 0, .maximum = 10, .default_value = "1",
+                  .unit = "s\x1b[0m", .help = "fine\n  Tasks.BudgetSec=999999  forged\x1b[31m" },
+            };
+            """#, descriptorFields: ".config_keys = keys, .n_config_keys = 1,")
+        let fixtures = try PluginFixture.directory([("libbgtaskd-mode-forger.so", forger)])
+        defer { try? FileManager.default.removeItem(atPath: fixtures) }
+        let help = try CommandResult.run(BinaryLocator.path(of: "bgtaskd"), ["--plugin-dir", fixtures, "--help"], timeout: .seconds(20))
+        #expect(help.succeeded && help.standardOutput.contains("Forger.Size"), "\(help)")
+        #expect(!help.standardOutput.contains("\u{1B}") && !help.standardOutput.contains("\n  Tasks.BudgetSec=999999"), "\(help)")
+    }
+
     /// A plugin may not export the daemon's own interface, nor one another
     /// plugin exports already: sd-bus would merge the two, and the contract
     /// would silently grow.

@@ -163,6 +163,8 @@ struct PluginLoader {
     ) throws(Refusal) -> ([Configuration.Key], Set<String>) {
         guard d.struct_version >= 3 else { return ([], []) }
         func text(_ pointer: UnsafePointer<CChar>?) -> String { pointer.map { String(cString: $0) } ?? "" }
+        // Shown by `bgtaskd --help` as they are: a line break or an escape sequence would forge what it prints.
+        func shown(_ pointer: UnsafePointer<CChar>?) -> String { LogText.escaped(text(pointer)) }
         var keys: [Configuration.Key] = []
         if d.n_config_keys > 0 {
             guard let declared = d.config_keys, d.n_config_keys <= 1000 else { throw .badMetadata("config_keys is NULL or too long") }
@@ -171,7 +173,7 @@ struct PluginLoader {
                 let kind: Configuration.Key.Kind
                 switch Int(c.type) {
                 case BGT_CONFIG_NUMBER:
-                    kind = .number(minimum: c.minimum, maximum: c.maximum, positive: c.positive != 0, unit: text(c.unit))
+                    kind = .number(minimum: c.minimum, maximum: c.maximum, positive: c.positive != 0, unit: shown(c.unit))
                 case BGT_CONFIG_INTEGER:
                     guard let minimum = Int(exactly: c.minimum.rounded(.up)), let maximum = Int(exactly: c.maximum.rounded(.down)) else {
                         throw .badMetadata("configuration key \(text(c.name)) has the limits \(c.minimum)...\(c.maximum)")
@@ -183,7 +185,7 @@ struct PluginLoader {
                 let key: Configuration.Key
                 do {
                     key = try Configuration.Key(
-                        plugin: plugin, name: text(c.name), kind: kind, defaultValue: text(c.default_value), summary: text(c.help))
+                        plugin: plugin, name: text(c.name), kind: kind, defaultValue: text(c.default_value), summary: shown(c.help))
                 } catch {
                     throw .badMetadata(error.reason)
                 }
