@@ -237,6 +237,27 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A record of a gigabyte was copied whole before SQLite refused it
+    /// (two gigabytes of memory), and the plugin was told EIO.
+    @Test func aRecordTooLargeIsRefusedBeforeItIsCopied() throws {
+        let hoarder = PluginFixture.source(name: "hoarder", start: """
+            extern void *calloc(size_t count, size_t size);
+            extern void free(void *pointer);
+            size_t bytes = ((size_t) 64 << 20) + 1;
+            void *big = calloc(1, bytes);
+            if (!big) return -1;
+            int put = api->record_put(host, "c", "k", big, bytes);
+            free(big);
+            if (put != -27 /* EFBIG */) return -1;
+            if (api->record_put(host, "c", "k", "small", 5) != 0) return -1;
+            """)
+        let fixtures = try PluginFixture.directory([("libbgtaskd-mode-hoarder.so", hoarder)])
+        defer { try? FileManager.default.removeItem(atPath: fixtures) }
+        let daemon = try DaemonUnderTest(arguments: ["--plugin-dir", fixtures])
+        #expect(try daemon.property("Plugins") == #"a(ssu) 1 "hoarder" "1.0.0" 1"#, "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A key's help and unit went to `bgtaskd --help` as the plugin wrote
     /// them: a line break and escape sequences forged a key and colours.
     @Test func aPluginsKeyHelpIsShownEscaped() throws {

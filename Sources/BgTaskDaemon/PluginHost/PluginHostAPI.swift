@@ -35,6 +35,9 @@ enum PluginHostAPI {
 
     /// Wake tokens are 32 hex digits (``Daemon/newToken(from:)``).
     static let tokenLength = 32
+    /// The largest record a plugin may put: far above what a mode keeps
+    /// per key, far below SQLite's own limit of a billion bytes.
+    static let maximumRecordBytes = 64 << 20
     /// The budgets a plugin may give a wake.
     static let wakeBudgets = 0.001...86_400.0
 
@@ -305,6 +308,10 @@ enum PluginHostAPI {
                 return host.fail(EINVAL, "no collection or key given, or one that is not valid UTF-8")
             }
             guard data != nil || size == 0 else { return host.fail(EINVAL, "no data for \(size) bytes") }
+            // Refused before the copy: a gigabyte record took two in memory, then SQLite refused it as an I/O error.
+            guard size <= PluginHostAPI.maximumRecordBytes else {
+                return host.fail(EFBIG, "a record of \(size) bytes; the most is \(PluginHostAPI.maximumRecordBytes)")
+            }
             let bytes = data.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
             return host.services.putRecord(plugin: host.name, collection: collection, key: key, data: bytes)
                 ? 0 : host.fail(EIO, "cannot store the record")

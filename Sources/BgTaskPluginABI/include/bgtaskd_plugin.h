@@ -357,7 +357,8 @@ typedef struct bgt_host_api {
      * again, in order, before any later event (after a backoff of 0.5 s to
      * 8 s, or with the plugin's next call). record_put and record_delete fail with
      * -EIO (-ENOSPC when the disk is full) when SQLite refuses at once.
-     * Collections and keys are valid UTF-8 (-EINVAL otherwise); deleting a
+     * Collections and keys are valid UTF-8 (-EINVAL otherwise); a record
+     * holds at most 64 MiB (-EFBIG, before anything is copied); deleting a
      * record that is not there succeeds.
      * Writes made at any other time (start, stop) are on disk when they
      * return. */
