@@ -112,6 +112,28 @@ import Testing
         #expect(why.hasSuffix("chmod go-w '\(path)'"), "\(why)")
     }
 
+    /// Only the file and the plugin directory were checked: a link to a
+    /// library in a directory anyone could write, or a plugin directory
+    /// under such a directory, loaded (found by an outside review).
+    @Test func aDirectoryOnTheWayThatOthersCanWriteIsRefused() throws {
+        let open = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo"))])
+        defer { try? FileManager.default.removeItem(atPath: open) }
+        let safe = try Self.directory([])
+        defer { try? FileManager.default.removeItem(atPath: safe) }
+        #expect(symlink(open + "/libbgtaskd-mode-demo.so", safe + "/libbgtaskd-mode-demo.so") == 0)
+        #expect(PluginLoader.writableByOthers(safe + "/libbgtaskd-mode-demo.so") == nil, "a link to a safe place is fine")
+        chmod(open, 0o777)
+        let why = try #require(PluginLoader.writableByOthers(safe + "/libbgtaskd-mode-demo.so"))
+        #expect(why.contains("the directory \(open) on its way is writable by its group or by everyone (mode 777)"), "\(why)")
+        #expect(loader.candidates(in: [safe]).isEmpty)
+        // A plugin directory under one that others can write.
+        try FileManager.default.createDirectory(atPath: open + "/sub", withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        #expect(PluginLoader.writableByOthers(open + "/sub") != nil)
+        // Sticky, as /tmp: others cannot rename what is not theirs.
+        chmod(open, 0o1777)
+        #expect(PluginLoader.writableByOthers(safe + "/libbgtaskd-mode-demo.so") == nil)
+    }
+
     @Test func directoryWritableByOthersIsIgnored() throws {
         let dir = try Self.directory([("libbgtaskd-mode-demo.so", Self.source(name: "demo"))])
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -238,6 +238,20 @@ struct PluginLoader {
             return "it is writable by its group or by everyone (mode \(String(info.st_mode & 0o7777, radix: 8))); "
                 + "plugins load only from what only their owner can change: chmod go-w \(ShellWord.quoted(path))"
         }
-        return nil
+        // Whoever may rename entries in a directory on the way (a link's
+        // target's included) may put another file in its place.
+        guard let resolved = realpath(path, nil) else { return "cannot resolve it: \(String(cString: strerror(errno)))" }
+        var directory = URL(fileURLWithPath: String(cString: resolved)).deletingLastPathComponent().path
+        free(resolved)
+        while true {
+            guard stat(directory, &info) == 0 else { return "cannot stat \(directory): \(String(cString: strerror(errno)))" }
+            if info.st_uid != 0 && info.st_uid != geteuid() { return "the directory \(directory) on its way belongs to uid \(info.st_uid)" }
+            if info.st_mode & (S_IWGRP | S_IWOTH) != 0, info.st_mode & S_ISVTX == 0 {
+                return "the directory \(directory) on its way is writable by its group or by everyone (mode \(String(info.st_mode & 0o7777, radix: 8))), "
+                    + "so another user could put a file in its place: chmod go-w \(ShellWord.quoted(directory))"
+            }
+            if directory == "/" { return nil }
+            directory = URL(fileURLWithPath: directory).deletingLastPathComponent().path
+        }
     }
 }
