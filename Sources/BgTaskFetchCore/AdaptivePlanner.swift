@@ -459,8 +459,9 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         var limits: [FetchPlanReason] = []
         if state.record.offences > 0 { limits.append(.offences(count: state.record.offences)) }
         if state.noDataStreak > 1 { limits.append(.noDataStreak(count: state.noDataStreak)) }
-        if state.isOpen { return Plan(reasons: [.inForeground]) }
-        if !state.isEligible { return Plan(reasons: [.notEligible]) }
+        // What limits the app's fetches still holds while it is open or held.
+        if state.isOpen { return Plan(reasons: [.inForeground] + limits) }
+        if !state.isEligible { return Plan(reasons: [.notEligible] + limits) }
 
         let chances = state.habit.openChances(openModel, activity: activity.shares())
         let news = state.content.rate / 3600

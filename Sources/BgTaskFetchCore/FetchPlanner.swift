@@ -106,7 +106,8 @@ public enum FetchPlanReason: Sendable, Equatable, CustomStringConvertible {
         case .offences(let count): "\(count) unanswered wake\(count == 1 ? "" : "s")"
         case .rarelyUsed(let share): "opened on \(Self.percent(share)) of days: fetched less often"
         case .intervalFloor(let seconds): "not within \(Self.duration(seconds)) of the last fetch"
-        case .coalesced(let count): "woken together with \(count) other app\(count == 1 ? "" : "s")"
+        // Of the last wake: it stays true until the next, whatever the plan now.
+        case .coalesced(let count): "last woken together with \(count) other app\(count == 1 ? "" : "s")"
         case .inForeground: "in the foreground"
         case .notEligible: "Background App Refresh is not available"
         case .never: "fetch interval never"

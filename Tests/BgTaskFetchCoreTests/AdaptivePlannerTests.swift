@@ -204,6 +204,12 @@ import Testing
         #expect(planner.effectiveInterval(of: "org.example.News") == 2 * Self.floor)
         #expect(planner.plan(for: "org.example.News", at: first)?.reasons.contains(.offences(count: 1)) == true)
         #expect(planner.nextWake()! - first >= 1800 * 1_000_000)
+        // Held or open, the app's WHY still says what limits it (it said only "not available").
+        planner.setEligible("org.example.News", false, at: first)
+        #expect(planner.plan(for: "org.example.News", at: first)?.reasons == [.notEligible, .offences(count: 1)])
+        planner.setEligible("org.example.News", true, at: first)
+        planner.opened("org.example.News", at: first)
+        #expect(planner.plan(for: "org.example.News", at: first)?.reasons == [.inForeground, .offences(count: 1)])
     }
 
     @Test func coalescesAppsDueAtAboutTheSameTime() {
