@@ -46,8 +46,6 @@ struct PushesCommand: ClientCommand {
     func validate() throws { try EmptyArgument.refuse(app, as: "APP", leaveOut: "list the pushes of all apps") }
 
     func run(with client: DaemonClient) throws {
-        // "" asks for every app's pushes, as leaving APP out does.
-        let app = app.flatMap { $0.isEmpty ? nil : $0 }
         let uniqueName = try client.daemonUniqueName()
         let reply: Message
         do {
