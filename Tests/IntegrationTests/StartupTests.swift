@@ -191,9 +191,13 @@ import Testing
 
     /// `--bus ''` was tried as an address ("connecting to : Connection
     /// refused", 69), and so was `--bus garbage`; `--state-dir ''` as a
-    /// directory named "".
+    /// directory named "". `--config ''` said "bad configuration: : no such
+    /// file"; `--plugin-dir ''` and `--plugin-dir :` loaded the default
+    /// directories' plugins.
     @Test func emptyValuesAreUsageErrors() throws {
-        for arguments in [["--bus", ""], ["--bus", "garbage"], ["--state-dir", ""], ["--bus-introspect", ""]] {
+        let empty = [["--bus", ""], ["--bus", "garbage"], ["--state-dir", ""], ["--bus-introspect", ""], ["--config", ""],
+                     ["--plugin-dir", ""], ["--plugin-dir", ":"]]
+        for arguments in empty {
             let result = try runDaemon(arguments)
             #expect(result.exit == .status(64) && result.standardError.contains(arguments[0]), "\(arguments): \(result)")
         }

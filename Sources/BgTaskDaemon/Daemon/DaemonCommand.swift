@@ -108,6 +108,11 @@ public struct DaemonCommand: ParsableCommand {
         // An empty value would be read as an address, or a directory, named "".
         if let problem = Bus.Address.problem(with: bus) { throw ValidationError("--bus: \(problem)") }
         if stateDir?.isEmpty == true { throw ValidationError("--state-dir needs a directory") }
+        // Split at colons, "" and ":" name no directory: the default ones would be loaded unasked.
+        if let pluginDir, pluginDirectories.isEmpty {
+            throw ValidationError("--plugin-dir needs a directory, not '\(pluginDir)'")
+        }
+        if config.contains("") { throw ValidationError("--config needs a file") }
         if busIntrospect?.isEmpty == true { throw ValidationError("--bus-introspect needs a file, or '-' for standard output") }
     }
 
