@@ -128,9 +128,16 @@ public enum FetchPlanReason: Sendable, Equatable, CustomStringConvertible {
         return "\(Int((min(max(share, 0), 1) * 100 + 1e-9).rounded(.down))) %"
     }
 
+    /// A duration as people say it: seconds, minutes, whole hours, days or
+    /// years. An interval a client asked for can be just under 1e300 s
+    /// (from there on it means never): no Int holds that, and "1e+299 s"
+    /// tells no one anything.
     static func duration(_ seconds: Double) -> String {
-        // An interval a client asked for can be up to 1e300 s: no Int holds that.
-        guard seconds < 1e15 else { return "\(seconds) s" }
+        guard seconds.isFinite else { return "\(seconds) s" }
+        let day = 86_400.0, year = 365.25 * day
+        if seconds >= 1e6 * year { return "over a million years" }
+        if seconds >= 2 * year { return "\(Int((seconds / year).rounded())) years" }
+        if seconds >= 2 * day { return "\(Int((seconds / day).rounded())) days" }
         if seconds >= 3600, seconds.truncatingRemainder(dividingBy: 3600) == 0 { return "\(Int(seconds / 3600)) h" }
         if seconds >= 60 { return "\(Int((seconds / 60).rounded())) min" }
         return "\(Int(seconds)) s"

@@ -388,6 +388,17 @@ import Testing
         #expect(FetchPlanReason.rarelyUsed(daysShare: 0.29).description.hasPrefix("opened on 29 % "))
     }
 
+    /// An interval a client may ask for reaches just under 1e300 s; WHY said
+    /// "not within 1e+299 s of the last fetch".
+    @Test func longIntervalsReadAsDaysAndYears() {
+        #expect(FetchPlanReason.intervalFloor(seconds: 9.99e299).description == "not within over a million years of the last fetch")
+        #expect(FetchPlanReason.intervalFloor(seconds: 10 * 365.25 * 86_400).description == "not within 10 years of the last fetch")
+        #expect(FetchPlanReason.atInterval(seconds: 7 * 86_400).description == "at its interval: every 7 days")
+        #expect(FetchPlanReason.atInterval(seconds: 86_400).description == "at its interval: every 24 h")
+        #expect(FetchPlanReason.atInterval(seconds: 1800).description == "at its interval: every 30 min")
+        #expect(FetchPlanReason.atInterval(seconds: 20).description == "at its interval: every 20 s")
+    }
+
     @Test func theShareOfDaysUsedRemembersAboutAWeek() throws {
         var habit = UsageHabit()
         #expect(habit.usedShare == nil, "nothing seen yet")
