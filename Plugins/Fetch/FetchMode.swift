@@ -66,6 +66,12 @@ final class FetchMode: ModePlugin {
     private var undo = UndoLog()
     /// Apps whose planner state the current batch saved for undo already.
     private var touched: Set<String> = []
+    /// Pushes handed to apps and not yet ended, oldest first: when each made
+    /// its app up to date, and since when it was up to date before. In
+    /// memory only: after a restart a push under way counts as taken in.
+    private var pushesUnderWay: [String: [(at: UInt64, before: UInt64?)]] = [:]
+    /// The mode whose wakes bring an app's news (``PluginEvent/appWoken(app:connection:reason:)``).
+    static let pushMode = "remote-notification"
 
     init(host: PluginHost) throws {
         self.host = host
@@ -135,6 +141,12 @@ final class FetchMode: ModePlugin {
         guard touched.insert(app).inserted else { return }
         let saved = planner.apps[app]
         undo.record { [unowned self] in self.planner.reinstate(app, saved, at: self.host.realtimeMicroseconds) }
+    }
+
+    private func setPushesUnderWay(_ app: String, _ value: [(at: UInt64, before: UInt64?)]?) {
+        let old = pushesUnderWay[app]
+        undo.record { [unowned self] in self.pushesUnderWay[app] = old }
+        pushesUnderWay[app] = value
     }
 
     private func setToken(_ token: String, _ value: (app: String, at: UInt64)?) {
@@ -342,16 +354,34 @@ final class FetchMode: ModePlugin {
         case .appWoken(let app, _, let reason):
             // Another mode woke an app: the machine is awake anyway, and apps
             // far enough into their spacing are fetched with it. A push also
-            // brought its app up to date (its news needs no fetch).
+            // brings its app up to date (its news needs no fetch), from now:
+            // not fetched along with its own push. If it is not taken in, see below.
             let now = host.realtimeMicroseconds
-            if reason == "remote-notification", planner.apps[app] != nil {
+            if reason == Self.pushMode, let before = planner.apps[app].map(\.upToDateAt) {
                 touch(app)
+                // Bounded: an end that never comes (a batch undone) leaves an entry behind.
+                setPushesUnderWay(app, Array((pushesUnderWay[app] ?? []).suffix(31)) + [(at: now, before: before)])
                 planner.pushed(app, result: .newData, at: now)
                 saveLearning(app)
             } else {
                 planner.wokeAnyway(at: now)
             }
             if planner.nextWake().map({ $0 <= now }) == true { wakeDueApps() }
+        case .appWakeEnded(let app, let reason, let completed):
+            // A push whose app went or overstayed before completing it
+            // brought nothing in: the app is as up to date as before it.
+            guard reason == Self.pushMode, var underWay = pushesUnderWay[app], !underWay.isEmpty else { return }
+            let push = underWay.removeFirst()
+            if !completed {
+                // A later push under way would restore what this one set.
+                for index in underWay.indices where underWay[index].before == push.at { underWay[index].before = push.before }
+                if planner.apps[app]?.upToDateAt == push.at {
+                    touch(app)
+                    planner.pushNotTaken(app, pushedAt: push.at, upToDateBefore: push.before, at: host.realtimeMicroseconds)
+                    saveLearning(app)
+                }
+            }
+            setPushesUnderWay(app, underWay.isEmpty ? nil : underWay)
         case .tokenCompleted, .systemBusBack:
             break
         }

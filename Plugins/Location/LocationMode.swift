@@ -815,6 +815,8 @@ final class LocationMode: ModePlugin {
             for app in Set(events.values.map(\.app)).sorted() { deliverWaiting(app) }
         case .systemBusBack:
             source.systemBusBack()
+        case .appWakeEnded:
+            break
         case .appStateChanged(let app, let state):
             // The user opening it: what waited while refresh was off goes to it.
             if ApplicationState.isForeground(state) { deliverWaiting(app) }

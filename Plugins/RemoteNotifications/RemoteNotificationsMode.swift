@@ -561,7 +561,7 @@ final class RemoteNotificationsMode: ModePlugin {
             connections[app] = nil
         case .sleepChanged(let asleep, _):
             sleeping = asleep
-        case .tokenCompleted, .systemBusBack:
+        case .tokenCompleted, .systemBusBack, .appWakeEnded:
             break
         }
         armTimer()

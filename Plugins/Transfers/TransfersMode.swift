@@ -942,6 +942,8 @@ final class TransfersMode: ModePlugin {
             requestSchedule()
         case .systemBusBack:
             conditions?.systemBusBack()
+        case .appWakeEnded:
+            break
         case .refreshChanged:
             appInfos.clear()
             // Or the power state changed.

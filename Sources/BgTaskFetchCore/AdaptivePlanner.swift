@@ -245,6 +245,17 @@ public struct AdaptivePlanner: FetchPlanner, Sendable {
         wokeAnyway(at: now)
     }
 
+    /// A push that made `app` up to date at `pushedAt` (``pushed(_:result:at:)``)
+    /// was not taken in: its app went or overstayed before completing it. The
+    /// app is as up to date as it was before (`upToDateBefore`), unless
+    /// something since the push brought it up to date.
+    public mutating func pushNotTaken(_ app: String, pushedAt: UInt64, upToDateBefore: UInt64?, at now: UInt64) {
+        guard var state = apps[app], state.upToDateAt == pushedAt else { return }
+        state.upToDateAt = upToDateBefore
+        apps[app] = state
+        replan(app, at: now)
+    }
+
     /// The machine is awake for background work of another kind at `now`
     /// (a push, a location event): apps far enough into their spacing are
     /// fetched along with it.

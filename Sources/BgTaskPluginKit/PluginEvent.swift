@@ -1,5 +1,5 @@
 /// Something the daemon tells a plugin. Newer versions of the ABI add
-/// cases (``systemBusBack`` came with 1.10): switch over it with a
+/// cases (``systemBusBack`` came with 1.10, ``appWakeEnded`` with 1.11): switch over it with a
 /// `default`, or a rebuild against a newer PluginKit stops compiling.
 public enum PluginEvent: Equatable, Sendable {
     /// A connection checked in as `app`; `reason` is why it runs (`user`, `fetch` …).
@@ -31,4 +31,9 @@ public enum PluginEvent: Equatable, Sendable {
     /// was called with nil then): subscribe again and read again what the
     /// services there say.
     case systemBusBack
+    /// Another mode's wake of `app`, told before as ``appWoken(app:connection:reason:)``,
+    /// ended (`reason`: that mode): `completed` in time, or not (expired, or
+    /// its launch failed or the app went first). What it brought the app
+    /// counts only once it completed.
+    case appWakeEnded(app: String, reason: String, completed: Bool)
 }

@@ -143,6 +143,8 @@ public enum PluginExport {
         case BGT_EVENT_SLEEP_CHANGED:
             return .sleepChanged(sleeping: text(event.state) == "sleeping", realtimeMicroseconds: event.realtime_usec)
         case BGT_EVENT_SYSTEM_BUS_BACK: return .systemBusBack
+        case BGT_EVENT_APP_WAKE_ENDED:
+            return .appWakeEnded(app: text(event.app_id), reason: text(event.reason), completed: text(event.state) == "completed")
         default: return nil  // newer hosts may send events this plugin does not know
         }
     }

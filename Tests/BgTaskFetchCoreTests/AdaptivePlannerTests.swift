@@ -266,6 +266,29 @@ import Testing
         #expect(planner.apps["org.example.Chat"]?.content == rate)
     }
 
+    /// A push its app never completed brought nothing in: the app is as up
+    /// to date as before it, unless a fetch since made it up to date.
+    @Test func aPushNotTakenInLeavesTheAppAsItWas() throws {
+        var planner = AdaptivePlanner(floor: Self.floor)
+        planner.register("org.example.Chat", interval: .minimum, at: Self.at(day: 0, 0))
+        let wake = planner.nextWake()
+        let first = try #require(wake)
+        planner.fetched("org.example.Chat", result: .newData, at: first)
+        let planned = try #require(planner.plan(for: "org.example.Chat", at: first)?.next)
+        let push = first + (planned - first) / 2
+        planner.pushed("org.example.Chat", result: .newData, at: push)
+        #expect(try #require(planner.plan(for: "org.example.Chat", at: push)?.next) > planned)
+        planner.pushNotTaken("org.example.Chat", pushedAt: push, upToDateBefore: first, at: push + 1_000_000)
+        #expect(planner.apps["org.example.Chat"]?.upToDateAt == first)
+        #expect(planner.plan(for: "org.example.Chat", at: push + 1_000_000)?.next == planned)
+
+        // Fetched after the push: that fetch stands.
+        planner.pushed("org.example.Chat", result: .newData, at: push + 2_000_000)
+        planner.fetched("org.example.Chat", result: .newData, at: push + 3_000_000)
+        planner.pushNotTaken("org.example.Chat", pushedAt: push + 2_000_000, upToDateBefore: first, at: push + 4_000_000)
+        #expect(planner.apps["org.example.Chat"]?.upToDateAt == push + 3_000_000)
+    }
+
     @Test func opensAreExpectedInTheUsersHoursNotAtNight() {
         // Two apps used by day; a third that was never opened. Awake all night, fetches of the
         // third go where the user uses apps: few between 01:00 and 06:00.

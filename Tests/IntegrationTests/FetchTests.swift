@@ -289,6 +289,62 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A push brings its app up to date only once the app completes it. One
+    /// whose instance went without completing it took nothing in: the app's
+    /// fetch stays where it was planned. Before, a push handed over put the
+    /// next fetch a whole spacing later, however it ended.
+    @Test func aPushTheAppDidNotCompleteDoesNotPutItsFetchOff() throws {
+        let daemon = try DaemonUnderTest(settings: ["Fetch.MinimumIntervalSec=1", "Fetch.MaximumSpacingSec=60"], desktopEntries: [
+            DesktopEntrySpec(id: Self.app, modes: ["fetch", "remote-notification"], exec: "/bin/true"),
+        ])
+        let control = try RawClient(daemon)
+        func nextFetch() throws -> UInt64 {
+            let entry = try control.applications().first { $0["app_id"] == .string(Self.app) }
+            guard case .uint64(let next)? = entry?["fetch_next_usec"] else { throw BusError(name: "test", message: "no fetch planned: \(String(describing: entry))") }
+            return next
+        }
+        func push() throws {
+            try control.call("RemoteNotifications", "DeliverPush") { message in
+                try message.append(Self.app)
+                try message.append(#"{"aps":{"content-available":1}}"#)
+                try message.append(value: .dictionary(key: "s", value: "v", []))
+            }
+        }
+        var weather: RawClient? = try client(daemon)
+        try weather?.listen(for: "PerformFetch")
+        try weather?.call("Fetch", "SetMinimumFetchInterval") { try $0.append(0.0) }
+        try weather?.call("Manager", "SetApplicationState") { try $0.append("background") }
+        try control.call("Fetch", "SimulateFetch") { try $0.append(Self.app) }
+        #expect(weather?.waitForSignals(1) == true, "PerformFetch did not arrive")
+        let fetchToken = try #require(weather?.received.first).readString()
+        try weather?.call("Fetch", "CompleteFetch") { try $0.append(fetchToken); try $0.append("newData") }
+        let planned = try nextFetch()
+
+        // A push 3 s later, which the app never completes: it goes.
+        Thread.sleep(forTimeInterval: 3)
+        weather?.clearReceived()
+        try weather?.listen(for: "NotificationReceived")
+        try push()
+        #expect(weather?.waitForSignals(1) == true, "the push did not arrive")
+        #expect(try nextFetch() > planned + 2_000_000, "handed over, the push counts until it ends")
+        weather = nil
+        #expect(try waitFor { try nextFetch() < planned + 1_000_000 }, "\((try? nextFetch()) ?? 0) against \(planned): \(daemon.log)")
+
+        // One the next instance completes counts. (Its open, which ends as
+        // it goes to the background, brings it up to date too: 2 s before.)
+        let again = try client(daemon)
+        try again.call("Manager", "SetApplicationState") { try $0.append("background") }
+        let closed = try nextFetch()
+        Thread.sleep(forTimeInterval: 2)
+        try again.listen(for: "NotificationReceived")
+        try push()
+        #expect(again.waitForSignals(1), "the second push did not arrive")
+        let pushToken = try #require(again.received.first).readString()
+        try again.call("RemoteNotifications", "CompleteNotification") { try $0.append(pushToken); try $0.append("newData") }
+        #expect(try nextFetch() > closed + 1_000_000, "completed, the push put the fetch off")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// Polls `condition` for up to 10 s.
     func waitFor(_ condition: () throws -> Bool) throws -> Bool {
         let deadline = ContinuousClock.now + .seconds(10)

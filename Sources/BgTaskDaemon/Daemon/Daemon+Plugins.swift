@@ -190,6 +190,16 @@ extension Daemon {
         for plugin in plugins where plugin.abiMinor >= 10 { plugin.post(event) }
     }
 
+    /// Tells the other plugins that know the event (ABI 1.11) how a wake
+    /// they were told of ended: what it brought the app counts only if it
+    /// completed. The token itself stays with its plugin.
+    private func announceEnd(of token: String, plugin name: String, app: AppID, as outcome: String, at now: UInt64) {
+        guard announcedWakes.remove(token) != nil else { return }
+        for other in plugins where other.name != name && other.abiMinor >= 11 {
+            other.post(QueuedPluginEvent(type: BGT_EVENT_APP_WAKE_ENDED, app: app.rawValue, state: outcome, reason: name, realtimeMicroseconds: now))
+        }
+    }
+
     private func plugin(named name: String) -> LoadedPlugin? {
         plugins.first { $0.name == name }
     }
@@ -264,16 +274,20 @@ extension Daemon {
                     type: BGT_EVENT_APP_WOKEN, app: app.rawValue, connection: connection.uniqueName, reason: name,
                     realtimeMicroseconds: now))
             }
+            announcedWakes.insert(token)
         case .wakeCompleted(let token, let name, let app):
             plugin(named: name)?.post(QueuedPluginEvent(
                 type: BGT_EVENT_TOKEN_COMPLETED, app: app.rawValue, token: token, realtimeMicroseconds: now))
+            announceEnd(of: token, plugin: name, app: app, as: "completed", at: now)
         case .wakeExpired(let token, let name, let app):
             logger.notice("\(app) did not complete its \(name) wake in time")
             plugin(named: name)?.post(QueuedPluginEvent(
                 type: BGT_EVENT_TOKEN_EXPIRED, app: app.rawValue, token: token, realtimeMicroseconds: now))
+            announceEnd(of: token, plugin: name, app: app, as: "expired", at: now)
         case .wakeFailed(let token, let name, let app, let reason):
             plugin(named: name)?.post(QueuedPluginEvent(
                 type: BGT_EVENT_LAUNCH_FAILED, app: app.rawValue, token: token, reason: reason, realtimeMicroseconds: now))
+            announceEnd(of: token, plugin: name, app: app, as: "failed", at: now)
         case .appCheckedIn(let app, let connection, let reason):
             if let process = callers.identity(of: connection.uniqueName)?.process { launcher.handOver(app, to: process) }
             if engine.state(of: .app(app)) == .active, registry.entry(for: app) != nil { usage.record(app, active: true, at: now) }

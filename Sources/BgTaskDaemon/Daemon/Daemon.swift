@@ -75,6 +75,9 @@ public final class Daemon {
     /// While a plugin's batch runs: what undoing it takes if its commit fails
     /// (see ``beginBatch()``).
     var batchCheckpoint: BatchCheckpoint?
+    /// Wakes whose delivery the other plugins were told of (APP_WOKEN): they
+    /// are told how each ends (APP_WAKE_ENDED), and only of those.
+    var announcedWakes: Set<String> = []
     /// Where wake tokens' random bits come from.
     let randomPool = RandomPool()
     /// Launched processes whose mark could not be stored (a full disk), by

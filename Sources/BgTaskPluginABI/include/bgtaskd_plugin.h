@@ -1,5 +1,5 @@
 /*
- * bgtaskd mode plugin ABI, version 1.10 (1.1 adds method calls to other
+ * bgtaskd mode plugin ABI, version 1.11 (1.1 adds method calls to other
  * services, the icon in bgt_app_info and BGT_EVENT_APP_WOKEN; 1.2 adds
  * batch_begin and batch_rollback to the descriptor, version 2; 1.3 adds the
  * plugin's configuration keys and error names to the descriptor, version 3;
@@ -8,7 +8,7 @@
  * export_interface_at; 1.7 adds post, the one host function other threads
  * may call; 1.8 adds power_state, the machine's power as the daemon follows it;
  * 1.9 adds flags to the descriptor, version 5; 1.10 adds
- * BGT_EVENT_SYSTEM_BUS_BACK).
+ * BGT_EVENT_SYSTEM_BUS_BACK; 1.11 adds BGT_EVENT_APP_WAKE_ENDED).
  *
  * A mode plugin (fetch, remote-notification, location, transfer) is a shared library
  * named libbgtaskd-mode-<name>.so that exports one symbol:
@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 #define BGTASKD_PLUGIN_ABI_MAJOR 1
-#define BGTASKD_PLUGIN_ABI_MINOR 10
+#define BGTASKD_PLUGIN_ABI_MINOR 11
 #define BGTASKD_PLUGIN_DESCRIPTOR_VERSION 5
 /* The symbol every plugin exports. */
 #define BGTASKD_PLUGIN_ENTRY_SYMBOL "bgtaskd_plugin_entry"
@@ -158,6 +158,14 @@ enum {
      * the last interval, if the bus was lost again within 30 s of coming
      * back). Sent only to plugins built for 1.10 or later. */
     BGT_EVENT_SYSTEM_BUS_BACK = 13,
+    /* 1.11: another plugin's wake of app_id, delivered before with
+     * BGT_EVENT_APP_WOKEN, ended (reason: that plugin's mode; state:
+     * "completed" when the app completed it in time, "expired" when its
+     * budget ran out, "failed" when it ended otherwise: the launch failed
+     * or the app went before taking it). What the other mode's wake brought
+     * the app counts only once it completed. Sent only to plugins built for
+     * 1.11 or later. */
+    BGT_EVENT_APP_WAKE_ENDED = 14,
 };
 
 /* 1.8: the machine's power as the daemon follows it on the system bus (UPower,
@@ -175,10 +183,10 @@ typedef struct bgt_event {
     uint32_t struct_size;
     uint32_t type;              /* BGT_EVENT_* */
     const char *app_id;         /* NULL for WAKE_OPPORTUNITY, APPS_CHANGED, REFRESH_CHANGED */
-    const char *connection;     /* APP_CHECKED_IN, TOKEN_READY */
-    const char *state;          /* APP_STATE_CHANGED */
+    const char *connection;     /* APP_CHECKED_IN, TOKEN_READY, APP_WOKEN */
+    const char *state;          /* APP_STATE_CHANGED, SLEEP_CHANGED, APP_WAKE_ENDED */
     const char *token;          /* TOKEN_* */
-    const char *reason;         /* APP_CHECKED_IN: launch reason; LAUNCH_FAILED: why */
+    const char *reason;         /* APP_CHECKED_IN: launch reason; LAUNCH_FAILED: why; APP_WOKEN, APP_WAKE_ENDED: the other mode */
     uint64_t realtime_usec;     /* when, on CLOCK_REALTIME */
 } bgt_event;
 
