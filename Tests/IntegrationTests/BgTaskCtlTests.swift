@@ -305,6 +305,13 @@ import Testing
         }
         let payload = try daemon.bgtaskctl(["push", "org.example.News", "-P", ""])
         #expect(payload.exit == .status(64) && payload.standardError.contains("--payload is empty: give a JSON object"), "\(payload)")
+        // A payload the daemon refuses says why, not all of itself: one nested
+        // 2,000 deep was called "not valid JSON" and printed whole.
+        let deep = #"{"aps":{"content-available":1},"d":"# + String(repeating: "[", count: 2000) + String(repeating: "]", count: 2000) + "}"
+        let tooDeep = try daemon.bgtaskctl(["push", "org.example.News", "-P", deep])
+        #expect(!tooDeep.succeeded && tooDeep.standardError.contains("deeper than 32 levels") && tooDeep.standardError.utf8.count < 1000, "\(tooDeep)")
+        let broken = try daemon.bgtaskctl(["push", "org.example.News", "-P", "{"])
+        #expect(!broken.succeeded && broken.standardError.contains("not valid JSON"), "\(broken)")
         let status = try daemon.bgtaskctl(["refresh", "status"])
         #expect(status.succeeded && !status.standardOutput.contains("denied"), "\(status)")
         let global = try daemon.bgtaskctl(["refresh", "disable"])
