@@ -501,7 +501,16 @@ final class RemoteNotificationsMode: ModePlugin {
                 }
             }
             holdWaiting(app, wakeFailed: true)
-            host.log(.warning, "cannot wake \(app) for a push: \(reason)")
+            // Another instance still runs (the one the push was handed to
+            // went): it takes what waits now, as at a CheckIn, which a running
+            // instance never makes again. Else the next instance's CheckIn does.
+            appInfos.forget(app)
+            if let info = appInfo(app), info.running, !info.launching, token != nil {
+                host.log(.notice, "a push wake of \(app) failed: \(reason); what waits goes to its running instance")
+                if info.refreshStatus == "available" || info.isInForeground { deliverWithHeld(app) } else { deliverDue(app) }
+            } else {
+                host.log(.warning, "a push wake of \(app) failed: \(reason)")
+            }
         case .appCheckedIn(let app, let connection, _), .appWoken(let app, let connection, _):
             appInfos.forget(app)
             // Any wake carries what waits: held pushes, and pushes left due by a restart.
