@@ -26,6 +26,30 @@ import Testing
 
     // MARK: logind
 
+    /// logind's PrepareForSleep(true) during a simulated sleep released its
+    /// lock at once ("nothing more to do"): what was stored while the
+    /// simulated sleep held (a push) was not made durable before the real one.
+    @Test(.enabled(if: SleepTests.hasDBusMock, "needs python3-dbusmock"))
+    func aRealSleepDuringASimulatedOneWritesTheStateToDisk() throws {
+        let system = try MockSystemBus(services: [.logind(inhibitDelayMaxUSec: 3_000_000)])
+        defer { system.stop() }
+        let daemon = try DaemonUnderTest(desktopEntries: [
+            DesktopEntrySpec(id: "org.example.Chat", modes: ["remote-notification"], exec: "/bin/false"),
+        ], environment: system.environment)
+        #expect(try eventually { try ourLocks(system) == 1 }, "\(daemon.log)")
+        #expect(try daemon.callManager("SimulateSleep").succeeded)
+        let pushed = try daemon.bgtaskctl(["push", "org.example.Chat", "-n"])
+        #expect(pushed.succeeded, "\(pushed)")
+        let database = daemon.stateDirectory + "/bgtaskd.sqlite3"
+        func modified() throws -> Date? { try FileManager.default.attributesOfItem(atPath: database)[.modificationDate] as? Date }
+        let before = try modified()
+        Thread.sleep(forTimeInterval: 0.05)
+        try system.emitPrepareForSleep(true)
+        #expect(try eventually { try ourLocks(system) == 0 }, "released for the sleep: \(daemon.log)")
+        #expect(try modified() != before, "the push stored while asleep was not copied into the database: \(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test(.enabled(if: SleepTests.hasDBusMock, "needs python3-dbusmock"))
     func logindDelayLockIsHeldWhileAwakeReleasedForSleepAndTakenAgainAfterResume() throws {
         let system = try MockSystemBus(services: [.logind(inhibitDelayMaxUSec: 3_000_000)])

@@ -29,9 +29,19 @@ extension Daemon {
     /// A wake that comes first answers every waiter at once (see ``leaveSleep(_:)``).
     func enterSleep(_ source: SleepSource, done: @escaping (UInt64) -> Void = { _ in }) {
         if let current = sleepSource {
-            logger.notice("asked to sleep (\(source.rawValue)) while already asleep (\(current.rawValue)): nothing more to do")
-            if sleepWaiters.isEmpty { done(0) } else { sleepWaiters.append(done) }
-            return
+            guard sleepWaiters.isEmpty else {
+                logger.notice("asked to sleep (\(source.rawValue)) while already going to sleep (\(current.rawValue)): answered when that is ready")
+                return sleepWaiters.append(done)
+            }
+            // Ready, but what was written since (pushes stored while a
+            // simulated sleep held) must be on disk too: this may be the real one.
+            logger.notice("asked to sleep (\(source.rawValue)) while already asleep (\(current.rawValue)): apps stay frozen; writing the state to disk again")
+            do {
+                try store.checkpoint()
+            } catch {
+                logger.warning("cannot make the state durable before sleep: \(error)")
+            }
+            return done(0)
         }
         let started = bgt_monotonic_usec()
         sleepSource = source
