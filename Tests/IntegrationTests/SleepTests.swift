@@ -24,6 +24,23 @@ import Testing
         try system.inhibitors().filter { $0.who == "bgtaskd" && $0.what == "sleep" && $0.mode == "delay" }.count
     }
 
+    /// `busctl --expect-reply=no call … SimulateSleep` (or dbus-send without
+    /// --print-reply) exits at once: the daemon cannot identify a caller that
+    /// left, refuses the call, and the refusal went to nobody and into no log.
+    @Test func aCallNobodyWaitsForIsNotDroppedSilently() throws {
+        let daemon = try DaemonUnderTest()
+        let sent = try daemon.busctl(["--expect-reply=no", "call", "org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1",
+                                      "org.bgtaskd.BackgroundTasks1.Manager", "SimulateSleep"])
+        #expect(sent.succeeded, "\(sent)")
+        // Either it ran (the caller was identified in time) or the log says why not.
+        #expect(try eventually {
+            try daemon.property("Sleeping").contains("true") || daemon.log.contains("Manager.SimulateSleep from :1.")
+        }, "\(daemon.log)")
+        if !daemon.log.contains("SimulateSleep from") { return }
+        #expect(daemon.log.contains("not run: the caller could not be identified"), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     // MARK: logind
 
     /// logind's PrepareForSleep(true) during a simulated sleep released its

@@ -414,9 +414,25 @@ public final class Daemon {
     /// Runs `body` for the identified caller of `message`; whatever it throws
     /// is answered as a D-Bus error.
     func serve(_ message: Message, _ body: @escaping (CallerIdentity) throws -> Void) {
-        callers.withCaller(of: message) { result in
+        callers.withCaller(of: message) { [logger] result in
+            let caller: CallerIdentity
+            switch result {
+            case .success(let identified):
+                caller = identified
+            case .failure(let error):
+                // A call sent without waiting for its reply (dbus-send without
+                // --print-reply) from a client that left at once: nobody
+                // hears the refusal, so the log says it.
+                if !message.expectsReply {
+                    logger.notice("""
+                        \(message.interface ?? "?").\(message.member ?? "?") from \(message.sender ?? "?") not run: \
+                        the caller could not be identified (\(error.message)); a client must stay on the bus until its call is answered
+                        """)
+                }
+                return message.replyError(error)
+            }
             do {
-                try body(result.get())
+                try body(caller)
             } catch {
                 message.replyError(BusError(error))
             }
