@@ -660,6 +660,44 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A SimulateWake that comes while the apps are still being frozen ends
+    /// the sleep: the SimulateSleep waiting for the freezes is refused, not
+    /// answered as if the machine slept ("Asleep: … suspended").
+    @Test(.enabled(if: ScopedApp.canMakeScopes, "needs root and a writable cgroup v2 hierarchy"))
+    func aSleepCutShortByAWakeIsRefused() throws {
+        let bus = try PrivateBus()
+        // A user manager whose FreezeUnit takes 3 s.
+        let manager = try ChildProcess("/usr/bin/python3", [
+            "-m", "dbusmock", "--session", "org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
+        ], environment: bus.environment)
+        defer { manager.stop() }
+        func gdbus(_ arguments: [String]) throws -> CommandResult {
+            try CommandResult.run("/usr/bin/gdbus", ["call", "--address", bus.address] + arguments)
+        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try !gdbus(["--dest", "org.freedesktop.systemd1", "--object-path", "/org/freedesktop/systemd1",
+                          "--method", "org.freedesktop.DBus.Peer.Ping"]).succeeded, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        for (method, code) in [("FreezeUnit", "__import__('time').sleep(3)"), ("ThawUnit", "")] {
+            let added = try gdbus(["--dest", "org.freedesktop.systemd1", "--object-path", "/org/freedesktop/systemd1",
+                                   "--method", "org.freedesktop.DBus.Mock.AddMethod", "", method, "s", "", code])
+            #expect(added.succeeded, "\(added)")
+        }
+        let daemon = try DaemonUnderTest(settings: ["Tasks.BudgetSec=120"], bus: bus)
+        let opened = try ScopedApp(daemon, appID: "org.example.Opened", ["--background", "--hold", "60"])
+        defer { opened.stop() }
+        #expect(opened.process.waitForEvent("state") != nil)
+        let sleep = try ChildProcess(BinaryLocator.path(of: "bgtaskctl"), ["--bus", bus.address, "sleep"])
+        #expect(daemon.process.waitForStandardError(containing: "going to sleep"), "\(daemon.log)")
+        #expect(try daemon.callManager("SimulateWake").succeeded)
+        let exit = sleep.waitForExit(timeout: .seconds(20))
+        #expect(exit != .status(0) && sleep.standardError.contains("a wake came before the background apps were frozen"),
+                "\(String(describing: exit)) \(sleep.lines) \(sleep.standardError) \(daemon.log.suffix(1500))")
+        #expect(!sleep.lines.joined().contains("Asleep"))
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A daemon that loses its bus cannot ask the user manager to thaw the
     /// units it froze: it leaves them listed, for the start on the bus's
     /// return to thaw, instead of forgetting them frozen.

@@ -180,10 +180,16 @@ extension Daemon {
                 try call.reply()
                 return leaveSleep(.simulated)
             }
-            // Answered once the apps are frozen and the state is durable, as logind's lock is released.
-            enterSleep(.simulated) { [logger] _ in
+            // Answered once the apps are frozen and the state is durable, as
+            // logind's lock is released; refused if a wake came first.
+            enterSleep(.simulated) { [logger] _, asleep in
                 do throws(BusError) {
-                    try call.reply()
+                    if asleep {
+                        try call.reply()
+                    } else {
+                        call.replyError(BusError(name: BgTaskError.Code.failed.rawValue,
+                                         message: "a wake came before the background apps were frozen: the machine is awake"))
+                    }
                 } catch {
                     logger.debug("cannot answer SimulateSleep: \(error.message)")
                 }

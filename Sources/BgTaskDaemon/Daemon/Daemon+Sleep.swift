@@ -24,10 +24,11 @@ extension Daemon {
     var sleepSettleTimeout: UInt64 { min(1_000_000, logind.delayMax / 4) }
 
     /// The machine goes to sleep: suspend background apps, make the state
-    /// durable, then `done` (with how long it took, µs). Asked again while
-    /// asleep, `done` runs when the sleep under way is ready (at once if it is).
-    /// A wake that comes first answers every waiter at once (see ``leaveSleep(_:)``).
-    func enterSleep(_ source: SleepSource, done: @escaping (UInt64) -> Void = { _ in }) {
+    /// durable, then `done` (with how long it took, µs, and true). Asked again
+    /// while asleep, `done` runs when the sleep under way is ready (at once if
+    /// it is). A wake that comes first answers every waiter at once, with
+    /// false: the machine is awake (see ``leaveSleep(_:cause:)``).
+    func enterSleep(_ source: SleepSource, done: @escaping (_ elapsed: UInt64, _ asleep: Bool) -> Void = { _, _ in }) {
         if let current = sleepSource {
             guard sleepWaiters.isEmpty else {
                 logger.notice("asked to sleep (\(source.rawValue)) while already going to sleep (\(current.rawValue)): answered when that is ready")
@@ -41,7 +42,7 @@ extension Daemon {
             } catch {
                 logger.warning("cannot make the state durable before sleep: \(error)")
             }
-            return done(0)
+            return done(0, true)
         }
         let started = bgt_monotonic_usec()
         sleepSource = source
@@ -65,7 +66,7 @@ extension Daemon {
                 "ready to sleep in \(elapsed / 1000).\(elapsed % 1000 / 100) ms: \(self.freezer.frozenCount) app instances frozen\(unfinished)")
             let waiters = self.sleepWaiters
             self.sleepWaiters.removeAll()
-            for waiter in waiters { waiter(elapsed) }
+            for waiter in waiters { waiter(elapsed, true) }
         }
     }
 
@@ -81,7 +82,7 @@ extension Daemon {
         let waiters = sleepWaiters
         sleepWaiters.removeAll()
         if !waiters.isEmpty { logger.notice("woken before the sleep was ready") }
-        for waiter in waiters { waiter(0) }
+        for waiter in waiters { waiter(0, false) }
         let most = settings.configuration.maxConcurrentWakes
         // What woke it, not what put it to sleep: logind's resume also ends a simulated sleep.
         let why = cause ?? (source == .simulated ? "SimulateWake"
@@ -98,7 +99,7 @@ extension Daemon {
                 logger.notice("logind: PrepareForSleep(true) during a simulated sleep: the sleep is logind's now")
                 sleepSource = .logind
             }
-            enterSleep(.logind) { [weak self] elapsed in
+            enterSleep(.logind) { [weak self] elapsed, _ in
                 // Woken before the sleep was ready: the lock is kept (the machine is awake).
                 guard let self, self.sleepSource != nil else { return }
                 guard self.logind.releaseInhibitor() else { return }

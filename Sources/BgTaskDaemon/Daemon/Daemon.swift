@@ -54,7 +54,7 @@ public final class Daemon {
     var sleepSource: SleepSource?
     /// Those waiting for the sleep under way to be ready (apps frozen, state
     /// durable), with when it began; empty once it is ready.
-    var sleepWaiters: [(UInt64) -> Void] = []
+    var sleepWaiters: [(_ elapsed: UInt64, _ asleep: Bool) -> Void] = []
     /// Counts sleeps: a sleep's completion that comes after a wake is stale.
     var sleepGeneration: UInt64 = 0
     /// Background App Refresh switches, as stored.
