@@ -129,7 +129,8 @@ final class UnifiedPushBridge {
                     return
                 }
                 guard let name = names.filter({ $0.hasPrefix(Self.distributorPrefix) }).sorted().first else {
-                    self.host.log(.info, "no UnifiedPush distributor on the session bus: apps get no push endpoint until one appears")
+                    // Endpoints a distributor gave before are kept: only new ones wait.
+                    self.host.log(.info, "no UnifiedPush distributor on the session bus: apps get no new push endpoint until one appears")
                     return
                 }
                 self.resolveOwner(of: name)
