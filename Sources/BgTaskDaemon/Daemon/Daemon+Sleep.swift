@@ -87,8 +87,17 @@ extension Daemon {
         // What woke it, not what put it to sleep: logind's resume also ends a simulated sleep.
         let why = cause ?? (source == .simulated ? "SimulateWake"
             : current == .simulated ? "logind: PrepareForSleep(false), which ends the simulated sleep too" : "logind: PrepareForSleep(false)")
-        logger.info("awake (\(why)): draining the backlog in turns of at most \(most) \(most == 1 ? "app" : "apps"), \(settings.configuration.chunkSec) s each")
+        logger.info("awake (\(why))")
         perform(engine.setSleeping(false))
+        // Only when something is left to drain (it said so after every wake).
+        let backlog = engine.backlog
+        if !backlog.running.isEmpty || !backlog.waiting.isEmpty {
+            let count = backlog.running.count + backlog.waiting.count
+            logger.info("""
+                draining the backlog of \(count) \(count == 1 ? "app" : "apps") in turns of at most \(most) \
+                \(most == 1 ? "app" : "apps"), \(settings.configuration.chunkSec) s each
+                """)
+        }
     }
 
     // MARK: logind
