@@ -793,7 +793,15 @@ final class LocationMode: ModePlugin {
                     setWaitingForWake(id, true)
                 }
             }
-            host.log(.warning, "cannot wake \(app) for a location event: \(reason)")
+            // Another instance still runs (the one the event was handed to
+            // went): it takes what waits now, as at a CheckIn, which a running
+            // instance never makes again. Else the next instance's CheckIn does.
+            if token != nil, let info = host.appInfo(app), info.running, !info.launching {
+                host.log(.notice, "a location wake of \(app) failed: \(reason); what waits goes to its running instance")
+                deliverWaiting(app, isWake: true)
+            } else {
+                host.log(.warning, "a location wake of \(app) failed: \(reason)")
+            }
         case .appCheckedIn(let app, _, _), .appWoken(let app, _, _):
             deliverWaiting(app, isWake: true)
         case .wakeOpportunity(let now):

@@ -918,7 +918,14 @@ final class TransfersMode: ModePlugin {
             host.logWhenCommitted(.notice, "\(app) did not call CompleteEvents within \(self.wakeBudget) s: its finished transfers wait for its next check-in")
         case .launchFailed(let app, let token, let reason):
             if let token, tokens[token] != nil { release(token) }
-            host.log(.warning, "cannot wake \(app) for finished transfers: \(reason)")
+            // Another instance still runs (the one the results were handed
+            // to went): it takes them now; a running instance never checks in again.
+            if token != nil, let info = host.appInfo(app), info.running, !info.launching {
+                host.log(.notice, "a wake of \(app) for finished transfers failed: \(reason); they go to its running instance")
+                deliver(app)
+            } else {
+                host.log(.warning, "a wake of \(app) for finished transfers failed: \(reason)")
+            }
         case .appCheckedIn(let app, let connection, _):
             connections[app] = connection
             deliver(app)

@@ -140,6 +140,28 @@ import Testing
 
     // MARK: Tests
 
+    /// Two instances run; the results go to one, which goes without
+    /// completing them. The other, still running, gets them at once; before,
+    /// they waited for a CheckIn a running instance never makes again.
+    @Test func resultsWhoseInstanceWentGoToTheOneStillRunning() throws {
+        let server = try TransferServer()
+        let daemon = try daemon()
+        let stays = try app(daemon)
+        var goes: RawClient? = try app(daemon)
+        let id = try start(stays, url: server.url("/blob/4000"), path: cache(daemon) + "/small.bin")
+        // The wake goes to the newest connection.
+        #expect(try goes.map { try waitForFinished($0, id) } != nil, "\(daemon.log)")
+        if try !finished(stays).isEmpty {
+            Issue.record("the results went to the older instance: this test needs them at the newer one")
+            return
+        }
+        goes = nil
+        let done = try #require(try waitForFinished(stays, id, timeout: .seconds(10)), "the running instance did not get them: \(daemon.log)")
+        #expect(done.result == "success")
+        try complete(stays, done.token)
+        #expect(try list(stays).isEmpty)
+    }
+
     @Test func aDownloadLandsAtItsDestinationAndWakesItsApp() throws {
         let server = try TransferServer()
         let daemon = try daemon()
