@@ -65,6 +65,14 @@ final class UnifiedPushBridge {
     /// registered again only when a distributor appears and at the next start,
     /// not by any change to the apps.
     private var unregisteredByDistributor: Set<String> = []
+    /// Register calls sent and not answered yet. A connection may wait for
+    /// only so many replies at once (dbus-daemon's max_replies_per_connection,
+    /// 128 on some buses): all apps' at once left the rest refused.
+    private var registrationsInFlight = 0
+    static let maximumRegistrationsInFlight = 16
+    /// Apps whose Register failed without an answer (an error, a timeout):
+    /// tried again when apps or the distributor change, not at once.
+    private var failedRegistrations: Set<String> = []
     /// RemoteNotifications.MaxPayloadBytes: a message passes as itself only
     /// within it, as DeliverPush's payload would, and is refused beyond it.
     private let maximumPayloadBytes: Int
@@ -181,10 +189,26 @@ final class UnifiedPushBridge {
     func registerApps() {
         let declaring = Set(host.apps(declaring: RemoteNotificationsMode.name))
         for app in registrations.keys.sorted() where !declaring.contains(app) { unregister(app) }
-        guard let distributor else { return }
-        for app in declaring.sorted() where !registered.contains(app) && !unregisteredByDistributor.contains(app) {
+        failedRegistrations.removeAll()
+        registerMore(declaring)
+    }
+
+    /// Registers apps not registered yet, while fewer than
+    /// ``maximumRegistrationsInFlight`` Register calls wait for their answer.
+    private func registerMore(_ declaring: Set<String>? = nil) {
+        guard let distributor, registrationsInFlight < Self.maximumRegistrationsInFlight else { return }
+        let declaring = declaring ?? Set(host.apps(declaring: RemoteNotificationsMode.name))
+        for app in declaring.sorted()
+        where !registered.contains(app) && !unregisteredByDistributor.contains(app) && !failedRegistrations.contains(app) {
+            guard registrationsInFlight < Self.maximumRegistrationsInFlight else { return }
             register(app, with: distributor)
         }
+    }
+
+    /// A Register call was answered (or failed): the next may go.
+    private func registrationAnswered() {
+        registrationsInFlight -= 1
+        registerMore()
     }
 
     private func unregister(_ app: String) {
@@ -245,8 +269,15 @@ final class UnifiedPushBridge {
                     "service": .string(BgTaskNames.busName), "token": .string(token), "description": .string(description),
                 ])
             }) { [weak self] result in
+                guard let self else { return }
                 // An answer of a distributor that has been replaced since says nothing of the current one's.
-                guard let self, self.isCurrent(distributor) else { return }
+                guard self.isCurrent(distributor) else { return self.registrationAnswered() }
+                if case .failure(let error) = result,
+                   error.code.rawValue.hasSuffix(".UnknownMethod") || error.code.rawValue.hasSuffix(".UnknownInterface") {
+                    // Version 1 takes this call's place in flight.
+                    return self.registerVersion1(app, token: token, description: description, with: distributor)
+                }
+                defer { self.registrationAnswered() }
                 switch result {
                 case .success(let reply):
                     guard let answer = try? reply.readOptions() else {
@@ -258,12 +289,11 @@ final class UnifiedPushBridge {
                         let reason: String = if case .string(let text)? = answer["reason"] { text } else { "no reason given" }
                         self.registrationFailed(app, reason, refused: true)
                     }
-                case .failure(let error) where error.code.rawValue.hasSuffix(".UnknownMethod") || error.code.rawValue.hasSuffix(".UnknownInterface"):
-                    self.registerVersion1(app, token: token, description: description, with: distributor)
                 case .failure(let error):
                     self.registrationFailed(app, error.description, refused: false)
                 }
             }
+            registrationsInFlight += 1
         } catch {
             registrationFailed(app, error.description, refused: false)
         }
@@ -276,7 +306,9 @@ final class UnifiedPushBridge {
                 try call.append(token)
                 try call.append(description)
             }) { [weak self] result in
-                guard let self, self.isCurrent(distributor) else { return }
+                guard let self else { return }
+                defer { self.registrationAnswered() }
+                guard self.isCurrent(distributor) else { return }
                 switch result {
                 case .success(let reply):
                     guard let outcome = try? reply.readString() else {
@@ -292,6 +324,8 @@ final class UnifiedPushBridge {
                 }
             }
         } catch {
+            // The version 2 call it follows was counted in flight; this one never went.
+            registrationsInFlight -= 1
             registrationFailed(app, error.description, refused: false)
         }
     }
@@ -318,6 +352,7 @@ final class UnifiedPushBridge {
                 host.log(.warning, "cannot forget the UnifiedPush endpoint of \(app): \(error)")
             }
         } else {
+            failedRegistrations.insert(app)
             host.log(.warning, "could not register \(app) with the UnifiedPush distributor (it is tried again when apps or the distributor change): \(reason)")
         }
     }

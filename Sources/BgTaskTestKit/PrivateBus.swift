@@ -13,10 +13,14 @@ public final class PrivateBus: @unchecked Sendable {
     /// same address, as a system bus that restarts). With `serviceDirectory`,
     /// the bus starts the services whose `.service` files are there when
     /// they are called or asked for (D-Bus activation), and only those.
-    public init(allowOtherUsers: Bool = false, socket: String? = nil, serviceDirectory: String? = nil) throws {
+    /// With `maximumRepliesPerConnection`, a connection may wait for at most
+    /// that many replies at once (dbus-daemon's `max_replies_per_connection`;
+    /// further calls are refused with LimitsExceeded).
+    public init(allowOtherUsers: Bool = false, socket: String? = nil, serviceDirectory: String? = nil,
+                maximumRepliesPerConnection: Int? = nil) throws {
         var arguments = ["--session", "--nofork", "--print-address=1"]
         if let socket { arguments.append("--address=unix:path=\(socket)") }
-        if allowOtherUsers || serviceDirectory != nil {
+        if allowOtherUsers || serviceDirectory != nil || maximumRepliesPerConnection != nil {
             // A configuration of its own instead of the standard session one.
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-bus-\(UUID())").path
             try FileManager.default.createDirectory(
@@ -28,6 +32,7 @@ public final class PrivateBus: @unchecked Sendable {
                   <type>session</type>
                   <listen>\(socket.map { "unix:path=\($0)" } ?? "unix:dir=\(directory)")</listen>
                   \(serviceDirectory.map { "<servicedir>\($0)</servicedir>" } ?? "")
+                  \(maximumRepliesPerConnection.map { "<limit name=\"max_replies_per_connection\">\($0)</limit>" } ?? "")
                   <auth>EXTERNAL</auth>
                   <policy context="default">
                     \(allowOtherUsers ? "<allow user=\"*\"/>" : "")

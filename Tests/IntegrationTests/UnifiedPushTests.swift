@@ -68,6 +68,24 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// Every app's Register went out at once: on a bus that lets a
+    /// connection wait for 24 replies (dbus-daemon's max_replies_per_connection;
+    /// 128 on some), 40 apps left 16 refused with LimitsExceeded and without
+    /// an endpoint until apps or the distributor changed.
+    @Test func manyAppsRegisterOnABusThatLimitsPendingReplies() throws {
+        let bus = try PrivateBus(maximumRepliesPerConnection: 24)
+        defer { bus.stop() }
+        let mock = try distributor(on: bus)
+        defer { mock.stop() }
+        let apps = (0..<40).map { "org.example.Chat\($0)" }
+        let daemon = try DaemonUnderTest(bus: bus, desktopEntries: apps.map {
+            DesktopEntrySpec(id: $0, name: "Chat", modes: ["remote-notification"], exec: "/bin/false")
+        })
+        #expect(try eventually { try registrations(bus).count == apps.count }, "\((try? registrations(bus).count) ?? 0) registered: \(daemon.log)")
+        #expect(!daemon.log.contains("could not register"), "\(daemon.log)")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// The mock's control interface.
     func control(_ bus: PrivateBus, _ member: String, _ build: (Message) throws -> Void = { _ in }) throws -> Message {
         let connection = try Bus.open(.address(bus.address))
