@@ -87,4 +87,19 @@ import Testing
         #expect(try refusal(plugin(keys: [], errors: ["NoDots"])) == .badMetadata("'NoDots' is not a D-Bus error name"))
         #expect(try refusal(plugin(keys: [], errors: ["org.9example.Error"])) == .badMetadata("'org.9example.Error' is not a D-Bus error name"))
     }
+
+    /// Argument names are checked as sd-bus checks them when the daemon
+    /// exports the interface: `--bus-introspect`, which exports nothing,
+    /// listed names holding `"`, `<` or `&` that the live daemon refused.
+    @Test func argumentNamesFollowTheDBusRules() throws {
+        func arguments(_ signature: String, _ names: String) throws -> [String] {
+            try signature.withCString { signature in
+                try names.withCString { names in try LoadedPlugin.arguments(signature, names, of: "Try").map(\.name) }
+            }
+        }
+        #expect(try arguments("su", "what, _count2") == ["what", "_count2"])
+        for bad in ["a<b", "x\"y", "a&b", "2nd", "na me", String(repeating: "n", count: 256), "é"] {
+            #expect(throws: PluginError.self, "\(bad)") { _ = try arguments("s", bad) }
+        }
+    }
 }

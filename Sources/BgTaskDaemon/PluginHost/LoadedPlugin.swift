@@ -201,7 +201,21 @@ final class LoadedPlugin {
         guard nameList.count == types.count else {
             throw PluginError("member \(member) names \(nameList.count) arguments for \(types.count) types")
         }
+        // As sd-bus checks them when the interface is exported: `--bus-introspect`,
+        // which exports nothing, listed names the daemon then refused.
+        if let bad = nameList.first(where: { !isArgumentName($0) }) {
+            throw PluginError(
+                "member \(member) names an argument '\(LogText.escaped(bad))': argument names are 1 to 255 letters, digits and '_', not starting with a digit")
+        }
         return zip(nameList, types).map { BusArgument($0, $1) }
+    }
+
+    /// Whether `name` is a valid D-Bus argument name (a member name's rules).
+    static func isArgumentName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard (1...255).contains(bytes.count) else { return false }
+        func isLetter(_ byte: UInt8) -> Bool { (65...90).contains(byte) || (97...122).contains(byte) || byte == 95 }
+        return isLetter(bytes[0]) && bytes.dropFirst().allSatisfy { isLetter($0) || (48...57).contains($0) }
     }
 
     /// A method of the plugin's interface was called: identify the caller, then hand it over.
