@@ -22,6 +22,20 @@ import Testing
         #expect(SandboxInspector.head(of: directory.path("fifo")) == nil)
     }
 
+    /// A sandboxed app that made itself undumpable kept the daemon out of
+    /// /proc/PID/root (EACCES), and was taken for an unsandboxed, trusted
+    /// caller: only "no such file" means no sandbox.
+    @Test func aRootTheDaemonMayNotReadIsNoProofOfNoSandbox() {
+        #expect(SandboxInspector.flatpakInfoPresence(statResult: 0, errno: 0) == .present)
+        #expect(SandboxInspector.flatpakInfoPresence(statResult: -1, errno: ENOENT) == .absent)
+        #expect(SandboxInspector.flatpakInfoPresence(statResult: -1, errno: ENOTDIR) == .absent)
+        for errno in [EACCES, EPERM, ELOOP, EIO] {
+            #expect(SandboxInspector.flatpakInfoPresence(statResult: -1, errno: errno) == .unknown, "errno \(errno)")
+        }
+        // This process's own root can be read: it is no sandbox.
+        #expect(SandboxInspector.inspect(pid: getpid()).isSandboxed == false)
+    }
+
     @Test func flatpakInfoOfAnApp() {
         let info = """
             [Application]

@@ -16,16 +16,37 @@ public enum SandboxInspector {
     /// must re-check afterwards that `pid` is still the same process.
     public static func inspect(pid: Int32) -> Finding {
         let flatpakInfo = "/proc/\(pid)/root/.flatpak-info"
-        if FileManager.default.fileExists(atPath: flatpakInfo) {
+        var status = stat()
+        switch flatpakInfoPresence(statResult: stat(flatpakInfo, &status), errno: errno) {
+        case .present:
             // A sandbox whose id cannot be read is still a sandbox: it gets no id and no trust.
             let text = head(of: flatpakInfo) ?? ""
             return Finding(appID: flatpakAppID(fromInfo: text), source: .flatpak, isSandboxed: true)
+        case .unknown:
+            return Finding(appID: nil, source: nil, isSandboxed: true)
+        case .absent:
+            break
         }
         if let cgroup = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
            let unit = unitName(fromCgroup: cgroup), let id = appID(fromUnit: unit) {
             return Finding(appID: id, source: .systemdUnit, isSandboxed: false)
         }
         return Finding(appID: nil, source: nil, isSandboxed: false)
+    }
+
+    /// Whether a caller's root holds a `.flatpak-info`, or whether that cannot be told.
+    enum FlatpakInfoPresence: Equatable {
+        case present, absent, unknown
+    }
+
+    /// What `stat` of `/proc/PID/root/.flatpak-info` (its result and errno)
+    /// says. Only "no such file" means no sandbox: a process that made
+    /// itself undumpable (`PR_SET_DUMPABLE`) keeps the daemon out of its
+    /// root (EACCES), and counting that as "no sandbox" made a sandboxed
+    /// app an unsandboxed, trusted caller of the user's.
+    static func flatpakInfoPresence(statResult: Int32, errno: Int32) -> FlatpakInfoPresence {
+        if statResult == 0 { return .present }
+        return errno == ENOENT || errno == ENOTDIR ? .absent : .unknown
     }
 
     /// How much of a `.flatpak-info` is read: Flatpak writes a few hundred
