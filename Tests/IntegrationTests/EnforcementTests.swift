@@ -30,6 +30,38 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// An overstaying app that closes its bus connection when TaskExpired
+    /// comes: the SIGTERM, which waits for the app to take TaskExpired in,
+    /// found the process's handle closed with its last connection, and the
+    /// app ran on, unsignalled and unlogged.
+    @Test func anAppThatLeavesTheBusOnTaskExpiredIsStillTerminated() throws {
+        let daemon = try DaemonUnderTest(settings: Self.budget)
+        let script = """
+            import dbus, os
+            from dbus.mainloop.glib import DBusGMainLoop
+            from gi.repository import GLib
+            DBusGMainLoop(set_as_default=True)
+            bus = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
+            manager = dbus.Interface(bus.get_object("org.bgtaskd.BackgroundTasks1", "/org/bgtaskd/BackgroundTasks1"),
+                                     "org.bgtaskd.BackgroundTasks1.Manager")
+            def expired(task):
+                bus.close()
+                print("closed", flush=True)
+            bus.add_signal_receiver(expired, signal_name="TaskExpired", dbus_interface="org.bgtaskd.BackgroundTasks1.Manager")
+            manager.BeginBackgroundTask("stay")
+            manager.SetApplicationState("background")
+            print("background", flush=True)
+            GLib.timeout_add(15000, lambda: os._exit(0))
+            GLib.MainLoop().run()
+            """
+        let app = try ChildProcess("/usr/bin/python3", ["-c", script], environment: daemon.environment)
+        defer { _ = app.stop() }
+        #expect(app.waitForLine(timeout: .seconds(10), where: { $0 == "closed" }) != nil, "\(app.lines) \(app.standardError) \(daemon.log)")
+        #expect(app.waitForExit(timeout: .seconds(10)) == .signal(SIGTERM), "\(app.lines) \(daemon.log.suffix(2000))")
+        #expect(daemon.waitForLog(containing: "overstayed its background time: SIGTERM"), "\(daemon.log.suffix(2000))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// A process of the same user may claim an app and send it to the
     /// background; the app's own process, which never asked for the
     /// background, then has its task expire but is not terminated. Before,

@@ -133,6 +133,16 @@ final class ProcessTable {
         return bgt_pidfd_exited(handle.pidfd) != 0
     }
 
+    /// Keeps the handle of a process that is to be sent SIGTERM (once its
+    /// connections took `TaskExpired` in) open even if its last connection
+    /// goes meanwhile: an app that closed its connection on `TaskExpired`
+    /// was never signalled. The SIGKILL after the grace ends the hold, as
+    /// for any SIGTERM.
+    func holdForTermination(_ ref: ProcessRef) {
+        guard handles[ref] != nil else { return }
+        handles[ref]!.awaitingKill = true
+    }
+
     /// Sends SIGTERM, or SIGKILL if the process is still alive. Returns whether a signal was sent.
     @discardableResult
     func signal(_ ref: ProcessRef, _ signal: ProcessSignal) -> Bool {

@@ -371,6 +371,9 @@ public final class Daemon {
             }
         }
         let pending = Pending(left: owners.count, signals: signals)
+        // The owners may leave the bus before they answer (one closes its
+        // connection on TaskExpired): their processes are still signalled.
+        for (process, _, _) in signals { processes.holdForTermination(process) }
         let wait = min(Self.expiredAcknowledgementWait, max(1_000, UInt64(settings.configuration.taskKillGraceSec * 500_000)))
         for owner in owners {
             do throws(BusError) {
