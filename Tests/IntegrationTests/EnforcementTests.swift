@@ -179,6 +179,37 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// A daemon(3)-style heir (fork, setsid, fork again) cannot be told from
+    /// an unrelated process and is not signalled; the log said nothing of it
+    /// and stopped at "task expired".
+    @Test func anHeirThatLeftTheProcessGroupIsNotSignalledAndTheLogSaysSo() throws {
+        let daemon = try DaemonUnderTest(settings: Self.budget)
+        let marker = Self.markerPath("setsid")
+        defer { try? FileManager.default.removeItem(atPath: marker) }
+        let script = """
+            \(Self.pythonHelpers)
+            bus = dbus.bus.BusConnection(address)
+            manager(bus).BeginBackgroundTask("escaped")
+            manager(bus).SetApplicationState("background")
+            if os.fork() == 0:
+                detach()
+                os.setsid()
+                if os.fork() == 0:
+                    with open(sys.argv[1], "w") as f:
+                        f.write(str(os.getpid()))
+                    time.sleep(12)
+                os._exit(0)
+            os._exit(0)
+            """
+        let owner = try CommandResult.run("/usr/bin/python3", ["-c", script, marker], environment: daemon.environment)
+        #expect(owner.succeeded, "\(owner)")
+        #expect(daemon.waitForLog(containing: "no process it forked in its process group holds its bus connection"), "\(daemon.log.suffix(2000))")
+        if let pid = (try? String(contentsOfFile: marker, encoding: .utf8)).flatMap({ Int32($0) }), pid > 1 {
+            kill(pid, SIGKILL)
+        }
+        #expect(daemon.stop() == .status(0))
+    }
+
     /// Python that opens two connections, begins a task on the first and sends
     /// it to the background, checks the second in as another app, then forks
     /// one child that keeps only the first connection and one that keeps only

@@ -209,6 +209,14 @@ final class ProcessTable {
             logger.notice("pid \(ref.pid) is gone; its bus connections live on in different processes it forked, and which of them holds the one meant cannot be told: none is signalled")
             return false
         }
+        if heirs.isEmpty {
+            // It said nothing: a daemon(3)-style heir (setsid and a second
+            // fork) ran on, and the log stopped at "task expired".
+            logger.notice("""
+                pid \(ref.pid) is gone, and no process it forked in its process group holds its bus connection \
+                (one that left the group with setsid cannot be told from another process): none is signalled
+                """)
+        }
         var sent = false
         for pid in heirs {
             let fd = bgt_pidfd_open(pid)
