@@ -45,6 +45,18 @@ import Testing
 
     // MARK: Groups and lines
 
+    /// `Path=`, the directory to start in, is kept when it is absolute.
+    @Test func pathIsTheWorkingDirectoryWhenAbsolute() throws {
+        func entry(_ path: String?) -> DesktopEntry? {
+            let line = path.map { "Path=\($0)\n" } ?? ""
+            return DesktopEntry.parse("[Desktop Entry]\nType=Application\nExec=./app\n\(line)", id: try! AppID(validating: "org.example.A"), path: "/x")
+        }
+        #expect(entry("/opt/app dir")?.workingDirectory == "/opt/app dir")
+        #expect(entry(nil)?.workingDirectory == nil)
+        #expect(entry("")?.workingDirectory == nil)
+        #expect(entry("relative/dir")?.workingDirectory == nil)
+    }
+
     @Test func notADesktopEntry() {
         #expect(parse("") == nil)
         #expect(parse("Type=Application\nName=Weather\n") == nil)

@@ -30,6 +30,27 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// The entry's `Path=` is where the app starts. It was ignored: every
+    /// app started in the home directory, and an `Exec=./app` beside it was
+    /// not found.
+    @Test func anAppStartsInItsEntrysPath() throws {
+        let app = "org.example.Placed"
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgtaskd-path-\(UUID()) dir").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
+        try "#!/bin/sh\npwd > started-in\nexec '\(testapp)' --fetch-result newData --tasks 0\n"
+            .write(toFile: directory + "/app", atomically: true, encoding: .utf8)
+        chmod(directory + "/app", 0o755)
+        let daemon = try DaemonUnderTest(desktopEntries: [
+            DesktopEntrySpec(id: app, modes: ["fetch"], exec: "./app", workingDirectory: directory),
+        ])
+        try RawClient(daemon).call("Fetch", "SimulateFetch") { try $0.append(app) }
+        let startedIn = try? String(contentsOfFile: directory + "/started-in", encoding: .utf8)
+        #expect(startedIn == directory + "\n", "\(String(describing: startedIn)) \(daemon.log.suffix(1500))")
+        #expect(daemon.stop() == .status(0))
+    }
+
     @Test func entryThatCannotStartIsReportedNotRetried() throws {
         let daemon = try DaemonUnderTest(desktopEntries: [
             DesktopEntrySpec(id: "org.example.Broken", modes: ["fetch"], exec: "/nonexistent/broken-app --fetch"),

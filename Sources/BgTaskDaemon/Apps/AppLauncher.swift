@@ -120,6 +120,8 @@ final class AppLauncher {
     private struct Request {
         var appID: AppID
         var commandLine: [String]
+        /// The desktop entry's `Path=`; nil: the home directory.
+        var directory: String?
         var reason: String
         var unit: String
         var completion: (Result<LaunchedProcess, LaunchError>) -> Void
@@ -255,13 +257,14 @@ final class AppLauncher {
 
     // MARK: Launching
 
-    /// Starts `commandLine` for `appID` in the background; `completion` runs on the loop.
+    /// Starts `commandLine` for `appID` in the background, in `directory`
+    /// (nil: the home directory); `completion` runs on the loop.
     func launch(
-        appID: AppID, commandLine: [String], reason: String,
+        appID: AppID, commandLine: [String], directory: String? = nil, reason: String,
         completion: @escaping (Result<LaunchedProcess, LaunchError>) -> Void
     ) {
         let request = Request(
-            appID: appID, commandLine: commandLine, reason: reason, unit: LaunchUnitName.make(for: appID),
+            appID: appID, commandLine: commandLine, directory: directory, reason: reason, unit: LaunchUnitName.make(for: appID),
             completion: completion)
         guard !commandLine.isEmpty else {
             return finish(request, .failure(request.failure(.emptyCommandLine, "the command line is empty")))
@@ -420,7 +423,7 @@ final class AppLauncher {
         let home = ProcessSpawner.value(of: "HOME", in: environment) ?? Self.homeFromPasswd()
         let result = ProcessSpawner.spawn(
             commandLine: request.commandLine, environment: environment,
-            searchPath: ProcessSpawner.value(of: "PATH", in: environment), directory: home,
+            searchPath: ProcessSpawner.value(of: "PATH", in: environment), directory: request.directory ?? home,
             cgroupProcsFD: cgroupProcsFD)
         return result.mapError { failure in
             let code: LaunchError.Code

@@ -43,6 +43,9 @@ struct DesktopEntry: Sendable, Equatable {
     let execProblem: String?
     /// `Hidden=true`: the entry is deleted and the app counts as absent.
     let hidden: Bool
+    /// `Path=`: the directory the app is started in, when it is an absolute
+    /// path; else (absent, empty or relative) the user's home directory.
+    var workingDirectory: String? = nil
 
     /// Reads the `[Desktop Entry]` group of `text`; nil when the first group is
     /// not `[Desktop Entry]` or `Type` is not `Application`.
@@ -81,6 +84,7 @@ struct DesktopEntry: Sendable, Equatable {
         private var backgroundExec: Range<Int>?
         private var modes: Range<Int>?
         private var hidden: Range<Int>?
+        private var workingDirectory: Range<Int>?
 
         init(bytes: UnsafeBufferPointer<UInt8>) {
             self.bytes = bytes
@@ -112,7 +116,8 @@ struct DesktopEntry: Sendable, Equatable {
                 modes: declared,
                 commandLine: commandLine,
                 execProblem: execProblem,
-                hidden: hiddenValue == "true" || hiddenValue == "1")
+                hidden: hiddenValue == "true" || hiddenValue == "1",
+                workingDirectory: workingDirectory.map(string).flatMap { $0.hasPrefix("/") ? $0 : nil })
         }
 
         /// Records the keys of the first group; false when that group is not `[Desktop Entry]`.
@@ -153,6 +158,8 @@ struct DesktopEntry: Sendable, Equatable {
                 modes = value
             } else if equals(key, "Hidden") {
                 hidden = value
+            } else if equals(key, "Path") {
+                workingDirectory = value
             }
         }
 

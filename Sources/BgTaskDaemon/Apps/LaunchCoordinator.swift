@@ -37,7 +37,7 @@ final class LaunchCoordinator {
             logger.error("cannot launch \(app): its desktop entry \(entry.path) has no usable command: \(problem)")
             return onFailed(app, "its desktop entry has no usable command: \(problem)", true)
         }
-        launcher.launch(appID: app, commandLine: commandLine, reason: reason) { [unowned self] result in
+        launcher.launch(appID: app, commandLine: commandLine, directory: entry.workingDirectory, reason: reason) { [unowned self] result in
             switch result {
             case .success(let process):
                 // The launcher's own line names its scope or cgroup, where it has one.
