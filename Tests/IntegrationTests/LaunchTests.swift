@@ -39,7 +39,7 @@ import Testing
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
-        try "#!/bin/sh\npwd > started-in\nexec '\(testapp)' --fetch-result newData --tasks 0\n"
+        try "#!/bin/sh\npwd > started-in\nexec '\(testapp)' --fetch-result newData --tasks 0 --hold 5\n"
             .write(toFile: directory + "/app", atomically: true, encoding: .utf8)
         chmod(directory + "/app", 0o755)
         let daemon = try DaemonUnderTest(desktopEntries: [
@@ -230,8 +230,11 @@ import Testing
     func aLaunchedAppWorkingInATaskWhenTheDaemonCrashesFinishesItsWork() throws {
         let app = "org.example.Busy"
         let testapp = BinaryLocator.path(of: "bgtaskd-testapp")
-        // Work that outlasts the crash and the restart on a loaded machine.
-        let daemon = try Self.daemonLaunching(app, exec: "\(testapp) --fetch-result newData --tasks 1 --work 15 --hold 60")
+        // Work that outlasts the crash and the restart on a loaded machine,
+        // and a life after it that outlasts the slowest restart seen (under
+        // a full parallel run beside a release build, the app had gone by
+        // then: 75 s). The cgroup's removal ends it.
+        let daemon = try Self.daemonLaunching(app, exec: "\(testapp) --fetch-result newData --tasks 1 --work 15 --hold 600")
         let admin = try RawClient(daemon)
         try admin.call("Fetch", "SimulateFetch") { try $0.append(app) }
         let cgroup = try Self.launchedCgroup(of: app, in: daemon)
