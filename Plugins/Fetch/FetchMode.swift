@@ -24,6 +24,8 @@ import Foundation
 final class FetchMode: ModePlugin {
     static let name = "fetch"
     static let wakesNeedRefresh = true
+    /// A push counts as bringing its app up to date only once it is completed.
+    static let wantsWakeEnds = true
     static let version = "1.0.0"
 
     static let wakeBudgetKey = ConfigKey.wakeBudget(

@@ -28,6 +28,10 @@ public protocol ModePlugin: AnyObject {
     /// still waiting for that app in the background (``PluginEvent/launchFailed(app:token:reason:)``),
     /// and the plugin keeps their events for a later wake.
     static var wakesNeedRefresh: Bool { get }
+    /// Whether the plugin is told how other modes' wakes end
+    /// (``PluginEvent/appWakeEnded(app:reason:completed:)``); each such event
+    /// is a batch of the plugin's, on the path of every wake.
+    static var wantsWakeEnds: Bool { get }
     /// Creates the plugin; throw to refuse to load (the message is logged).
     init(host: PluginHost) throws
     /// Exports interfaces, loads records, schedules.
@@ -66,6 +70,7 @@ extension ModePlugin {
     public static var configKeys: [ConfigKey] { [] }
     public static var errorNames: [ModeError.Code] { [] }
     public static var wakesNeedRefresh: Bool { false }
+    public static var wantsWakeEnds: Bool { false }
     public func stop() {}
     public func describe(app: String, into description: inout [String: PluginValue]) {}
     public func waitingEvents(for app: String) -> Int { 0 }

@@ -34,6 +34,7 @@ public enum PluginEvent: Equatable, Sendable {
     /// Another mode's wake of `app`, told before as ``appWoken(app:connection:reason:)``,
     /// ended (`reason`: that mode): `completed` in time, or not (expired, or
     /// its launch failed or the app went first). What it brought the app
-    /// counts only once it completed.
+    /// counts only once it completed. Only for plugins whose
+    /// ``ModePlugin/wantsWakeEnds`` is true.
     case appWakeEnded(app: String, reason: String, completed: Bool)
 }

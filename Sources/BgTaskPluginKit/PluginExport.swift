@@ -19,7 +19,7 @@ public enum PluginExport {
         d.pointee.abi_minor = UInt16(BGTASKD_PLUGIN_ABI_MINOR)
         d.pointee.name = UnsafePointer(strdup(Plugin.name))
         d.pointee.version = UnsafePointer(strdup(Plugin.version))
-        d.pointee.flags = Plugin.wakesNeedRefresh ? BGT_PLUGIN_WAKES_NEED_REFRESH : 0
+        d.pointee.flags = (Plugin.wakesNeedRefresh ? BGT_PLUGIN_WAKES_NEED_REFRESH : 0) | (Plugin.wantsWakeEnds ? BGT_PLUGIN_WANTS_WAKE_ENDS : 0)
         d.pointee.`init` = { api, host, errorOut, errorSize in
             guard let api, let host, let factory = PluginExport.factory else { return nil }
             do {

@@ -190,12 +190,12 @@ extension Daemon {
         for plugin in plugins where plugin.abiMinor >= 10 { plugin.post(event) }
     }
 
-    /// Tells the other plugins that know the event (ABI 1.11) how a wake
-    /// they were told of ended: what it brought the app counts only if it
-    /// completed. The token itself stays with its plugin.
+    /// Tells the other plugins that asked (ABI 1.11, ``LoadedPlugin/wantsWakeEnds``)
+    /// how a wake they were told of ended: what it brought the app counts
+    /// only if it completed. The token itself stays with its plugin.
     private func announceEnd(of token: String, plugin name: String, app: AppID, as outcome: String, at now: UInt64) {
         guard announcedWakes.remove(token) != nil else { return }
-        for other in plugins where other.name != name && other.abiMinor >= 11 {
+        for other in plugins where other.name != name && other.wantsWakeEnds {
             other.post(QueuedPluginEvent(type: BGT_EVENT_APP_WAKE_ENDED, app: app.rawValue, state: outcome, reason: name, realtimeMicroseconds: now))
         }
     }
@@ -274,7 +274,7 @@ extension Daemon {
                     type: BGT_EVENT_APP_WOKEN, app: app.rawValue, connection: connection.uniqueName, reason: name,
                     realtimeMicroseconds: now))
             }
-            announcedWakes.insert(token)
+            if plugins.contains(where: { $0.name != name && $0.wantsWakeEnds }) { announcedWakes.insert(token) }
         case .wakeCompleted(let token, let name, let app):
             plugin(named: name)?.post(QueuedPluginEvent(
                 type: BGT_EVENT_TOKEN_COMPLETED, app: app.rawValue, token: token, realtimeMicroseconds: now))

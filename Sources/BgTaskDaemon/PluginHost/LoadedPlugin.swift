@@ -260,6 +260,11 @@ final class LoadedPlugin {
         descriptor.pointee.struct_version >= 5 && descriptor.pointee.flags & BGT_PLUGIN_WAKES_NEED_REFRESH != 0
     }
 
+    /// Whether the plugin is told how other plugins' wakes end (ABI 1.11).
+    var wantsWakeEnds: Bool {
+        abiMinor >= 11 && descriptor.pointee.struct_version >= 5 && descriptor.pointee.flags & BGT_PLUGIN_WANTS_WAKE_ENDS != 0
+    }
+
     /// How many events the plugin holds for `app` without a wake (ABI 1.5; 0 for older plugins).
     func waitingEvents(for app: AppID) -> UInt32 {
         guard let context, descriptor.pointee.struct_version >= 4, let waiting = descriptor.pointee.waiting_events else { return 0 }

@@ -164,7 +164,7 @@ enum {
      * budget ran out, "failed" when it ended otherwise: the launch failed
      * or the app went before taking it). What the other mode's wake brought
      * the app counts only once it completed. Sent only to plugins built for
-     * 1.11 or later. */
+     * 1.11 or later whose descriptor sets BGT_PLUGIN_WANTS_WAKE_ENDS. */
     BGT_EVENT_APP_WAKE_ENDED = 14,
 };
 
@@ -501,6 +501,11 @@ typedef struct bgt_plugin_descriptor {
  * launch backoff. The plugin keeps their events for a later wake, as it
  * would have held them had refresh been off when they came. */
 #define BGT_PLUGIN_WAKES_NEED_REFRESH 1u
+
+/* 1.11: the plugin is told how other plugins' wakes it heard of with
+ * BGT_EVENT_APP_WOKEN end (BGT_EVENT_APP_WAKE_ENDED). Only plugins that set
+ * it are: each event is a batch of the plugin's, on the path of every wake. */
+#define BGT_PLUGIN_WANTS_WAKE_ENDS 2u
 
 /* Every plugin defines this. */
 const bgt_plugin_descriptor *bgtaskd_plugin_entry(void);
