@@ -662,6 +662,27 @@ import Testing
         #expect(daemon.stop() == .status(0))
     }
 
+    /// dbusmock as the systemd user manager on `bus`, with FreezeUnit (running
+    /// `freezing`, Python, when called) and ThawUnit, once it answers.
+    private func mockUserManager(on bus: PrivateBus, freezing: String = "") throws -> ChildProcess {
+        let manager = try ChildProcess("/usr/bin/python3", [
+            "-m", "dbusmock", "--session", "org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
+        ], environment: bus.environment)
+        func gdbus(_ arguments: [String]) throws -> CommandResult {
+            try CommandResult.run("/usr/bin/gdbus", ["call", "--address", bus.address, "--dest", "org.freedesktop.systemd1",
+                                                     "--object-path", "/org/freedesktop/systemd1"] + arguments)
+        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try !gdbus(["--method", "org.freedesktop.DBus.Peer.Ping"]).succeeded, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        for (method, code) in [("FreezeUnit", freezing), ("ThawUnit", "")] {
+            let added = try gdbus(["--method", "org.freedesktop.DBus.Mock.AddMethod", "", method, "s", "", code])
+            #expect(added.succeeded, "\(added)")
+        }
+        return manager
+    }
+
     /// A SimulateWake that comes while the apps are still being frozen ends
     /// the sleep: the SimulateSleep waiting for the freezes is refused, not
     /// answered as if the machine slept ("Asleep: … suspended").
@@ -669,23 +690,8 @@ import Testing
     func aSleepCutShortByAWakeIsRefused() throws {
         let bus = try PrivateBus()
         // A user manager whose FreezeUnit takes 3 s.
-        let manager = try ChildProcess("/usr/bin/python3", [
-            "-m", "dbusmock", "--session", "org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
-        ], environment: bus.environment)
+        let manager = try mockUserManager(on: bus, freezing: "__import__('time').sleep(3)")
         defer { manager.stop() }
-        func gdbus(_ arguments: [String]) throws -> CommandResult {
-            try CommandResult.run("/usr/bin/gdbus", ["call", "--address", bus.address] + arguments)
-        }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while try !gdbus(["--dest", "org.freedesktop.systemd1", "--object-path", "/org/freedesktop/systemd1",
-                          "--method", "org.freedesktop.DBus.Peer.Ping"]).succeeded, ContinuousClock.now < deadline {
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        for (method, code) in [("FreezeUnit", "__import__('time').sleep(3)"), ("ThawUnit", "")] {
-            let added = try gdbus(["--dest", "org.freedesktop.systemd1", "--object-path", "/org/freedesktop/systemd1",
-                                   "--method", "org.freedesktop.DBus.Mock.AddMethod", "", method, "s", "", code])
-            #expect(added.succeeded, "\(added)")
-        }
         let daemon = try DaemonUnderTest(settings: ["Tasks.BudgetSec=120"], bus: bus)
         let opened = try ScopedApp(daemon, appID: "org.example.Opened", ["--background", "--hold", "60"])
         defer { opened.stop() }
@@ -707,23 +713,8 @@ import Testing
     func unitsFrozenWhenTheBusIsLostStayListedForTheNextStart() throws {
         let bus = try PrivateBus()
         // The user manager, as far as freezing goes: FreezeUnit and ThawUnit that answer.
-        let manager = try ChildProcess("/usr/bin/python3", [
-            "-m", "dbusmock", "--session", "org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
-        ], environment: bus.environment)
+        let manager = try mockUserManager(on: bus)
         defer { manager.stop() }
-        func gdbus(_ arguments: [String]) throws -> CommandResult {
-            try CommandResult.run("/usr/bin/gdbus", ["call", "--address", bus.address] + arguments)
-        }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while try !gdbus(["--dest", "org.freedesktop.systemd1", "--object-path", "/org/freedesktop/systemd1",
-                          "--method", "org.freedesktop.DBus.Peer.Ping"]).succeeded, ContinuousClock.now < deadline {
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        for method in ["FreezeUnit", "ThawUnit"] {
-            let added = try gdbus(["--dest", "org.freedesktop.systemd1", "--object-path", "/org/freedesktop/systemd1",
-                                   "--method", "org.freedesktop.DBus.Mock.AddMethod", "", method, "s", "", ""])
-            #expect(added.succeeded, "\(added)")
-        }
         let daemon = try DaemonUnderTest(settings: ["Tasks.BudgetSec=120"], bus: bus)
         let opened = try ScopedApp(daemon, appID: "org.example.Opened", ["--background", "--hold", "60"])
         defer { opened.stop() }
