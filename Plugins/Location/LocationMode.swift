@@ -796,7 +796,7 @@ final class LocationMode: ModePlugin {
             // Another instance still runs (the one the event was handed to
             // went): it takes what waits now, as at a CheckIn, which a running
             // instance never makes again. Else the next instance's CheckIn does.
-            if token != nil, let info = host.appInfo(app), info.running, !info.launching {
+            if token != nil, host.appInfo(app)?.hasRunningInstance == true {
                 host.log(.notice, "a location wake of \(app) failed: \(reason); what waits goes to its running instance")
                 deliverWaiting(app, isWake: true)
             } else {

@@ -505,7 +505,7 @@ final class RemoteNotificationsMode: ModePlugin {
             // went): it takes what waits now, as at a CheckIn, which a running
             // instance never makes again. Else the next instance's CheckIn does.
             appInfos.forget(app)
-            if let info = appInfo(app), info.running, !info.launching, token != nil {
+            if let info = appInfo(app), info.hasRunningInstance, token != nil {
                 host.log(.notice, "a push wake of \(app) failed: \(reason); what waits goes to its running instance")
                 if info.refreshStatus == "available" || info.isInForeground { deliverWithHeld(app) } else { deliverDue(app) }
             } else {

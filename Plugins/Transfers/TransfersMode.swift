@@ -920,7 +920,7 @@ final class TransfersMode: ModePlugin {
             if let token, tokens[token] != nil { release(token) }
             // Another instance still runs (the one the results were handed
             // to went): it takes them now; a running instance never checks in again.
-            if token != nil, let info = host.appInfo(app), info.running, !info.launching {
+            if token != nil, host.appInfo(app)?.hasRunningInstance == true {
                 host.log(.notice, "a wake of \(app) for finished transfers failed: \(reason); they go to its running instance")
                 deliver(app)
             } else {

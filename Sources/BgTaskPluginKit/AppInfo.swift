@@ -4,6 +4,9 @@ import BgTaskProtocol
 public struct AppInfo: Sendable, Equatable {
     /// Whether it runs in the foreground (`active` or `inactive`).
     public var isInForeground: Bool { running && ApplicationState.isForeground(state) }
+    /// An instance runs and is not being launched: what waits for the app can
+    /// go to it now (it will not check in again, as a launched one does).
+    public var hasRunningInstance: Bool { running && !launching }
 
     /// It has a desktop entry.
     public var known: Bool
